@@ -1,0 +1,116 @@
+/*
+ * common/pb.h — the few types every pageback module shares: error codes and the
+ * pb_error carrier, logging, the page hash, and small byte-order helpers.
+ * common/ depends on nothing else in the tree (xxHash is the only library it uses).
+ */
+#ifndef PB_COMMON_H
+#define PB_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PB_PAGE_SIZE 8192u
+#define PB_ALIGN 4096u
+
+/* Error codes: 0 is success, every failure is one of these negative values. */
+typedef enum pb_code {
+    PB_OK = 0,
+    PB_ENOENT = -1,      /* object, file or key does not exist */
+    PB_EIO = -2,         /* local I/O failure */
+    PB_ECORRUPT = -3,    /* checksum or format mismatch */
+    PB_ENOMEM = -4,      /* allocation failed */
+    PB_EREMOTE = -5,     /* remote server (S3, PostgreSQL) failed or unreachable */
+    PB_EINVAL = -6,      /* invalid input or usage */
+    PB_EEXIST = -7,      /* already exists with different content */
+    PB_EPG = -8,         /* PostgreSQL refused or answered something unexpected */
+    PB_EUNSUPPORTED = -9,/* not supported here (e.g. O_DIRECT on tmpfs) */
+    PB_EAUTH = -10,      /* authentication / signature refused */
+    PB_ESTATE = -11,     /* repository or catalog state does not allow this */
+} pb_code;
+
+typedef struct pb_error {
+    int code;       /* a pb_code */
+    int sys_errno;  /* errno when the failure came from a system call, else 0 */
+    char msg[1024]; /* names the file, object, LSN or block concerned */
+} pb_error;
+
+#define PB_ERROR_INIT {0, 0, {0}}
+
+/* Fill err (may be NULL) and return code, so callers can `return pb_fail(...)`. */
+int pb_fail(pb_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Same, appending ": strerror(errno)" and recording errno. */
+int pb_fail_errno(pb_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefix context to an existing message ("restoring base/1/1259: <old msg>"). */
+int pb_error_wrap(pb_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *pb_code_name(int code);
+
+/* Logging to stderr. The level is a program option set once in main. */
+typedef enum pb_log_level { PB_LOG_ERROR, PB_LOG_WARN, PB_LOG_INFO, PB_LOG_DEBUG } pb_log_level;
+void pb_log_set_level(pb_log_level level);
+void pb_log(pb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define pb_debug(...) pb_log(PB_LOG_DEBUG, __VA_ARGS__)
+#define pb_info(...) pb_log(PB_LOG_INFO, __VA_ARGS__)
+#define pb_warn(...) pb_log(PB_LOG_WARN, __VA_ARGS__)
+
+/* 64-bit XXH3 of a buffer: the page hash and the object checksum everywhere. */
+uint64_t pb_hash64(const void *data, size_t len);
+
+/* Explicit little-endian encoding for every on-disk format. */
+static inline void pb_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void pb_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void pb_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t pb_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t pb_get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint64_t pb_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* A growable byte buffer used by serialisers. */
+typedef struct pb_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} pb_buf;
+int pb_buf_reserve(pb_buf *b, size_t extra);
+int pb_buf_append(pb_buf *b, const void *data, size_t len);
+int pb_buf_u32(pb_buf *b, uint32_t v);
+int pb_buf_u64(pb_buf *b, uint64_t v);
+int pb_buf_str(pb_buf *b, const char *s); /* u32 length + bytes */
+void pb_buf_free(pb_buf *b);
+
+/* Bounds-checked reader over a byte range; sticky failure flag. */
+typedef struct pb_reader {
+    const uint8_t *p;
+    size_t left;
+    int bad;
+} pb_reader;
+uint32_t pb_rd_u32(pb_reader *r);
+uint64_t pb_rd_u64(pb_reader *r);
+char *pb_rd_str(pb_reader *r); /* malloc'd copy, NULL on failure */
+const uint8_t *pb_rd_bytes(pb_reader *r, size_t n);
+
+/* LSN helpers: PostgreSQL's "X/Y" text form. */
+int pb_lsn_parse(const char *text, uint64_t *out);
+void pb_lsn_format(uint64_t lsn, char out[32]);
+
+/* Monotonic seconds, for progress and summaries. */
+double pb_now(void);
+
+#endif

@@ -1,0 +1,152 @@
+/* common/util.c — logging, hashing, buffers, LSN text. */
+#include "pb.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+static pb_log_level log_level = PB_LOG_INFO; /* program option, set once in main */
+
+void pb_log_set_level(pb_log_level level)
+{
+    log_level = level;
+}
+
+void pb_log(pb_log_level level, const char *fmt, ...)
+{
+    static const char *names[] = {"ERROR", "WARNING", "INFO", "DEBUG"};
+    if (level > log_level)
+        return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "pageback: %s: %s\n", names[level], line);
+}
+
+uint64_t pb_hash64(const void *data, size_t len)
+{
+    return XXH3_64bits(data, len);
+}
+
+int pb_buf_reserve(pb_buf *b, size_t extra)
+{
+    if (b->len + extra <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra)
+        cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p)
+        return PB_ENOMEM;
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+int pb_buf_append(pb_buf *b, const void *data, size_t len)
+{
+    if (pb_buf_reserve(b, len))
+        return PB_ENOMEM;
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+int pb_buf_u32(pb_buf *b, uint32_t v)
+{
+    uint8_t t[4];
+    pb_put_u32(t, v);
+    return pb_buf_append(b, t, 4);
+}
+
+int pb_buf_u64(pb_buf *b, uint64_t v)
+{
+    uint8_t t[8];
+    pb_put_u64(t, v);
+    return pb_buf_append(b, t, 8);
+}
+
+int pb_buf_str(pb_buf *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (pb_buf_u32(b, (uint32_t)n))
+        return PB_ENOMEM;
+    return pb_buf_append(b, s, n);
+}
+
+void pb_buf_free(pb_buf *b)
+{
+    if (!b)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+const uint8_t *pb_rd_bytes(pb_reader *r, size_t n)
+{
+    if (r->bad || r->left < n) {
+        r->bad = 1;
+        return NULL;
+    }
+    const uint8_t *p = r->p;
+    r->p += n;
+    r->left -= n;
+    return p;
+}
+
+uint32_t pb_rd_u32(pb_reader *r)
+{
+    const uint8_t *p = pb_rd_bytes(r, 4);
+    return p ? pb_get_u32(p) : 0;
+}
+
+uint64_t pb_rd_u64(pb_reader *r)
+{
+    const uint8_t *p = pb_rd_bytes(r, 8);
+    return p ? pb_get_u64(p) : 0;
+}
+
+char *pb_rd_str(pb_reader *r)
+{
+    uint32_t n = pb_rd_u32(r);
+    const uint8_t *p = pb_rd_bytes(r, n);
+    if (!p)
+        return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s) {
+        r->bad = 1;
+        return NULL;
+    }
+    memcpy(s, p, n);
+    s[n] = '\0';
+    return s;
+}
+
+int pb_lsn_parse(const char *text, uint64_t *out)
+{
+    unsigned int hi, lo;
+    char tail;
+    if (!text || sscanf(text, "%X/%X%c", &hi, &lo, &tail) != 2)
+        return PB_EINVAL;
+    *out = ((uint64_t)hi << 32) | lo;
+    return 0;
+}
+
+void pb_lsn_format(uint64_t lsn, char out[32])
+{
+    snprintf(out, 32, "%X/%X", (unsigned)(lsn >> 32), (unsigned)lsn);
+}
+
+double pb_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}

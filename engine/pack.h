@@ -1,0 +1,54 @@
+/*
+ * engine/pack.h — pack objects (prefix pack_). A pack is a sequence of frames, each
+ * a zstd-compressed run of bytes (one or more 8 kB pages of one file, or a piece of
+ * a non-relation file) with its own header and checksum, so a restore can fetch any
+ * frame with one range read without reading the pack from its start.
+ * Format: docs/FORMAT.md.
+ */
+#ifndef PB_ENGINE_PACK_H
+#define PB_ENGINE_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/pb.h"
+#include "engine/storage.h"
+
+typedef struct pack_writer pack_writer;
+
+/* Where a frame lives. offset/clen cover the frame header + payload. */
+typedef struct pack_loc {
+    uint32_t pack_no;
+    uint64_t offset;
+    uint32_t clen; /* stored length (header + compressed payload) */
+    uint32_t rlen; /* raw (decompressed) length */
+} pack_loc;
+
+#define PACK_FRAME_HEADER 32u
+#define PACK_MAX_FRAME_RAW (1u << 20)
+
+/* Pack keys are "<dir>/pack/<pack_no %06u>". A new pack starts when the current
+ * one exceeds target_size bytes. level: zstd level (1 = fast). */
+int pack_writer_open(pack_writer **out, repo *r, const char *dir, uint64_t target_size,
+                     int level, pb_error *err);
+/* Compress and append one frame (len <= PACK_MAX_FRAME_RAW). */
+int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out,
+                     pb_error *err);
+/* Commit the open pack. Must be called before the manifest is committed. */
+int pack_writer_finish(pack_writer *w, pb_error *err);
+/* Aborts any uncommitted pack. Accepts NULL. */
+void pack_writer_free(pack_writer *w);
+uint64_t pack_writer_stored_bytes(const pack_writer *w);
+uint32_t pack_writer_packs(const pack_writer *w);
+
+/* Build the key of a pack. */
+void pack_key(char *out, size_t cap, const char *dir, uint32_t pack_no);
+
+/* Verify a stored frame (header, checksum) and decompress into out (cap >= loc->rlen). */
+int pack_decode_frame(const uint8_t *frame, size_t frame_len, void *out, size_t cap,
+                      size_t *out_len, const char *what, pb_error *err);
+/* Fetch one frame with a range read and decode it. */
+int pack_read_frame(repo *r, const char *dir, const pack_loc *loc, void *out, size_t cap,
+                    pb_error *err);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * engine/pgconn.h — the PostgreSQL session a backup holds open (prefix pgc_). The
+ * only file that includes <libpq-fe.h>.
+ */
+#ifndef PB_ENGINE_PGCONN_H
+#define PB_ENGINE_PGCONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/pb.h"
+
+typedef struct pgc pgc;
+
+typedef struct pgc_info {
+    int server_version;       /* e.g. 150020 */
+    uint64_t system_id;       /* pg_control_system().system_identifier */
+    bool data_checksums;      /* SHOW data_checksums */
+    char data_directory[4096];/* SHOW data_directory */
+    uint32_t wal_segment_size;/* bytes */
+    uint32_t block_size;      /* must be 8192 */
+    bool in_recovery;
+} pgc_info;
+
+/* conninfo may be NULL or "" (then PG* environment variables apply). */
+int pgc_connect(pgc **out, const char *conninfo, pb_error *err);
+void pgc_free(pgc *c);
+int pgc_info_get(pgc *c, pgc_info *out, pb_error *err);
+
+/* pg_backup_start(label, fast := true). Returns start LSN and its timeline. */
+int pgc_backup_start(pgc *c, const char *label, uint64_t *start_lsn, uint32_t *timeline,
+                     pb_error *err);
+/* pg_backup_stop(wait_for_archive := true). *label_out and *spcmap_out are malloc'd
+ * (spcmap may be an empty string). */
+int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
+                    pb_error *err);
+/* Name of the WAL file that holds lsn on timeline (pg_walfile_name logic, done
+ * locally so it also works for the stop LSN). */
+void pgc_walfile_name(char out[25], uint32_t timeline, uint64_t lsn, uint32_t seg_size);
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * engine/scan.h — the O_DIRECT stripe scanner (prefix scan_). Reads a file front
+ * to back in read_size requests with queue_depth of them in flight (io_uring when
+ * available, pread otherwise), from 4096-aligned buffers, so nothing it reads
+ * enters the page cache. Where O_DIRECT is refused (tmpfs) it falls back to
+ * buffered reads followed by posix_fadvise(DONTNEED), warning once per scanner.
+ */
+#ifndef PB_ENGINE_SCAN_H
+#define PB_ENGINE_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/pb.h"
+
+typedef struct scanner scanner;
+
+typedef struct scan_opts {
+    size_t read_size;     /* bytes per request, multiple of 4096; 0 = scan_default_read_size */
+    unsigned queue_depth; /* requests in flight; default 4 */
+    bool use_uring;       /* try io_uring first; falls back to pread if unavailable */
+    bool direct;          /* use O_DIRECT (false only for tests/benchmarks) */
+} scan_opts;
+
+#define SCAN_OPTS_INIT {0, 4, true, true}
+
+int scan_open(scanner **out, const scan_opts *opts, pb_error *err);
+void scan_free(scanner *s);
+
+/* Called with consecutive chunks of the file in order. offset is the chunk's file
+ * offset; len is read_size except for the last chunk (file tail, possibly not a
+ * multiple of 8192). data is valid only during the call. A non-zero return stops
+ * the scan and is returned by scan_file. */
+typedef int (*scan_chunk_cb)(void *ctx, uint64_t offset, const uint8_t *data, size_t len);
+
+/* Scan path. A file that vanished before open returns PB_ENOENT (the caller treats
+ * it as dropped). A file that shrinks during the scan ends early; one that grows is
+ * read up to the size seen at open. *size_out (may be NULL) receives the bytes
+ * delivered. */
+int scan_file(scanner *s, const char *path, scan_chunk_cb cb, void *ctx, uint64_t *size_out,
+              pb_error *err);
+
+/* Re-read len bytes at offset of path (for a checksum retry), bypassing the cache. */
+int scan_reread(scanner *s, const char *path, uint64_t offset, void *buf, size_t len,
+                pb_error *err);
+
+/* Which path is in use: "io_uring+O_DIRECT", "pread+O_DIRECT", "buffered+fadvise". */
+const char *scan_method(const scanner *s);
+
+/* The stripe size to read by default: md RAID chunk_size x data disks of the device
+ * holding path (from /sys/block), else 1 MiB. why receives a one-line reason. */
+size_t scan_default_read_size(const char *path, char *why, size_t why_len);
+
+/* Totals since scan_open. */
+uint64_t scan_bytes_read(const scanner *s);
+
+#endif

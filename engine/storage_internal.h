@@ -1,0 +1,31 @@
+/* engine/storage_internal.h — the driver vtable behind repo_*. Private to engine/. */
+#ifndef PB_ENGINE_STORAGE_INTERNAL_H
+#define PB_ENGINE_STORAGE_INTERNAL_H
+
+#include "engine/storage.h"
+
+typedef struct repo_driver {
+    const char *name;
+    void (*free)(void *impl);
+    int (*put)(void *impl, const char *key, const void *data, size_t len, pb_error *err);
+    int (*get)(void *impl, const char *key, void **out, size_t *out_len, pb_error *err);
+    int (*get_range)(void *impl, const char *key, uint64_t off, size_t len, void *buf,
+                     pb_error *err);
+    int (*stat)(void *impl, const char *key, uint64_t *size, pb_error *err);
+    int (*del)(void *impl, const char *key, pb_error *err);
+    int (*list)(void *impl, const char *prefix, repo_list_cb cb, void *ctx, pb_error *err);
+    int (*writer_open)(void *impl, const char *key, void **out, pb_error *err);
+    int (*writer_write)(void *w, const void *data, size_t len, pb_error *err);
+    int (*writer_commit)(void *w, pb_error *err);
+    void (*writer_abort)(void *w);
+    int (*cleanup)(void *impl, pb_error *err);
+} repo_driver;
+
+/* Driver constructors. */
+int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_error *err);
+extern const repo_driver repo_posix_driver;
+int repo_s3_open(const repo_opts *opts, const char *bucket, const char *prefix, void **impl,
+                 pb_error *err);
+extern const repo_driver repo_s3_driver;
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * manifest/manifest.h — backup manifests and the RocksDB catalog (prefix mf_).
+ * manifest/ depends on no other pageback module except common/: it turns manifests
+ * into bytes and back, and keeps the chain head's page hashes in RocksDB; engine/
+ * stores the bytes in the repository. The only file including <rocksdb/c.h> is
+ * manifest/catalog.c. Format and key schema: docs/FORMAT.md.
+ */
+#ifndef PB_MANIFEST_H
+#define PB_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/pb.h"
+
+#define MF_ID_LEN 32
+
+typedef enum mf_kind { MF_DIR = 0, MF_REL = 1, MF_FILE = 2, MF_LINK = 3 } mf_kind;
+
+/* One stored frame. REL: pages [first, first + count) of the file. FILE: the frames
+ * of a whole file in order (first = frame index, count = 1). */
+typedef struct mf_run {
+    uint32_t first;
+    uint32_t count;
+    uint32_t pack_no;
+    uint32_t clen;
+    uint64_t offset;
+    uint32_t rlen;
+} mf_run;
+
+typedef struct mf_file {
+    char *path;          /* relative to PGDATA; validated on parse (no "..", not absolute) */
+    mf_kind kind;
+    uint32_t mode;
+    uint64_t size;       /* bytes */
+    int64_t mtime;
+    char *link_target;   /* MF_LINK: tablespace directory on the source */
+    uint64_t hash;       /* MF_FILE: hash of the whole content */
+    char stored_in[MF_ID_LEN]; /* MF_FILE: backup whose runs hold the content */
+    uint32_t npages;     /* MF_REL: ceil(size / 8192) */
+    uint32_t nruns;
+    mf_run *runs;        /* frames shipped by THIS backup (MF_FILE: by stored_in) */
+    uint64_t *page_hashes; /* MF_REL: one per shipped page, in run order */
+} mf_file;
+
+typedef struct mf_backup {
+    char id[MF_ID_LEN];     /* e.g. "20261130-101500F" */
+    char parent[MF_ID_LEN]; /* "" for a full backup */
+    char type;              /* 'F' full, 'I' incremental, 'S' synthetic full (rebase) */
+    uint64_t start_lsn, stop_lsn;
+    uint32_t timeline;
+    uint64_t system_id;
+    uint32_t pg_version;
+    uint32_t wal_segment_size;
+    bool data_checksums;
+    int64_t start_time, stop_time; /* unix seconds */
+    char start_wal[25], stop_wal[25];
+    /* statistics */
+    uint64_t files, pages_scanned, pages_changed, pages_in_window, bytes_read,
+        bytes_stored, checksum_errors, collisions;
+    double seconds;
+} mf_backup;
+
+typedef struct mf_manifest mf_manifest;
+
+int mf_new(mf_manifest **out, const mf_backup *hdr, pb_error *err);
+void mf_free(mf_manifest *m);
+mf_backup *mf_header(mf_manifest *m);
+const mf_backup *mf_header_c(const mf_manifest *m);
+/* Append a file; the manifest takes ownership of f's pointers (f itself is copied). */
+int mf_add_file(mf_manifest *m, mf_file *f, pb_error *err);
+size_t mf_count(const mf_manifest *m);
+const mf_file *mf_at(const mf_manifest *m, size_t i);
+/* Sort by path (call once after adding), then mf_find is a binary search. */
+void mf_sort(mf_manifest *m);
+const mf_file *mf_find(const mf_manifest *m, const char *path);
+void mf_file_clear(mf_file *f); /* frees the pointers of a file not handed to a manifest */
+
+/* Self-contained object: magic, version, body, XXH64 checksum. */
+int mf_serialize(const mf_manifest *m, pb_buf *out, pb_error *err);
+/* what names the object in error messages. */
+int mf_parse(const void *data, size_t len, const char *what, mf_manifest **out, pb_error *err);
+/* Is a manifest path safe to join under a target directory? */
+bool mf_path_is_safe(const char *path);
+
+/* ---- RocksDB catalog: the chain head's hashes, a cache rebuilt from the repo ---- */
+typedef struct mf_catalog mf_catalog;
+
+int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err);
+void mf_catalog_close(mf_catalog *c);
+/* Id of the backup the head reflects; PB_ENOENT if empty. */
+int mf_catalog_head(mf_catalog *c, char out[MF_ID_LEN], pb_error *err);
+/* Remove everything (before a rebuild or a new chain). */
+int mf_catalog_reset(mf_catalog *c, pb_error *err);
+
+typedef struct mf_head_entry {
+    mf_kind kind;
+    uint32_t npages;   /* MF_REL */
+    uint64_t *hashes;  /* MF_REL: npages hashes, malloc'd, caller frees */
+    uint64_t hash;     /* MF_FILE */
+    char stored_in[MF_ID_LEN]; /* MF_FILE */
+} mf_head_entry;
+
+/* Look up path in the head; PB_ENOENT if absent. Lookups in path order are sequential. */
+int mf_catalog_lookup(mf_catalog *c, const char *path, mf_head_entry *out, pb_error *err);
+/* Make m (whose parent must be the current head, or a full) the new head: shipped page
+ * hashes replace old ones, unshipped pages keep theirs, files absent from m are
+ * dropped. Atomic (one write batch). */
+int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err);
+
+#endif

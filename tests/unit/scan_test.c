@@ -1,0 +1,2 @@
+#include "tests/unit/pbtest.h"
+int main(void) { return PBT_DONE(); }
