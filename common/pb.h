@@ -58,6 +58,13 @@ void pb_log(pb_log_level level, const char *fmt, ...) __attribute__((format(prin
 /* 64-bit XXH3 of a buffer: the page hash and the object checksum everywhere. */
 uint64_t pb_hash64(const void *data, size_t len);
 
+/* Streaming form of the same hash, for whole files read in chunks. */
+typedef struct pb_hasher pb_hasher;
+pb_hasher *pb_hasher_new(void); /* NULL when out of memory */
+void pb_hasher_update(pb_hasher *h, const void *data, size_t len);
+uint64_t pb_hasher_digest(const pb_hasher *h);
+void pb_hasher_free(pb_hasher *h);
+
 /* Explicit little-endian encoding for every on-disk format. */
 static inline void pb_put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void pb_put_u32(uint8_t *p, uint32_t v)

@@ -33,6 +33,42 @@ uint64_t pb_hash64(const void *data, size_t len)
     return XXH3_64bits(data, len);
 }
 
+struct pb_hasher {
+    XXH3_state_t *state;
+};
+
+pb_hasher *pb_hasher_new(void)
+{
+    pb_hasher *h = malloc(sizeof(*h));
+    if (!h)
+        return NULL;
+    h->state = XXH3_createState();
+    if (!h->state) {
+        free(h);
+        return NULL;
+    }
+    XXH3_64bits_reset(h->state);
+    return h;
+}
+
+void pb_hasher_update(pb_hasher *h, const void *data, size_t len)
+{
+    XXH3_64bits_update(h->state, data, len);
+}
+
+uint64_t pb_hasher_digest(const pb_hasher *h)
+{
+    return XXH3_64bits_digest(h->state);
+}
+
+void pb_hasher_free(pb_hasher *h)
+{
+    if (!h)
+        return;
+    XXH3_freeState(h->state);
+    free(h);
+}
+
 int pb_buf_reserve(pb_buf *b, size_t extra)
 {
     if (b->len + extra <= b->cap)

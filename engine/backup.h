@@ -1,1 +1,42 @@
-/* placeholder */
+/*
+ * engine/backup.h — taking a backup (prefix bk_): online start/stop on one libpq
+ * session, walk, O_DIRECT scan, page inspection, diff against the chain head,
+ * pack, WAL check, manifest commit last.
+ */
+#ifndef PB_ENGINE_BACKUP_H
+#define PB_ENGINE_BACKUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/pb.h"
+#include "engine/storage.h"
+#include "manifest/manifest.h"
+
+typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;
+
+typedef struct bk_opts {
+    const char *pgdata;     /* data directory; NULL = the server's data_directory */
+    const char *conninfo;   /* libpq connection string; NULL = PG* environment */
+    const char *state_dir;  /* local catalog directory */
+    char type;              /* 'F' full, 'I' incremental, 0 = automatic */
+    size_t read_size;       /* 0 = detected stripe size */
+    unsigned queue_depth;
+    bool use_uring;
+    bool direct;
+    bk_checksum_policy on_checksum_error;
+    int zstd_level;
+    unsigned full_every;     /* take a full after this many backups in a chain (0 = never) */
+    int64_t full_after_secs; /* take a full when the chain's full is older (0 = never) */
+    unsigned wal_timeout_secs;
+    uint64_t pack_size;      /* target pack object size */
+} bk_opts;
+
+#define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 8, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
+                      300, 256ull << 20}
+
+/* Run one backup into r. On success out_id names the committed backup. */
+int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err);
+
+#endif

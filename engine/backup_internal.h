@@ -1,1 +1,32 @@
-/* placeholder */
+/* engine/backup_internal.h — state shared by backup.c and backup_file.c. */
+#ifndef PB_ENGINE_BACKUP_INTERNAL_H
+#define PB_ENGINE_BACKUP_INTERNAL_H
+
+#include "engine/backup.h"
+#include "engine/pack.h"
+#include "engine/scan.h"
+#include "engine/walk.h"
+
+#define BK_FRAME_PAGES 32u   /* pages per frame: 256 KiB raw */
+#define BK_REREAD_TRIES 5
+
+typedef struct bk_ctx {
+    const bk_opts *opts;
+    repo *repo;
+    mf_catalog *cat;     /* NULL for a full backup */
+    scanner *scan;
+    pack_writer *packs;
+    mf_manifest *m;      /* being built */
+    const char *pgdata;
+    uint64_t start_lsn;
+    uint64_t prev_stop_lsn; /* 0 for a full backup */
+    bool checksums;
+    uint8_t *frame;      /* BK_FRAME_PAGES pages, the run being collected */
+} bk_ctx;
+
+/* Back up one walked entry into ctx->m. A file that vanished is skipped (not an error). */
+int bk_file(bk_ctx *ctx, const walk_entry *e, pb_error *err);
+/* Store a file whose content is in memory (backup_label, tablespace_map). */
+int bk_memory_file(bk_ctx *ctx, const char *path, const void *data, size_t len, pb_error *err);
+
+#endif

@@ -1,1 +1,233 @@
-/* placeholder: implemented by its owner */
+/* engine/chain.c — listing, loading and resolving backup chains in a repository. */
+#include "engine/chain.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IDENTITY_KEY "pageback.repo"
+#define IDENTITY_MAGIC "PAGEBACK-REPO 1"
+
+void chain_backup_dir(char *out, size_t cap, const char *id)
+{
+    snprintf(out, cap, "backup/%s", id);
+}
+
+static void manifest_key(char *out, size_t cap, const char *id)
+{
+    snprintf(out, cap, "backup/%s/manifest", id);
+}
+
+typedef struct list_ctx {
+    chain_ids *ids;
+    size_t cap;
+} list_ctx;
+
+static int collect_manifest(void *vctx, const char *key, uint64_t size)
+{
+    list_ctx *ctx = vctx;
+    const char *rest = key + strlen("backup/");
+    const char *slash = strchr(rest, '/');
+    if (!slash || strcmp(slash, "/manifest") != 0 || (size_t)(slash - rest) >= MF_ID_LEN)
+        return 0;
+    if (ctx->ids->count == ctx->cap) {
+        size_t cap = ctx->cap ? ctx->cap * 2 : 16;
+        void *p = realloc(ctx->ids->ids, cap * sizeof(*ctx->ids->ids));
+        if (!p)
+            return PB_ENOMEM;
+        ctx->ids->ids = p;
+        ctx->cap = cap;
+    }
+    char *dst = ctx->ids->ids[ctx->ids->count++];
+    memcpy(dst, rest, (size_t)(slash - rest));
+    dst[slash - rest] = '\0';
+    return 0;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+int chain_list(repo *r, chain_ids *out, pb_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    list_ctx ctx = {out, 0};
+    int rc = repo_list(r, "backup/", collect_manifest, &ctx, err);
+    if (rc == PB_ENOMEM)
+        pb_fail(err, rc, "out of memory listing backups in %s", repo_location(r));
+    if (rc) {
+        chain_ids_free(out);
+        return rc;
+    }
+    qsort(out->ids, out->count, sizeof(*out->ids), cmp_id);
+    return 0;
+}
+
+void chain_ids_free(chain_ids *ids)
+{
+    if (!ids)
+        return;
+    free(ids->ids);
+    ids->ids = NULL;
+    ids->count = 0;
+}
+
+int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err)
+{
+    char key[256];
+    manifest_key(key, sizeof(key), id);
+    void *data = NULL;
+    size_t len = 0;
+    int rc = repo_get(r, key, &data, &len, err);
+    if (rc == PB_ENOENT)
+        return pb_fail(err, rc, "backup set %s not found in repository %s", id,
+                       repo_location(r));
+    if (rc)
+        return rc;
+    char what[300];
+    snprintf(what, sizeof(what), "%s/%s", repo_location(r), key);
+    rc = mf_parse(data, len, what, out, err);
+    free(data);
+    if (rc == 0 && strcmp(mf_header(*out)->id, id) != 0) {
+        rc = pb_fail(err, PB_ECORRUPT, "manifest %s names backup %s, not %s", what,
+                     mf_header(*out)->id, id);
+        mf_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int chain_commit(repo *r, const mf_manifest *m, pb_error *err)
+{
+    pb_buf buf = {0};
+    int rc = mf_serialize(m, &buf, err);
+    if (rc == 0) {
+        char key[256];
+        manifest_key(key, sizeof(key), mf_header_c(m)->id);
+        rc = repo_put(r, key, buf.data, buf.len, err);
+    }
+    pb_buf_free(&buf);
+    return rc;
+}
+
+void chain_free(chain *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->count; i++)
+        mf_free(c->items[i]);
+    free(c->items);
+    c->items = NULL;
+    c->count = 0;
+}
+
+const mf_manifest *chain_find(const chain *c, const char *id)
+{
+    for (size_t i = 0; i < c->count; i++)
+        if (strcmp(mf_header_c(c->items[i])->id, id) == 0)
+            return c->items[i];
+    return NULL;
+}
+
+/* Walk parents from id back to its full backup, then reverse into oldest-first order. */
+int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    char next[MF_ID_LEN];
+    snprintf(next, sizeof(next), "%s", id);
+    size_t cap = 0;
+    int rc = 0;
+    while (next[0]) {
+        if (out->count == cap) {
+            cap = cap ? cap * 2 : 8;
+            void *p = realloc(out->items, cap * sizeof(*out->items));
+            if (!p) {
+                rc = pb_fail(err, PB_ENOMEM, "out of memory resolving chain of %s", id);
+                goto out;
+            }
+            out->items = p;
+        }
+        mf_manifest *m = NULL;
+        rc = chain_load(r, next, &m, err);
+        if (rc) {
+            if (out->count)
+                pb_error_wrap(err, "backup %s needs its parent %s", id, next);
+            goto out;
+        }
+        out->items[out->count++] = m;
+        if (out->count > 100000) {
+            rc = pb_fail(err, PB_ECORRUPT, "backup chain of %s loops", id);
+            goto out;
+        }
+        snprintf(next, sizeof(next), "%s", mf_header(m)->parent);
+    }
+    for (size_t i = 0; i < out->count / 2; i++) {
+        mf_manifest *t = out->items[i];
+        out->items[i] = out->items[out->count - 1 - i];
+        out->items[out->count - 1 - i] = t;
+    }
+out:
+    if (rc)
+        chain_free(out);
+    return rc;
+}
+
+int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, pb_error *err)
+{
+    char head[MF_ID_LEN] = "";
+    *rebuilt = false;
+    int rc = mf_catalog_head(cat, head, err);
+    if (rc && rc != PB_ENOENT)
+        return rc;
+    if (rc == 0 && strcmp(head, id) == 0)
+        return 0;
+    pb_info("catalog head is %s, repository chain head is %s: rebuilding the catalog from "
+            "the repository", rc == 0 ? head : "(empty)", id);
+    chain c;
+    rc = chain_resolve(r, id, &c, err);
+    if (rc)
+        return rc;
+    rc = mf_catalog_reset(cat, err);
+    for (size_t i = 0; rc == 0 && i < c.count; i++)
+        rc = mf_catalog_apply(cat, c.items[i], err);
+    chain_free(&c);
+    if (rc == 0)
+        *rebuilt = true;
+    return rc;
+}
+
+int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err)
+{
+    void *data = NULL;
+    size_t len = 0;
+    int rc = repo_get(r, IDENTITY_KEY, &data, &len, err);
+    if (rc == PB_ENOENT && create) {
+        char text[128];
+        int n = snprintf(text, sizeof(text), "%s\nsystem-identifier=%" PRIu64 "\n",
+                         IDENTITY_MAGIC, system_id);
+        return repo_put(r, IDENTITY_KEY, text, (size_t)n, err);
+    }
+    if (rc == PB_ENOENT)
+        return pb_fail(err, PB_ESTATE,
+                       "%s is not a pageback repository (no %s): take a backup first",
+                       repo_location(r), IDENTITY_KEY);
+    if (rc)
+        return rc;
+    char text[256];
+    snprintf(text, sizeof(text), "%.*s", (int)(len < 255 ? len : 255), (char *)data);
+    free(data);
+    const char *p = strstr(text, "system-identifier=");
+    uint64_t stored = 0;
+    if (strncmp(text, IDENTITY_MAGIC, strlen(IDENTITY_MAGIC)) != 0 || !p ||
+        sscanf(p, "system-identifier=%" SCNu64, &stored) != 1)
+        return pb_fail(err, PB_ECORRUPT, "%s/%s is not a valid repository identity file",
+                       repo_location(r), IDENTITY_KEY);
+    if (system_id && stored != system_id)
+        return pb_fail(err, PB_ESTATE,
+                       "wrong repository: %s holds backups of the cluster with system "
+                       "identifier %" PRIu64 ", but this cluster's is %" PRIu64,
+                       repo_location(r), stored, system_id);
+    return 0;
+}

@@ -1,1 +1,52 @@
-/* placeholder */
+/*
+ * engine/chain.h — the backups a repository holds and how they chain (prefix chain_).
+ * A backup exists only when its manifest object "backup/<id>/manifest" exists
+ * (committed last). The local catalog is a cache of the chain head, rebuilt from
+ * these manifests whenever it disagrees with the repository.
+ */
+#ifndef PB_ENGINE_CHAIN_H
+#define PB_ENGINE_CHAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/pb.h"
+#include "engine/storage.h"
+#include "manifest/manifest.h"
+
+/* Ids of committed backups, oldest first (ids sort by time). */
+typedef struct chain_ids {
+    char (*ids)[MF_ID_LEN];
+    size_t count;
+} chain_ids;
+
+int chain_list(repo *r, chain_ids *out, pb_error *err);
+void chain_ids_free(chain_ids *ids);
+
+/* Load and verify one backup's manifest. */
+int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err);
+/* Store a manifest as the backup's commit point (the last object written). */
+int chain_commit(repo *r, const mf_manifest *m, pb_error *err);
+
+/* The manifests needed to restore id: its full backup first, id last. */
+typedef struct chain {
+    mf_manifest **items;
+    size_t count;
+} chain;
+int chain_resolve(repo *r, const char *id, chain *out, pb_error *err);
+void chain_free(chain *c);
+/* Find the manifest with this id inside a resolved chain (NULL if absent). */
+const mf_manifest *chain_find(const chain *c, const char *id);
+
+/* Make the catalog's head equal to backup id (rebuilding from the repository when the
+ * catalog is empty or reflects another backup). *rebuilt tells whether it had to. */
+int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, pb_error *err);
+
+/* Repository identity file "pageback.repo": the cluster's system identifier. A
+ * repository holding another cluster's backups is refused. */
+int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err);
+
+/* Key helpers. */
+void chain_backup_dir(char *out, size_t cap, const char *id);
+
+#endif

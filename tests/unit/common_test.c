@@ -45,6 +45,13 @@ static void test_error(void)
     PBT_CHECK(strcmp(err.msg, "restoring set X: page 7 of base/1/2") == 0);
     PBT_CHECK(pb_fail(NULL, PB_EIO, "x") == PB_EIO);
     PBT_CHECK(pb_hash64("abc", 3) != pb_hash64("abd", 3));
+    pb_hasher *h = pb_hasher_new();
+    PBT_CHECK(h != NULL);
+    pb_hasher_update(h, "ab", 2);
+    pb_hasher_update(h, "c", 1);
+    PBT_CHECK(pb_hasher_digest(h) == pb_hash64("abc", 3)); /* streaming == one-shot */
+    pb_hasher_free(h);
+    pb_hasher_free(NULL);
 }
 
 int main(void)
