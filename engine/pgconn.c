@@ -1,1 +1,323 @@
-/* placeholder: implemented by its owner */
+/*
+ * engine/pgconn.c — the libpq session a backup holds open (DESIGN.md rule 1). The only
+ * file in pageback that includes <libpq-fe.h>.
+ *
+ * A non-exclusive backup belongs to the session that started it: the same pgc must
+ * call pgc_backup_start and pgc_backup_stop, and closing it (pgc_free) in between
+ * makes the server abort the backup, which is the right outcome for a failed run.
+ */
+#include "engine/pgconn.h"
+
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PGC_MIN_VERSION 150000
+
+struct pgc {
+    PGconn *conn;
+};
+
+/* PQerrorMessage / PQresultErrorMessage text on one line, without the trailing
+ * newline, so that it reads well inside our own message. */
+static void one_line(const char *in, char *out, size_t outsz)
+{
+    size_t j = 0;
+    for (size_t i = 0; in && in[i] && j + 1 < outsz; i++)
+        out[j++] = (in[i] == '\n' || in[i] == '\r') ? ' ' : in[i];
+    while (j > 0 && out[j - 1] == ' ')
+        j--;
+    out[j] = '\0';
+}
+
+static const char *or_default(const char *s, const char *dflt)
+{
+    return (s && *s) ? s : dflt;
+}
+
+/* host=.. port=.. dbname=.. of a connection, for messages. */
+static void describe_target(PGconn *conn, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "host=%s port=%s dbname=%s",
+             or_default(conn ? PQhost(conn) : NULL, "(default)"),
+             or_default(conn ? PQport(conn) : NULL, "(default)"),
+             or_default(conn ? PQdb(conn) : NULL, "(default)"));
+}
+
+/*
+ * Run sql (with optional text parameters) expecting a result set of at least
+ * min_rows rows and exactly ncols columns. On failure the message names the SQL and
+ * the server's answer; a lost connection is PB_EREMOTE, a refusal PB_EPG.
+ */
+static int query(pgc *c, const char *sql, int nparams, const char *const *params, int min_rows,
+                 int ncols, PGresult **out, pb_error *err)
+{
+    char msg[768];
+    *out = NULL;
+    PGresult *res = PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+        one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(c->conn), msg, sizeof(msg));
+        if (!*msg)
+            one_line(PQerrorMessage(c->conn), msg, sizeof(msg));
+        int code = PQstatus(c->conn) == CONNECTION_OK ? PB_EPG : PB_EREMOTE;
+        PQclear(res);
+        return pb_fail(err, code, "PostgreSQL: \"%s\" failed: %s", sql, msg);
+    }
+    if (PQntuples(res) < min_rows || PQnfields(res) != ncols) {
+        int rows = PQntuples(res), cols = PQnfields(res);
+        PQclear(res);
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned %d rows of %d columns, "
+                       "expected %d of %d", sql, rows, cols, min_rows, ncols);
+    }
+    *out = res;
+    return 0;
+}
+
+/* One text value from a one-row, one-column query, copied into out. */
+static int query_value(pgc *c, const char *sql, char *out, size_t outsz, pb_error *err)
+{
+    PGresult *res;
+    int rc = query(c, sql, 0, NULL, 1, 1, &res, err);
+    if (rc)
+        return rc;
+    if (PQgetisnull(res, 0, 0)) {
+        PQclear(res);
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned NULL", sql);
+    }
+    const char *v = PQgetvalue(res, 0, 0);
+    if (strlen(v) >= outsz) {
+        PQclear(res);
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned a value longer than %zu bytes",
+                       sql, outsz - 1);
+    }
+    strcpy(out, v);
+    PQclear(res);
+    return 0;
+}
+
+static int query_u64(pgc *c, const char *sql, uint64_t *out, pb_error *err)
+{
+    char buf[64], *end = NULL;
+    int rc = query_value(c, sql, buf, sizeof(buf), err);
+    if (rc)
+        return rc;
+    /* system_identifier is a bigint and may print negative; keep its 64 bits. */
+    *out = buf[0] == '-' ? (uint64_t)strtoll(buf, &end, 10) : strtoull(buf, &end, 10);
+    if (end == buf || *end)
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\", not an integer", sql,
+                       buf);
+    return 0;
+}
+
+static int check_version(PGconn *conn, pb_error *err)
+{
+    int v = PQserverVersion(conn);
+    if (v < PGC_MIN_VERSION)
+        return pb_fail(err, PB_EUNSUPPORTED,
+                       "PostgreSQL server version %d.%d is not supported (15 or later needed)",
+                       v / 10000, v % 10000);
+    return 0;
+}
+
+int pgc_connect(pgc **out, const char *conninfo, pb_error *err)
+{
+    /* fallback_application_name names us in pg_stat_activity unless the user chose
+     * an application_name (in conninfo or PGAPPNAME). expand_dbname lets conninfo be
+     * a full connection string or URI. */
+    const char *keys[3] = {"fallback_application_name", NULL, NULL};
+    const char *vals[3] = {"pageback", NULL, NULL};
+    char target[512], msg[768];
+    int rc = 0;
+    *out = NULL;
+    if (conninfo && *conninfo) {
+        keys[1] = "dbname";
+        vals[1] = conninfo;
+    }
+    pgc *c = calloc(1, sizeof(*c));
+    if (!c)
+        return pb_fail(err, PB_ENOMEM, "PostgreSQL: out of memory");
+    c->conn = PQconnectdbParams(keys, vals, 1);
+    if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
+        describe_target(c->conn, target, sizeof(target));
+        one_line(c->conn ? PQerrorMessage(c->conn) : "out of memory", msg, sizeof(msg));
+        rc = pb_fail(err, PB_EREMOTE, "cannot connect to PostgreSQL (%s): %s", target, msg);
+        goto out;
+    }
+    if ((rc = check_version(c->conn, err)))
+        goto out;
+    /* A backup can take hours and pg_backup_stop waits for the archiver: a
+     * configured statement or idle timeout must not kill the session that owns it. */
+    PGresult *res = PQexec(c->conn, "SET statement_timeout = 0; SET idle_session_timeout = 0; "
+                                    "SET idle_in_transaction_session_timeout = 0");
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        one_line(PQresultErrorMessage(res), msg, sizeof(msg));
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: disabling session timeouts failed: %s", msg);
+    }
+    PQclear(res);
+out:
+    if (rc) {
+        pgc_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void pgc_free(pgc *c)
+{
+    if (!c)
+        return;
+    PQfinish(c->conn);
+    free(c);
+}
+
+static int parse_bool_setting(const char *sql, const char *v, bool *out, pb_error *err)
+{
+    if (strcmp(v, "on") == 0 || strcmp(v, "true") == 0)
+        *out = true;
+    else if (strcmp(v, "off") == 0 || strcmp(v, "false") == 0)
+        *out = false;
+    else
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\", not a boolean", sql, v);
+    return 0;
+}
+
+static int info_settings(pgc *c, pgc_info *out, pb_error *err)
+{
+    static const char q_checksums[] = "SHOW data_checksums";
+    static const char q_recovery[] = "SELECT pg_is_in_recovery()";
+    /* pg_settings reports wal_segment_size with unit "B" since PostgreSQL 11. */
+    static const char q_segsize[] =
+        "SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size'";
+    static const char q_blksize[] = "SELECT current_setting('block_size')::int";
+    char v[16];
+    uint64_t n;
+    int rc;
+    if ((rc = query_value(c, q_checksums, v, sizeof(v), err)) ||
+        (rc = parse_bool_setting(q_checksums, v, &out->data_checksums, err)))
+        return rc;
+    /* boolean results come back as "t" / "f" in text format */
+    if ((rc = query_value(c, q_recovery, v, sizeof(v), err)))
+        return rc;
+    out->in_recovery = strcmp(v, "t") == 0;
+    if ((rc = query_value(c, "SHOW data_directory", out->data_directory,
+                          sizeof(out->data_directory), err)))
+        return rc;
+    if ((rc = query_u64(c, q_segsize, &n, err)))
+        return rc;
+    /* initdb allows powers of two from 1 MiB to 1 GiB. */
+    if (n < (1u << 20) || n > (1u << 30) || (n & (n - 1)))
+        return pb_fail(err, PB_EPG, "PostgreSQL reports wal_segment_size %" PRIu64
+                       " bytes, not a power of two between 1 MiB and 1 GiB", n);
+    out->wal_segment_size = (uint32_t)n;
+    if ((rc = query_u64(c, q_blksize, &n, err)))
+        return rc;
+    out->block_size = (uint32_t)n;
+    if (n != PB_PAGE_SIZE)
+        return pb_fail(err, PB_EUNSUPPORTED, "PostgreSQL block_size is %" PRIu64
+                       " bytes; pageback supports only %u", n, PB_PAGE_SIZE);
+    return 0;
+}
+
+int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->server_version = PQserverVersion(c->conn);
+    int rc = check_version(c->conn, err);
+    if (!rc)
+        rc = query_u64(c, "SELECT system_identifier FROM pg_control_system()", &out->system_id,
+                       err);
+    if (!rc)
+        rc = info_settings(c, out, err);
+    return rc;
+}
+
+int pgc_backup_start(pgc *c, const char *label, uint64_t *start_lsn, uint32_t *timeline,
+                     pb_error *err)
+{
+    static const char q_start[] = "SELECT pg_backup_start($1, true)";
+    /* pg_backup_start(fast := true) has just completed a checkpoint whose REDO is the
+     * start LSN; that checkpoint's timeline is the backup's start timeline. */
+    static const char q_tli[] = "SELECT timeline_id FROM pg_control_checkpoint()";
+    const char *params[1] = {label ? label : "pageback"};
+    PGresult *res = NULL;
+    uint64_t tli;
+    int rc = query(c, q_start, 1, params, 1, 1, &res, err);
+    if (rc)
+        return rc;
+    const char *text = PQgetvalue(res, 0, 0);
+    if (pb_lsn_parse(text, start_lsn) != 0)
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\", not an LSN", q_start, text);
+    PQclear(res);
+    if (rc)
+        return rc;
+    if ((rc = query_u64(c, q_tli, &tli, err)))
+        return rc;
+    if (tli == 0 || tli > UINT32_MAX)
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned timeline %" PRIu64, q_tli, tli);
+    *timeline = (uint32_t)tli;
+    return 0;
+}
+
+static char *dup_value(PGresult *res, int col)
+{
+    return strdup(PQgetisnull(res, 0, col) ? "" : PQgetvalue(res, 0, col));
+}
+
+int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
+                    pb_error *err)
+{
+    /* wait_for_archive := true: returns only once the last WAL segment the backup
+     * needs has been archived (when archiving is on). */
+    static const char q_stop[] = "SELECT lsn, labelfile, spcmapfile FROM pg_backup_stop(true)";
+    PGresult *res = NULL;
+    char *label = NULL, *spcmap = NULL;
+    *label_out = NULL;
+    *spcmap_out = NULL;
+    int rc = query(c, q_stop, 0, NULL, 1, 3, &res, err);
+    if (rc)
+        return rc;
+    const char *text = PQgetvalue(res, 0, 0);
+    if (pb_lsn_parse(text, stop_lsn) != 0) {
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\", not an LSN", q_stop, text);
+        goto out;
+    }
+    if (PQgetisnull(res, 0, 1) || !*PQgetvalue(res, 0, 1)) {
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned an empty backup_label", q_stop);
+        goto out;
+    }
+    label = dup_value(res, 1);
+    spcmap = dup_value(res, 2);
+    if (!label || !spcmap) {
+        rc = pb_fail(err, PB_ENOMEM, "PostgreSQL: out of memory copying backup_label");
+        goto out;
+    }
+    *label_out = label;
+    *spcmap_out = spcmap;
+    label = spcmap = NULL;
+out:
+    free(label);
+    free(spcmap);
+    PQclear(res);
+    return rc;
+}
+
+/*
+ * PostgreSQL's XLogFileName for the segment that contains lsn. This is the plain
+ * containing-segment rule: for an lsn exactly on a segment boundary it names the
+ * segment that starts there. (pg_walfile_name() names the previous segment in that
+ * case, because it treats the LSN as the end of the WAL written so far.)
+ */
+void pgc_walfile_name(char out[25], uint32_t timeline, uint64_t lsn, uint32_t seg_size)
+{
+    if (seg_size == 0 || (seg_size & (seg_size - 1))) {
+        out[0] = '\0';
+        return;
+    }
+    uint64_t segno = lsn / seg_size;
+    uint64_t per_xlogid = UINT64_C(0x100000000) / seg_size;
+    snprintf(out, 25, "%08" PRIX32 "%08" PRIX32 "%08" PRIX32, timeline,
+             (uint32_t)(segno / per_xlogid), (uint32_t)(segno % per_xlogid));
+}
