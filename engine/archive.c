@@ -1,1 +1,332 @@
-/* placeholder: implemented by its owner */
+/*
+ * engine/archive.c — the WAL archive (format: docs/FORMAT.md).
+ *
+ * Each WAL file is one object: a 32-byte header (magic, raw size, hash of the raw
+ * bytes, hash of the compressed payload) and one zstd frame. The raw hash makes
+ * archive-push idempotent: PostgreSQL retries archive_command after a crash, and a
+ * second push of identical bytes must succeed, while a different file under the same
+ * name (two clusters archiving into one repository, a promoted standby on the wrong
+ * timeline) must be refused loudly and never overwrite what is there.
+ *
+ * Compression goes through zstd's one-shot API: WAL files are at most 1 GiB and
+ * usually 16 MiB, so holding one in memory is fine and keeps this file simple.
+ */
+#include "engine/archive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define WAL_MAGIC "PBWAL001"
+#define WAL_HEADER 32u
+#define WAL_MAX_RAW (1ull << 30) /* wal_segment_size is at most 1 GiB */
+#define WAL_LEVEL 1 /* fast: archive_command latency holds back WAL recycling */
+
+/* ---- names and keys ------------------------------------------------------------ */
+
+static bool all_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'F')))
+            return false;
+    return true;
+}
+
+/* Segment "TTTTTTTTXXXXXXXXYYYYYYYY", optionally ".partial" or ".OOOOOOOO.backup". */
+static bool is_segment_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 24 || !all_hex(name, 24))
+        return false;
+    const char *rest = name + 24;
+    if (!rest[0] || !strcmp(rest, ".partial"))
+        return true;
+    return strlen(rest) == 16 && rest[0] == '.' && all_hex(rest + 1, 8) &&
+           !strcmp(rest + 9, ".backup");
+}
+
+static bool is_history_name(const char *name)
+{
+    return strlen(name) == 16 && all_hex(name, 8) && !strcmp(name + 8, ".history");
+}
+
+/* Unknown names get an empty key, which every repo_* call refuses as invalid. */
+void arch_key(char *out, size_t cap, const char *name)
+{
+    if (is_segment_name(name))
+        snprintf(out, cap, "wal/%.8s/%s.zst", name, name);
+    else if (is_history_name(name))
+        snprintf(out, cap, "wal/history/%s.zst", name);
+    else if (cap > 0)
+        out[0] = '\0';
+}
+
+static int check_name(const char *name, pb_error *err)
+{
+    if (!is_segment_name(name) && !is_history_name(name))
+        return pb_fail(err, PB_EINVAL,
+                       "\"%s\" is not a WAL file name (segment, .partial, .backup or .history)",
+                       name);
+    return 0;
+}
+
+/* ---- object encoding -------------------------------------------------------------- */
+
+static int encode(const uint8_t *raw, size_t len, uint8_t **out, size_t *out_len,
+                  const char *name, pb_error *err)
+{
+    size_t cap = WAL_HEADER + ZSTD_compressBound(len);
+    uint8_t *obj = malloc(cap);
+    if (!obj)
+        return pb_fail(err, PB_ENOMEM, "out of memory compressing WAL file %s", name);
+    size_t clen = ZSTD_compress(obj + WAL_HEADER, cap - WAL_HEADER, raw, len, WAL_LEVEL);
+    if (ZSTD_isError(clen)) {
+        free(obj);
+        return pb_fail(err, PB_EIO, "cannot compress WAL file %s: %s", name,
+                       ZSTD_getErrorName(clen));
+    }
+    memcpy(obj, WAL_MAGIC, 8);
+    pb_put_u64(obj + 8, len);
+    pb_put_u64(obj + 16, pb_hash64(raw, len));
+    pb_put_u64(obj + 24, pb_hash64(obj + WAL_HEADER, clen));
+    *out = obj;
+    *out_len = WAL_HEADER + clen;
+    return 0;
+}
+
+/* Verifies an archived object and decompresses it into a new buffer (*raw, caller
+ * frees). Every failure is PB_ECORRUPT naming the key. */
+static int decode(const uint8_t *obj, size_t len, const char *key, uint8_t **raw,
+                  size_t *raw_len, pb_error *err)
+{
+    *raw = NULL;
+    if (len < WAL_HEADER || memcmp(obj, WAL_MAGIC, 8) != 0)
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: bad header (%zu bytes)", key,
+                       len);
+    uint64_t size = pb_get_u64(obj + 8);
+    uint64_t rhash = pb_get_u64(obj + 16);
+    if (size > WAL_MAX_RAW)
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: impossible size %" PRIu64,
+                       key, size);
+    if (pb_hash64(obj + WAL_HEADER, len - WAL_HEADER) != pb_get_u64(obj + 24))
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: checksum mismatch", key);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf)
+        return pb_fail(err, PB_ENOMEM, "out of memory reading %s", key);
+    size_t n = ZSTD_decompress(buf, size, obj + WAL_HEADER, len - WAL_HEADER);
+    int rc = 0;
+    if (ZSTD_isError(n))
+        rc = pb_fail(err, PB_ECORRUPT, "archived WAL object %s: cannot decompress: %s", key,
+                     ZSTD_getErrorName(n));
+    else if (n != size || pb_hash64(buf, n) != rhash)
+        rc = pb_fail(err, PB_ECORRUPT,
+                     "archived WAL object %s: decompressed content does not match its header",
+                     key);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *raw = buf;
+    *raw_len = n;
+    return 0;
+}
+
+/* ---- local files ---------------------------------------------------------------- */
+
+static int read_file(const char *path, uint8_t **out, size_t *out_len, pb_error *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return pb_fail_errno(err, errno == ENOENT ? PB_ENOENT : PB_EIO, "cannot open %s",
+                             path);
+    struct stat st;
+    uint8_t *buf = NULL;
+    int rc = 0;
+    if (fstat(fd, &st) < 0) {
+        rc = pb_fail_errno(err, PB_EIO, "cannot stat %s", path);
+        goto out;
+    }
+    if ((uint64_t)st.st_size > WAL_MAX_RAW) {
+        rc = pb_fail(err, PB_EINVAL, "%s is larger than any WAL file can be", path);
+        goto out;
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    if (!(buf = malloc(size ? size : 1))) {
+        rc = pb_fail(err, PB_ENOMEM, "out of memory reading %s", path);
+        goto out;
+    }
+    while (got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? pb_fail_errno(err, PB_EIO, "cannot read %s", path)
+                       : pb_fail(err, PB_EIO, "%s shrank while being read", path);
+            goto out;
+        }
+        got += (size_t)n;
+    }
+    *out = buf;
+    *out_len = size;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* PostgreSQL must never see a partial WAL file: temp file, fsync, rename, fsync dir. */
+static int write_atomic(const char *dest, const uint8_t *data, size_t len, pb_error *err)
+{
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.pbtmp.%ld", dest, (long)getpid()) >= (int)sizeof(tmp))
+        return pb_fail(err, PB_EINVAL, "destination path too long: %s", dest);
+    const char *slash = strrchr(dest, '/');
+    snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - dest) + (slash == dest) : 1,
+             slash ? dest : ".");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot create %s", tmp);
+    int rc = 0;
+    if (write_all(fd, data, len) < 0)
+        rc = pb_fail_errno(err, PB_EIO, "cannot write %s", tmp);
+    else if (fsync(fd) < 0)
+        rc = pb_fail_errno(err, PB_EIO, "fsync of %s failed", tmp);
+    if (close(fd) < 0 && !rc)
+        rc = pb_fail_errno(err, PB_EIO, "close of %s failed", tmp);
+    if (!rc && rename(tmp, dest) < 0)
+        rc = pb_fail_errno(err, PB_EIO, "cannot rename %s to %s", tmp, dest);
+    if (rc) {
+        unlink(tmp);
+        return rc;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot open directory %s to fsync it", dir);
+    if (fsync(dfd) < 0 && errno != EINVAL)
+        rc = pb_fail_errno(err, PB_EIO, "fsync of directory %s failed", dir);
+    close(dfd);
+    return rc;
+}
+
+/* ---- push / get / exists -------------------------------------------------------- */
+
+/* The key exists already: succeed only when it holds exactly these bytes. */
+static int compare_existing(repo *r, const char *key, const char *name, const uint8_t *raw,
+                            size_t len, pb_error *err)
+{
+    void *obj = NULL;
+    size_t olen = 0;
+    uint8_t *old = NULL;
+    size_t old_len = 0;
+    int rc = repo_get(r, key, &obj, &olen, err);
+    if (!rc && (rc = decode(obj, olen, key, &old, &old_len, err)))
+        pb_error_wrap(err, "WAL file %s is already archived but the archived copy is unreadable "
+                           "(remove it to archive again)", name);
+    if (!rc && (old_len != len || pb_hash64(old, old_len) != pb_hash64(raw, len) ||
+                memcmp(old, raw, len) != 0))
+        rc = pb_fail(err, PB_EEXIST,
+                     "WAL file %s is already archived at %s/%s with DIFFERENT content (%zu bytes "
+                     "archived, %zu bytes now): refusing to overwrite; is another cluster "
+                     "archiving into this repository?",
+                     name, repo_location(r), key, old_len, len);
+    if (!rc)
+        pb_info("WAL file %s already archived with identical content", name);
+    free(old);
+    free(obj);
+    return rc;
+}
+
+int arch_push(repo *r, const char *path, pb_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    char key[256];
+    int rc = check_name(name, err);
+    if (rc)
+        return rc;
+    arch_key(key, sizeof(key), name);
+    uint8_t *raw = NULL, *obj = NULL;
+    size_t len = 0, olen = 0;
+    if ((rc = read_file(path, &raw, &len, err)))
+        goto out;
+    rc = repo_stat(r, key, NULL, err);
+    if (rc == 0) {
+        rc = compare_existing(r, key, name, raw, len, err);
+        goto out;
+    }
+    if (rc != PB_ENOENT)
+        goto out;
+    if (!(rc = encode(raw, len, &obj, &olen, name, err)))
+        rc = repo_put(r, key, obj, olen, err);
+    if (rc)
+        pb_error_wrap(err, "archiving WAL file %s", name);
+out:
+    free(obj);
+    free(raw);
+    return rc;
+}
+
+int arch_get(repo *r, const char *name, const char *dest_path, pb_error *err)
+{
+    char key[256];
+    int rc = check_name(name, err);
+    if (rc)
+        return rc;
+    arch_key(key, sizeof(key), name);
+    void *obj = NULL;
+    size_t olen = 0, len = 0;
+    uint8_t *raw = NULL;
+    rc = repo_get(r, key, &obj, &olen, err);
+    if (rc == PB_ENOENT) {
+        rc = pb_fail(err, PB_ENOENT, "WAL file %s is not in the archive (%s/%s)", name,
+                     repo_location(r), key);
+        goto out;
+    }
+    if (!rc)
+        rc = decode(obj, olen, key, &raw, &len, err);
+    if (!rc)
+        rc = write_atomic(dest_path, raw, len, err);
+out:
+    free(raw);
+    free(obj);
+    return rc;
+}
+
+int arch_exists(repo *r, const char *name, bool *present, pb_error *err)
+{
+    char key[256];
+    *present = false;
+    int rc = check_name(name, err);
+    if (rc)
+        return rc;
+    arch_key(key, sizeof(key), name);
+    rc = repo_stat(r, key, NULL, err);
+    if (rc == PB_ENOENT)
+        return 0;
+    if (rc == 0)
+        *present = true;
+    return rc;
+}

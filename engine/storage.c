@@ -1,1 +1,248 @@
-/* placeholder: implemented by its owner */
+/*
+ * engine/storage.c — the repo_* interface: parses the location, picks a driver and
+ * forwards every call through the driver vtable (engine/storage_internal.h).
+ *
+ * Key validation lives here, once, so both drivers see only well-formed keys: a key
+ * that could escape the repository root ("..", a leading '/') or that names a
+ * directory rather than an object (empty components) is refused before any I/O.
+ */
+#include "engine/storage_internal.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S3_SCHEME "s3://"
+
+struct repo {
+    const repo_driver *drv;
+    void *impl;
+    char *location;
+};
+
+struct repo_writer {
+    const repo_driver *drv;
+    void *impl;
+};
+
+/* Checks every '/'-separated component of s[0..len): non-empty, not "." or "..".
+ * Temp-file names of the posix driver contain ".tmp." and are skipped by listings,
+ * so such keys would be invisible: they are refused too. */
+static int check_components(const char *s, size_t len, const char *what, const char *orig,
+                            pb_error *err)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != '/')
+            continue;
+        size_t n = i - start;
+        const char *c = s + start;
+        if (n == 0)
+            return pb_fail(err, PB_EINVAL, "invalid repository %s \"%s\": empty path component",
+                           what, orig);
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            return pb_fail(err, PB_EINVAL,
+                           "invalid repository %s \"%s\": \".\" and \"..\" are not allowed",
+                           what, orig);
+        start = i + 1;
+    }
+    if (memmem(s, len, ".tmp.", 5))
+        return pb_fail(err, PB_EINVAL,
+                       "invalid repository %s \"%s\": \".tmp.\" is reserved for temporary files",
+                       what, orig);
+    return 0;
+}
+
+static int check_key(const char *key, pb_error *err)
+{
+    if (!key || !key[0])
+        return pb_fail(err, PB_EINVAL, "invalid repository key: empty");
+    if (key[0] == '/')
+        return pb_fail(err, PB_EINVAL, "invalid repository key \"%s\": leading '/'", key);
+    return check_components(key, strlen(key), "key", key, err);
+}
+
+/* A listing prefix may be empty (whole repository) or end in '/' (a "directory"). */
+static int check_prefix(const char *prefix, pb_error *err)
+{
+    if (!prefix || !prefix[0])
+        return 0;
+    if (prefix[0] == '/')
+        return pb_fail(err, PB_EINVAL, "invalid repository prefix \"%s\": leading '/'", prefix);
+    size_t len = strlen(prefix);
+    if (prefix[len - 1] == '/')
+        len--;
+    return check_components(prefix, len, "prefix", prefix, err);
+}
+
+/* "s3://bucket/some/prefix/" -> bucket "bucket", prefix "some/prefix" (no leading or
+ * trailing '/', possibly empty). */
+static int open_s3(repo *r, const repo_opts *opts, pb_error *err)
+{
+    const char *p = opts->location + strlen(S3_SCHEME);
+    const char *slash = strchr(p, '/');
+    size_t blen = slash ? (size_t)(slash - p) : strlen(p);
+    if (blen == 0)
+        return pb_fail(err, PB_EINVAL, "invalid repository location \"%s\": no bucket name",
+                       opts->location);
+    char *bucket = strndup(p, blen);
+    const char *pre = slash ? slash + 1 : "";
+    while (*pre == '/')
+        pre++;
+    size_t plen = strlen(pre);
+    while (plen > 0 && pre[plen - 1] == '/')
+        plen--;
+    char *prefix = strndup(pre, plen);
+    int rc;
+    if (!bucket || !prefix) {
+        rc = pb_fail(err, PB_ENOMEM, "out of memory opening %s", opts->location);
+        goto out;
+    }
+    if (plen > 0 && (rc = check_components(prefix, plen, "location", opts->location, err)))
+        goto out;
+    r->drv = &repo_s3_driver;
+    rc = repo_s3_open(opts, bucket, prefix, &r->impl, err);
+out:
+    free(bucket);
+    free(prefix);
+    return rc;
+}
+
+int repo_open(repo **out, const repo_opts *opts, pb_error *err)
+{
+    *out = NULL;
+    if (!opts || !opts->location || !opts->location[0])
+        return pb_fail(err, PB_EINVAL, "no repository location given");
+    repo *r = calloc(1, sizeof(*r));
+    if (!r || !(r->location = strdup(opts->location))) {
+        free(r);
+        return pb_fail(err, PB_ENOMEM, "out of memory opening %s", opts->location);
+    }
+    int rc;
+    /* The s3 symbols are referenced only on this branch; a local repository never
+     * touches the s3 driver. */
+    if (strncmp(opts->location, S3_SCHEME, strlen(S3_SCHEME)) == 0) {
+        rc = open_s3(r, opts, err);
+    } else {
+        r->drv = &repo_posix_driver;
+        rc = repo_posix_open(opts, opts->location, &r->impl, err);
+    }
+    if (rc) {
+        r->drv = NULL; /* impl was not created: nothing for the driver to free */
+        repo_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void repo_free(repo *r)
+{
+    if (!r)
+        return;
+    if (r->drv && r->impl)
+        r->drv->free(r->impl);
+    free(r->location);
+    free(r);
+}
+
+const char *repo_location(const repo *r)
+{
+    return r->location;
+}
+
+bool repo_is_local(const repo *r)
+{
+    return r->drv == &repo_posix_driver;
+}
+
+int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *err)
+{
+    int rc = check_key(key, err);
+    return rc ? rc : r->drv->put(r->impl, key, data, len, err);
+}
+
+int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *err)
+{
+    *out = NULL;
+    *out_len = 0;
+    int rc = check_key(key, err);
+    return rc ? rc : r->drv->get(r->impl, key, out, out_len, err);
+}
+
+int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
+                   pb_error *err)
+{
+    int rc = check_key(key, err);
+    if (rc)
+        return rc;
+    if (len == 0)
+        return 0;
+    return r->drv->get_range(r->impl, key, offset, len, buf, err);
+}
+
+int repo_stat(repo *r, const char *key, uint64_t *size, pb_error *err)
+{
+    uint64_t dummy;
+    int rc = check_key(key, err);
+    return rc ? rc : r->drv->stat(r->impl, key, size ? size : &dummy, err);
+}
+
+int repo_delete(repo *r, const char *key, pb_error *err)
+{
+    int rc = check_key(key, err);
+    return rc ? rc : r->drv->del(r->impl, key, err);
+}
+
+int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error *err)
+{
+    int rc = check_prefix(prefix, err);
+    return rc ? rc : r->drv->list(r->impl, prefix ? prefix : "", cb, ctx, err);
+}
+
+int repo_writer_open(repo *r, const char *key, repo_writer **out, pb_error *err)
+{
+    *out = NULL;
+    int rc = check_key(key, err);
+    if (rc)
+        return rc;
+    repo_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return pb_fail(err, PB_ENOMEM, "out of memory opening writer for %s", key);
+    w->drv = r->drv;
+    rc = r->drv->writer_open(r->impl, key, &w->impl, err);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+int repo_writer_write(repo_writer *w, const void *data, size_t len, pb_error *err)
+{
+    if (len == 0)
+        return 0;
+    return w->drv->writer_write(w->impl, data, len, err);
+}
+
+int repo_writer_commit(repo_writer *w, pb_error *err)
+{
+    assert(w);
+    int rc = w->drv->writer_commit(w->impl, err);
+    free(w);
+    return rc;
+}
+
+void repo_writer_abort(repo_writer *w)
+{
+    if (!w)
+        return;
+    w->drv->writer_abort(w->impl);
+    free(w);
+}
+
+int repo_cleanup(repo *r, pb_error *err)
+{
+    return r->drv->cleanup(r->impl, err);
+}

@@ -1,1 +1,615 @@
-/* placeholder: implemented by its owner */
+/*
+ * engine/storage_posix.c — the posix repository driver: each object is a file under
+ * the repository directory, its key the path relative to that directory.
+ *
+ * Atomicity: an object is written to "<key>.tmp.<pid>.<random>", made durable with
+ * fdatasync, renamed over its final name, and the directory is fsynced, so a reader
+ * sees either nothing or the whole object. Page cache: repository files are written
+ * once and rarely read back on the host being backed up, so every write range is
+ * dropped from the cache (POSIX_FADV_DONTNEED) once it is on disk; the backup must
+ * not evict the database's hot data with its own output.
+ *
+ * Permissions follow the umask (files 0666, directories 0777 before it): the tools
+ * give the repository to the postgres user when initialising it, and archive-push
+ * (postgres) and backup (possibly root) must both be able to write into it.
+ */
+#include "engine/storage_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WRITER_BUF (1u << 20)        /* writer buffer: one write(2) per MiB */
+#define WRITER_SYNC_EVERY (64u << 20) /* flush and drop from cache every 64 MiB */
+#define TMP_MARK ".tmp."
+#define TMP_STALE_SECONDS 60
+
+typedef struct posix_repo {
+    int dirfd;  /* the repository directory; every path is resolved relative to it */
+    char *root; /* for messages */
+} posix_repo;
+
+typedef struct posix_writer {
+    posix_repo *pr;
+    char *key;
+    char tmp[PATH_MAX];
+    int fd;
+    uint8_t *buf;
+    size_t buf_len;
+    uint64_t written;     /* bytes handed to write(2) */
+    uint64_t synced_upto; /* bytes known durable and dropped from the cache */
+} posix_writer;
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Splits "a/b/c" into the directory part "a/b" (or "." for a top-level key). */
+static void parent_of(const char *key, char *out, size_t cap)
+{
+    const char *slash = strrchr(key, '/');
+    if (!slash) {
+        snprintf(out, cap, ".");
+        return;
+    }
+    snprintf(out, cap, "%.*s", (int)(slash - key), key);
+}
+
+static int fsync_dir(posix_repo *pr, const char *dir, pb_error *err)
+{
+    int fd = openat(pr->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot open directory %s/%s to fsync it", pr->root,
+                             dir);
+    int rc = 0;
+    if (fsync(fd) < 0 && errno != EINVAL)
+        rc = pb_fail_errno(err, PB_EIO, "fsync of directory %s/%s failed", pr->root, dir);
+    close(fd);
+    return rc;
+}
+
+/* mkdir -p of the directories holding key; each new directory's parent is fsynced so
+ * the directory entry survives a crash together with the object written into it. */
+static int make_parents(posix_repo *pr, const char *key, pb_error *err)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s", key) >= (int)sizeof(path))
+        return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
+    for (char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdirat(pr->dirfd, path, 0777) == 0) {
+            char parent[PATH_MAX];
+            parent_of(path, parent, sizeof(parent));
+            int rc = fsync_dir(pr, parent, err);
+            if (rc)
+                return rc;
+        } else if (errno != EEXIST) {
+            return pb_fail_errno(err, PB_EIO, "cannot create directory %s/%s", pr->root, path);
+        }
+        *s = '/';
+    }
+    return 0;
+}
+
+/* Creates a fresh temp file beside key; fills tmp with its relative name. */
+static int open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
+                    pb_error *err)
+{
+    int rc = make_parents(pr, key, err);
+    if (rc)
+        return rc;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint32_t rnd = 0;
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+            rnd = (uint32_t)time(NULL) ^ (uint32_t)attempt;
+        if (snprintf(tmp, cap, "%s" TMP_MARK "%ld.%08x", key, (long)getpid(), rnd) >= (int)cap)
+            return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
+        *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (*fd >= 0)
+            return 0;
+        if (errno != EEXIST)
+            return pb_fail_errno(err, PB_EIO, "cannot create %s/%s", pr->root, tmp);
+    }
+    return pb_fail(err, PB_EIO, "cannot create a unique temp file for %s/%s", pr->root, key);
+}
+
+/* fdatasync, drop from cache, close, rename over key, fsync the directory.
+ * Closes fd in every case; the temp file is removed on failure. */
+static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, pb_error *err)
+{
+    int rc = 0;
+    if (fdatasync(fd) < 0)
+        rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
+    else
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (close(fd) < 0 && !rc)
+        rc = pb_fail_errno(err, PB_EIO, "close of %s/%s failed", pr->root, tmp);
+    if (!rc && renameat(pr->dirfd, tmp, pr->dirfd, key) < 0)
+        rc = pb_fail_errno(err, PB_EIO, "cannot rename %s/%s to %s", pr->root, tmp, key);
+    if (rc) {
+        (void)unlinkat(pr->dirfd, tmp, 0);
+        return rc;
+    }
+    char parent[PATH_MAX];
+    parent_of(key, parent, sizeof(parent));
+    return fsync_dir(pr, parent, err);
+}
+
+static int open_object(posix_repo *pr, const char *key, int *fd, pb_error *err)
+{
+    *fd = openat(pr->dirfd, key, O_RDONLY | O_CLOEXEC);
+    if (*fd >= 0)
+        return 0;
+    if (errno == ENOENT || errno == ENOTDIR)
+        return pb_fail(err, PB_ENOENT, "object %s not found in repository %s", key, pr->root);
+    return pb_fail_errno(err, PB_EIO, "cannot open %s/%s", pr->root, key);
+}
+
+/* ---- open / free ------------------------------------------------------------- */
+
+int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_error *err)
+{
+    *impl = NULL;
+    struct stat st;
+    if (stat(dir, &st) < 0) {
+        if (errno == ENOENT)
+            return pb_fail(err, PB_ENOENT,
+                           "repository directory %s does not exist (initialise the "
+                           "repository first)", dir);
+        return pb_fail_errno(err, PB_EIO, "cannot access repository directory %s", dir);
+    }
+    if (!S_ISDIR(st.st_mode))
+        return pb_fail(err, PB_EINVAL, "repository location %s is not a directory", dir);
+    posix_repo *pr = calloc(1, sizeof(*pr));
+    if (!pr || !(pr->root = strdup(dir))) {
+        free(pr);
+        return pb_fail(err, PB_ENOMEM, "out of memory opening repository %s", dir);
+    }
+    pr->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pr->dirfd < 0) {
+        int rc = pb_fail_errno(err, PB_EIO, "cannot open repository directory %s", dir);
+        free(pr->root);
+        free(pr);
+        return rc;
+    }
+    *impl = pr;
+    return 0;
+}
+
+static void posix_free(void *impl)
+{
+    posix_repo *pr = impl;
+    if (!pr)
+        return;
+    close(pr->dirfd);
+    free(pr->root);
+    free(pr);
+}
+
+/* ---- whole objects ----------------------------------------------------------- */
+
+static int posix_put(void *impl, const char *key, const void *data, size_t len, pb_error *err)
+{
+    posix_repo *pr = impl;
+    char tmp[PATH_MAX];
+    int fd;
+    int rc = open_tmp(pr, key, tmp, sizeof(tmp), &fd, err);
+    if (rc)
+        return rc;
+    if (write_all(fd, data, len) < 0) {
+        rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
+        close(fd);
+        (void)unlinkat(pr->dirfd, tmp, 0);
+        return rc;
+    }
+    return finish_tmp(pr, fd, tmp, key, err);
+}
+
+static int posix_get(void *impl, const char *key, void **out, size_t *out_len, pb_error *err)
+{
+    posix_repo *pr = impl;
+    int fd;
+    int rc = open_object(pr, key, &fd, err);
+    if (rc)
+        return rc;
+    struct stat st;
+    uint8_t *data = NULL;
+    if (fstat(fd, &st) < 0) {
+        rc = pb_fail_errno(err, PB_EIO, "cannot stat %s/%s", pr->root, key);
+        goto out;
+    }
+    size_t size = (size_t)st.st_size;
+    /* one spare byte so an empty object still yields a non-NULL buffer */
+    if (!(data = malloc(size + 1))) {
+        rc = pb_fail(err, PB_ENOMEM, "out of memory reading %s/%s (%zu bytes)", pr->root, key,
+                     size);
+        goto out;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(fd, data + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = pb_fail_errno(err, PB_EIO, "cannot read %s/%s", pr->root, key);
+            goto out;
+        }
+        if (n == 0) {
+            rc = pb_fail(err, PB_ECORRUPT, "object %s/%s shrank while being read", pr->root,
+                         key);
+            goto out;
+        }
+        got += (size_t)n;
+    }
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    *out = data;
+    *out_len = size;
+    data = NULL;
+out:
+    free(data);
+    close(fd);
+    return rc;
+}
+
+static int posix_get_range(void *impl, const char *key, uint64_t off, size_t len, void *buf,
+                           pb_error *err)
+{
+    posix_repo *pr = impl;
+    int fd;
+    int rc = open_object(pr, key, &fd, err);
+    if (rc)
+        return rc;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = pb_fail_errno(err, PB_EIO, "cannot read %s/%s at offset %llu", pr->root, key,
+                               (unsigned long long)(off + got));
+            break;
+        }
+        if (n == 0) {
+            rc = pb_fail(err, PB_ECORRUPT,
+                         "object %s/%s is too short: wanted %zu bytes at offset %llu, got %zu",
+                         pr->root, key, len, (unsigned long long)off, got);
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    return rc;
+}
+
+static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err)
+{
+    posix_repo *pr = impl;
+    struct stat st;
+    if (fstatat(pr->dirfd, key, &st, 0) < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return pb_fail(err, PB_ENOENT, "object %s not found in repository %s", key,
+                           pr->root);
+        return pb_fail_errno(err, PB_EIO, "cannot stat %s/%s", pr->root, key);
+    }
+    if (!S_ISREG(st.st_mode))
+        return pb_fail(err, PB_ENOENT, "%s/%s is not an object (not a regular file)", pr->root,
+                       key);
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+static int posix_del(void *impl, const char *key, pb_error *err)
+{
+    posix_repo *pr = impl;
+    if (unlinkat(pr->dirfd, key, 0) < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return pb_fail(err, PB_ENOENT, "object %s not found in repository %s", key,
+                           pr->root);
+        return pb_fail_errno(err, PB_EIO, "cannot delete %s/%s", pr->root, key);
+    }
+    char parent[PATH_MAX];
+    parent_of(key, parent, sizeof(parent));
+    return fsync_dir(pr, parent, err);
+}
+
+/* ---- walking ------------------------------------------------------------------ */
+
+typedef struct walk_entry {
+    char *key;
+    uint64_t size;
+    struct timespec mtime;
+} walk_entry;
+
+typedef struct walk_state {
+    posix_repo *pr;
+    const char *prefix; /* only keys starting with this are collected */
+    bool want_tmp;      /* collect temp files instead of objects */
+    walk_entry *v;
+    size_t n, cap;
+} walk_state;
+
+static int walk_add(walk_state *ws, const char *key, const struct stat *st, pb_error *err)
+{
+    if (ws->n == ws->cap) {
+        size_t cap = ws->cap ? ws->cap * 2 : 64;
+        walk_entry *v = realloc(ws->v, cap * sizeof(*v));
+        if (!v)
+            return pb_fail(err, PB_ENOMEM, "out of memory listing %s", ws->pr->root);
+        ws->v = v;
+        ws->cap = cap;
+    }
+    if (!(ws->v[ws->n].key = strdup(key)))
+        return pb_fail(err, PB_ENOMEM, "out of memory listing %s", ws->pr->root);
+    ws->v[ws->n].size = (uint64_t)st->st_size;
+    ws->v[ws->n].mtime = st->st_mtim;
+    ws->n++;
+    return 0;
+}
+
+/* Could a key under directory dir ("" = root) start with prefix? */
+static bool dir_may_match(const char *dir, const char *prefix)
+{
+    size_t dl = strlen(dir), pl = strlen(prefix);
+    if (dl == 0)
+        return true;
+    size_t n = dl < pl ? dl : pl;
+    if (strncmp(dir, prefix, n) != 0)
+        return false;
+    return dl >= pl || prefix[dl] == '/';
+}
+
+static int walk_dir(walk_state *ws, const char *dir, pb_error *err)
+{
+    posix_repo *pr = ws->pr;
+    int fd = openat(pr->dirfd, dir[0] ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) /* absent or removed by expire */
+            return 0;
+        return pb_fail_errno(err, PB_EIO, "cannot open directory %s/%s", pr->root, dir);
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int rc = pb_fail_errno(err, PB_EIO, "cannot read directory %s/%s", pr->root, dir);
+        close(fd);
+        return rc;
+    }
+    int rc = 0;
+    struct dirent *de;
+    char path[PATH_MAX];
+    while (!rc && (errno = 0, de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (snprintf(path, sizeof(path), "%s%s%s", dir, dir[0] ? "/" : "", de->d_name) >=
+            (int)sizeof(path))
+            continue;
+        struct stat st;
+        if (fstatat(pr->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT)
+                continue;
+            rc = pb_fail_errno(err, PB_EIO, "cannot stat %s/%s", pr->root, path);
+            break;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            if (dir_may_match(path, ws->prefix))
+                rc = walk_dir(ws, path, err);
+        } else if (S_ISREG(st.st_mode) && strncmp(path, ws->prefix, strlen(ws->prefix)) == 0 &&
+                   (strstr(de->d_name, TMP_MARK) != NULL) == ws->want_tmp) {
+            rc = walk_add(ws, path, &st, err);
+        }
+    }
+    if (!rc && errno != 0)
+        rc = pb_fail_errno(err, PB_EIO, "cannot read directory %s/%s", pr->root, dir);
+    closedir(d);
+    return rc;
+}
+
+static void walk_free(walk_state *ws)
+{
+    for (size_t i = 0; i < ws->n; i++)
+        free(ws->v[i].key);
+    free(ws->v);
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const walk_entry *)a)->key, ((const walk_entry *)b)->key);
+}
+
+/* The prefix is a string prefix of keys (as on S3); the walk starts at the deepest
+ * directory the prefix names and prunes directories that cannot match. */
+static int posix_list(void *impl, const char *prefix, repo_list_cb cb, void *ctx,
+                      pb_error *err)
+{
+    walk_state ws = {.pr = impl, .prefix = prefix};
+    char start[PATH_MAX];
+    const char *slash = strrchr(prefix, '/');
+    snprintf(start, sizeof(start), "%.*s", slash ? (int)(slash - prefix) : 0, prefix);
+    int rc = walk_dir(&ws, start, err);
+    if (!rc && ws.n > 1)
+        qsort(ws.v, ws.n, sizeof(*ws.v), entry_cmp);
+    for (size_t i = 0; !rc && i < ws.n; i++)
+        rc = cb(ctx, ws.v[i].key, ws.v[i].size);
+    walk_free(&ws);
+    return rc;
+}
+
+/* ---- streaming writer ---------------------------------------------------------- */
+
+static void writer_free(posix_writer *w)
+{
+    if (!w)
+        return;
+    free(w->buf);
+    free(w->key);
+    free(w);
+}
+
+static int posix_writer_open(void *impl, const char *key, void **out, pb_error *err)
+{
+    posix_repo *pr = impl;
+    *out = NULL;
+    posix_writer *w = calloc(1, sizeof(*w));
+    if (!w || !(w->buf = malloc(WRITER_BUF)) || !(w->key = strdup(key))) {
+        writer_free(w);
+        return pb_fail(err, PB_ENOMEM, "out of memory opening writer for %s", key);
+    }
+    w->pr = pr;
+    int rc = open_tmp(pr, key, w->tmp, sizeof(w->tmp), &w->fd, err);
+    if (rc) {
+        writer_free(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+/* Pushes everything written so far to disk and out of the page cache. sync_file_range
+ * is enough here (the final fdatasync at commit covers metadata); fall back to
+ * fdatasync where it is not supported. */
+static int writer_drop_cache(posix_writer *w, pb_error *err)
+{
+    uint64_t len = w->written - w->synced_upto;
+    if (sync_file_range(w->fd, (off_t)w->synced_upto, (off_t)len,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER) < 0) {
+        if ((errno != ENOSYS && errno != EINVAL && errno != ESPIPE) || fdatasync(w->fd) < 0)
+            return pb_fail_errno(err, PB_EIO, "cannot flush %s/%s", w->pr->root, w->tmp);
+    }
+    (void)posix_fadvise(w->fd, (off_t)w->synced_upto, (off_t)len, POSIX_FADV_DONTNEED);
+    w->synced_upto = w->written;
+    return 0;
+}
+
+static int writer_flush(posix_writer *w, pb_error *err)
+{
+    if (w->buf_len == 0)
+        return 0;
+    if (write_all(w->fd, w->buf, w->buf_len) < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot write %s/%s", w->pr->root, w->tmp);
+    w->written += w->buf_len;
+    w->buf_len = 0;
+    if (w->written - w->synced_upto >= WRITER_SYNC_EVERY)
+        return writer_drop_cache(w, err);
+    return 0;
+}
+
+static int posix_writer_write(void *wp, const void *data, size_t len, pb_error *err)
+{
+    posix_writer *w = wp;
+    const uint8_t *p = data;
+    while (len > 0) {
+        size_t n = WRITER_BUF - w->buf_len;
+        if (n > len)
+            n = len;
+        memcpy(w->buf + w->buf_len, p, n);
+        w->buf_len += n;
+        p += n;
+        len -= n;
+        if (w->buf_len == WRITER_BUF) {
+            int rc = writer_flush(w, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static void posix_writer_abort(void *wp)
+{
+    posix_writer *w = wp;
+    if (!w)
+        return;
+    close(w->fd);
+    (void)unlinkat(w->pr->dirfd, w->tmp, 0);
+    writer_free(w);
+}
+
+static int posix_writer_commit(void *wp, pb_error *err)
+{
+    posix_writer *w = wp;
+    int rc = writer_flush(w, err);
+    if (rc) {
+        posix_writer_abort(w);
+        return rc;
+    }
+    rc = finish_tmp(w->pr, w->fd, w->tmp, w->key, err);
+    writer_free(w);
+    return rc;
+}
+
+/* ---- cleanup --------------------------------------------------------------------- */
+
+/* "<key>.tmp.<pid>.<random>" -> pid, or 0 when the name does not parse. */
+static long tmp_pid(const char *key)
+{
+    const char *m = strstr(key, TMP_MARK);
+    if (!m)
+        return 0;
+    char *end;
+    long pid = strtol(m + strlen(TMP_MARK), &end, 10);
+    return *end == '.' && pid > 0 ? pid : 0;
+}
+
+/* A temp file is stale when it has not been written for a minute and the process that
+ * created it is gone; a live writer's files are never touched. */
+static int posix_cleanup(void *impl, pb_error *err)
+{
+    posix_repo *pr = impl;
+    walk_state ws = {.pr = pr, .prefix = "", .want_tmp = true};
+    int rc = walk_dir(&ws, "", err);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (size_t i = 0; !rc && i < ws.n; i++) {
+        long pid = tmp_pid(ws.v[i].key);
+        if (now.tv_sec - ws.v[i].mtime.tv_sec < TMP_STALE_SECONDS)
+            continue;
+        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+            continue;
+        if (unlinkat(pr->dirfd, ws.v[i].key, 0) < 0 && errno != ENOENT)
+            rc = pb_fail_errno(err, PB_EIO, "cannot remove stale temp file %s/%s", pr->root,
+                               ws.v[i].key);
+        else
+            pb_info("removed stale temp file %s/%s", pr->root, ws.v[i].key);
+    }
+    walk_free(&ws);
+    return rc;
+}
+
+const repo_driver repo_posix_driver = {
+    .name = "posix",
+    .free = posix_free,
+    .put = posix_put,
+    .get = posix_get,
+    .get_range = posix_get_range,
+    .stat = posix_stat,
+    .del = posix_del,
+    .list = posix_list,
+    .writer_open = posix_writer_open,
+    .writer_write = posix_writer_write,
+    .writer_commit = posix_writer_commit,
+    .writer_abort = posix_writer_abort,
+    .cleanup = posix_cleanup,
+};

@@ -1,2 +1,361 @@
+/* tests/unit/storage_test.c — repo_* over the posix driver, key validation, locations. */
+#include "engine/storage.h"
 #include "tests/unit/pbtest.h"
-int main(void) { return PBT_DONE(); }
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char tmpdir[] = "/tmp/pb-storage-test-XXXXXX";
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    return remove(p);
+}
+
+static repo *open_repo(void)
+{
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = tmpdir;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    int rc = repo_open(&r, &o, &e);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "repo_open: %s\n", e.msg);
+    return r;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        p[i] = (uint8_t)(seed >> 16);
+    }
+}
+
+/* Counts directory entries under the repo root whose name contains needle. */
+static int count_files(const char *dir, const char *needle)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            n += count_files(p, needle);
+        else if (strstr(de->d_name, needle))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_open_errors(void)
+{
+    repo_opts o = REPO_OPTS_INIT;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    char missing[512];
+    snprintf(missing, sizeof(missing), "%s/does-not-exist", tmpdir);
+    o.location = missing;
+    PBT_CHECK(repo_open(&r, &o, &e) == PB_ENOENT);
+    PBT_CHECK(r == NULL);
+    PBT_CHECK(strstr(e.msg, missing) != NULL);
+
+    char file[512];
+    snprintf(file, sizeof(file), "%s/plainfile", tmpdir);
+    FILE *f = fopen(file, "w");
+    fclose(f);
+    o.location = file;
+    PBT_CHECK(repo_open(&r, &o, &e) == PB_EINVAL);
+    PBT_CHECK(strstr(e.msg, "not a directory") != NULL);
+    unlink(file);
+
+    o.location = "";
+    PBT_CHECK(repo_open(&r, &o, &e) == PB_EINVAL);
+    o.location = NULL;
+    PBT_CHECK(repo_open(&r, &o, &e) == PB_EINVAL);
+    /* s3 locations are parsed before the driver is involved */
+    o.location = "s3://";
+    PBT_CHECK(repo_open(&r, &o, &e) == PB_EINVAL);
+    PBT_CHECK(strstr(e.msg, "bucket") != NULL);
+    o.location = "s3:///prefix";
+    PBT_CHECK(repo_open(&r, &o, &e) == PB_EINVAL);
+    o.location = "s3://bucket/a/../b";
+    PBT_CHECK(repo_open(&r, &o, &e) == PB_EINVAL);
+    PBT_CHECK(r == NULL);
+
+    o.location = tmpdir;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    PBT_CHECK(r && repo_is_local(r));
+    PBT_CHECK(r && strcmp(repo_location(r), tmpdir) == 0);
+    repo_free(r);
+    repo_free(NULL);
+}
+
+static void test_put_get(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    uint8_t data[10000];
+    fill(data, sizeof(data), 7);
+    PBT_CHECK(repo_put(r, "backup/B1/pack/000001", data, sizeof(data), &e) == 0);
+    void *got = NULL;
+    size_t n = 0;
+    PBT_CHECK(repo_get(r, "backup/B1/pack/000001", &got, &n, &e) == 0);
+    PBT_CHECK(n == sizeof(data) && got && memcmp(got, data, n) == 0);
+    free(got);
+
+    uint64_t size = 0;
+    PBT_CHECK(repo_stat(r, "backup/B1/pack/000001", &size, &e) == 0 && size == sizeof(data));
+    PBT_CHECK(repo_stat(r, "backup/B1/pack/000001", NULL, &e) == 0);
+    PBT_CHECK(repo_stat(r, "backup/B1/pack", &size, &e) == PB_ENOENT); /* a directory */
+    PBT_CHECK(repo_stat(r, "backup/B1/pack/000002", &size, &e) == PB_ENOENT);
+    PBT_CHECK(strstr(e.msg, "backup/B1/pack/000002") != NULL);
+    PBT_CHECK(repo_get(r, "nope/x", &got, &n, &e) == PB_ENOENT && got == NULL);
+    PBT_CHECK(strstr(e.msg, "nope/x") != NULL);
+
+    /* empty object and overwrite */
+    PBT_CHECK(repo_put(r, "empty", "", 0, &e) == 0);
+    PBT_CHECK(repo_get(r, "empty", &got, &n, &e) == 0 && n == 0);
+    free(got);
+    PBT_CHECK(repo_put(r, "empty", "abc", 3, &e) == 0);
+    PBT_CHECK(repo_get(r, "empty", &got, &n, &e) == 0 && n == 3 && memcmp(got, "abc", 3) == 0);
+    free(got);
+
+    /* ranges */
+    uint8_t buf[100];
+    PBT_CHECK(repo_get_range(r, "backup/B1/pack/000001", 5000, 100, buf, &e) == 0);
+    PBT_CHECK(memcmp(buf, data + 5000, 100) == 0);
+    PBT_CHECK(repo_get_range(r, "backup/B1/pack/000001", 9950, 100, buf, &e) == PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "backup/B1/pack/000001") != NULL && strstr(e.msg, "9950") != NULL);
+    PBT_CHECK(repo_get_range(r, "backup/B1/pack/000001", 20000, 1, buf, &e) == PB_ECORRUPT);
+    PBT_CHECK(repo_get_range(r, "backup/B1/pack/000009", 0, 1, buf, &e) == PB_ENOENT);
+
+    /* delete */
+    PBT_CHECK(repo_delete(r, "empty", &e) == 0);
+    PBT_CHECK(repo_stat(r, "empty", NULL, &e) == PB_ENOENT);
+    PBT_CHECK(repo_delete(r, "empty", &e) == PB_ENOENT);
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 0);
+    repo_free(r);
+}
+
+static void test_permissions(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    mode_t old = umask(027);
+    PBT_CHECK(repo_put(r, "perm/dir/obj", "x", 1, &e) == 0);
+    umask(old);
+    char p[512];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/perm/dir/obj", tmpdir);
+    PBT_CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0640);
+    snprintf(p, sizeof(p), "%s/perm/dir", tmpdir);
+    PBT_CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0750);
+    repo_free(r);
+}
+
+static void test_invalid_keys(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    const char *bad[] = {"", "/abs", "..", "../escape", "a/../b", "a//b", "a/", "./a", "a/.",
+                         "obj.tmp.1.2"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        void *got = NULL;
+        size_t n;
+        uint64_t sz;
+        repo_writer *w = NULL;
+        PBT_CHECK(repo_put(r, bad[i], "x", 1, &e) == PB_EINVAL);
+        PBT_CHECK(strstr(e.msg, "invalid repository key") != NULL);
+        PBT_CHECK(repo_get(r, bad[i], &got, &n, &e) == PB_EINVAL);
+        PBT_CHECK(repo_stat(r, bad[i], &sz, &e) == PB_EINVAL);
+        PBT_CHECK(repo_delete(r, bad[i], &e) == PB_EINVAL);
+        PBT_CHECK(repo_writer_open(r, bad[i], &w, &e) == PB_EINVAL && w == NULL);
+    }
+    char p[512];
+    snprintf(p, sizeof(p), "%s/../escape", tmpdir);
+    PBT_CHECK(access(p, F_OK) != 0);
+    PBT_CHECK(repo_list(r, "/x", NULL, NULL, &e) == PB_EINVAL);
+    PBT_CHECK(repo_list(r, "a/../", NULL, NULL, &e) == PB_EINVAL);
+    repo_free(r);
+}
+
+typedef struct listing {
+    char keys[32][64];
+    uint64_t sizes[32];
+    int n;
+    int stop_at;
+} listing;
+
+static int collect(void *ctx, const char *key, uint64_t size)
+{
+    listing *l = ctx;
+    if (l->n < 32) {
+        snprintf(l->keys[l->n], sizeof(l->keys[0]), "%s", key);
+        l->sizes[l->n] = size;
+    }
+    l->n++;
+    return l->stop_at && l->n == l->stop_at ? 42 : 0;
+}
+
+static void test_list(void)
+{
+    char sub[512];
+    snprintf(sub, sizeof(sub), "%s/L", tmpdir);
+    mkdir(sub, 0700);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = sub;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    const char *keys[] = {"b/2", "a/10", "ab", "a/2/x", "c", "a/1", "a-b/z"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        PBT_CHECK(repo_put(r, keys[i], "0123456789", i + 1, &e) == 0);
+    /* a leftover temp file must not show up */
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s/a/zz.tmp.1.2", sub);
+    FILE *f = fopen(tmp, "w");
+    fclose(f);
+
+    listing l = {0};
+    PBT_CHECK(repo_list(r, "", collect, &l, &e) == 0);
+    const char *all[] = {"a-b/z", "a/1", "a/10", "a/2/x", "ab", "b/2", "c"};
+    PBT_CHECK(l.n == 7);
+    for (int i = 0; i < 7 && i < l.n; i++)
+        PBT_CHECK(strcmp(l.keys[i], all[i]) == 0);
+    PBT_CHECK(l.sizes[1] == 6 && l.sizes[6] == 5); /* a/1 was 6th put, c 5th */
+
+    memset(&l, 0, sizeof(l));
+    PBT_CHECK(repo_list(r, "a/", collect, &l, &e) == 0);
+    PBT_CHECK(l.n == 3 && !strcmp(l.keys[0], "a/1") && !strcmp(l.keys[2], "a/2/x"));
+    memset(&l, 0, sizeof(l));
+    PBT_CHECK(repo_list(r, "a", collect, &l, &e) == 0);
+    PBT_CHECK(l.n == 5 && !strcmp(l.keys[0], "a-b/z") && !strcmp(l.keys[4], "ab"));
+    memset(&l, 0, sizeof(l));
+    PBT_CHECK(repo_list(r, "a/1", collect, &l, &e) == 0);
+    PBT_CHECK(l.n == 2 && !strcmp(l.keys[1], "a/10"));
+    memset(&l, 0, sizeof(l));
+    PBT_CHECK(repo_list(r, "nothing/", collect, &l, &e) == 0 && l.n == 0);
+    PBT_CHECK(repo_list(r, "c/", collect, &l, &e) == 0 && l.n == 0); /* c is an object */
+    memset(&l, 0, sizeof(l));
+    l.stop_at = 2;
+    PBT_CHECK(repo_list(r, NULL, collect, &l, &e) == 42 && l.n == 2);
+    unlink(tmp);
+    repo_free(r);
+}
+
+static void test_writer(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    size_t total = (70u << 20) + 12345; /* crosses the 64 MiB flush point */
+    uint8_t *data = malloc(total);
+    fill(data, total, 99);
+    repo_writer *w = NULL;
+    PBT_CHECK(repo_writer_open(r, "big/obj", &w, &e) == 0);
+    size_t off = 0, step = 1;
+    while (off < total) {
+        size_t n = step < total - off ? step : total - off;
+        PBT_CHECK(repo_writer_write(w, data + off, n, &e) == 0);
+        off += n;
+        step = step * 3 + 7; /* odd sizes, below and above the buffer size */
+        if (step > (5u << 20))
+            step = 333;
+    }
+    PBT_CHECK(repo_stat(r, "big/obj", NULL, &e) == PB_ENOENT); /* invisible until commit */
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 1);
+    PBT_CHECK(repo_writer_commit(w, &e) == 0);
+    uint64_t size = 0;
+    PBT_CHECK(repo_stat(r, "big/obj", &size, &e) == 0 && size == total);
+    void *got = NULL;
+    size_t n = 0;
+    PBT_CHECK(repo_get(r, "big/obj", &got, &n, &e) == 0 && n == total &&
+              memcmp(got, data, total) == 0);
+    free(got);
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 0);
+
+    PBT_CHECK(repo_writer_open(r, "big/aborted", &w, &e) == 0);
+    PBT_CHECK(repo_writer_write(w, data, 3u << 20, &e) == 0);
+    repo_writer_abort(w);
+    repo_writer_abort(NULL);
+    PBT_CHECK(repo_stat(r, "big/aborted", NULL, &e) == PB_ENOENT);
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 0);
+
+    PBT_CHECK(repo_writer_open(r, "big/empty", &w, &e) == 0);
+    PBT_CHECK(repo_writer_commit(w, &e) == 0);
+    PBT_CHECK(repo_stat(r, "big/empty", &size, &e) == 0 && size == 0);
+    free(data);
+    repo_free(r);
+}
+
+static void make_tmp(const char *name, long age)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/C/%s", tmpdir, name);
+    FILE *f = fopen(p, "w");
+    fputs("partial", f);
+    fclose(f);
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= age;
+    ts[1] = ts[0];
+    utimensat(AT_FDCWD, p, ts, 0);
+}
+
+static void test_cleanup(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_put(r, "C/keep", "x", 1, &e) == 0);
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    waitpid(dead, NULL, 0);
+    char name[128];
+    snprintf(name, sizeof(name), "old-dead.tmp.%ld.0000abcd", (long)dead);
+    make_tmp(name, 300);
+    snprintf(name, sizeof(name), "new-dead.tmp.%ld.0000abcd", (long)dead);
+    make_tmp(name, 0);
+    snprintf(name, sizeof(name), "old-alive.tmp.%ld.0000abcd", (long)getpid());
+    make_tmp(name, 300);
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 3);
+    PBT_CHECK(repo_cleanup(r, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 2);
+    PBT_CHECK(count_files(tmpdir, "old-dead") == 0);
+    PBT_CHECK(count_files(tmpdir, "new-dead") == 1);
+    PBT_CHECK(count_files(tmpdir, "old-alive") == 1);
+    PBT_CHECK(repo_stat(r, "C/keep", NULL, &e) == 0);
+    repo_free(r);
+}
+
+int main(void)
+{
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    PBT_RUN(test_open_errors);
+    PBT_RUN(test_put_get);
+    PBT_RUN(test_permissions);
+    PBT_RUN(test_invalid_keys);
+    PBT_RUN(test_list);
+    PBT_RUN(test_writer);
+    PBT_RUN(test_cleanup);
+    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return PBT_DONE();
+}
