@@ -52,6 +52,12 @@ const char *scan_method(const scanner *s);
  * holding path (from /sys/block), else 1 MiB. why receives a one-line reason. */
 size_t scan_default_read_size(const char *path, char *why, size_t why_len);
 
+/* The same decision starting from a block device's sysfs directory (what
+ * /sys/dev/block/MAJ:MIN points to): follows partition -> disk and a single slave of
+ * a stacked device (LVM, dm-crypt) to an md array. Exposed so tests can point it at
+ * a fake sysfs tree. */
+size_t scan_stripe_from_sysfs(const char *sys_dev_dir, char *why, size_t why_len);
+
 /* Totals since scan_open. */
 uint64_t scan_bytes_read(const scanner *s);
 

@@ -1,2 +1,664 @@
+/*
+ * tests/unit/scan_test.c — the stripe scanner: byte-exact delivery in file order over
+ * io_uring and pread, with several read sizes and queue depths; vanishing, shrinking
+ * and growing files; the buffered fallback where O_DIRECT is refused; early stop;
+ * re-reads; page-cache footprint; the stripe-size decision from sysfs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/pb.h"
+#include "engine/scan.h"
 #include "tests/unit/pbtest.h"
-int main(void) { return PBT_DONE(); }
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+
+static char tmpdir[64];
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint8_t *random_bytes(size_t n, uint64_t seed)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (uint8_t)(x >> 24);
+    }
+    return p;
+}
+
+static int write_file(const char *path, const uint8_t *data, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, data + done, n - done);
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* What the callback saw. */
+typedef struct sink {
+    uint8_t *data;
+    size_t cap;
+    uint64_t next_off; /* chunks must arrive in order, back to back */
+    size_t read_size;
+    int calls;
+    int bad_order, bad_len, overflow;
+    int stop_at_call; /* return stop_value from this call (1-based); 0 = never */
+    int stop_value;
+    const char *mutate_path; /* on the first call: truncate to / extend by mutate_len */
+    off_t truncate_to;
+    size_t append_len;
+} sink;
+
+static int sink_cb(void *ctx, uint64_t offset, const uint8_t *data, size_t len)
+{
+    sink *k = ctx;
+    k->calls++;
+    if (offset != k->next_off)
+        k->bad_order++;
+    if (len == 0 || len > k->read_size)
+        k->bad_len++;
+    if (offset + len > k->cap)
+        k->overflow++;
+    else
+        memcpy(k->data + offset, data, len);
+    k->next_off = offset + len;
+    if (k->calls == 1 && k->mutate_path) {
+        if (k->truncate_to >= 0 && truncate(k->mutate_path, k->truncate_to) != 0)
+            perror("truncate");
+        if (k->append_len) {
+            int fd = open(k->mutate_path, O_WRONLY | O_APPEND);
+            uint8_t *extra = random_bytes(k->append_len, 99);
+            if (fd < 0 || write(fd, extra, k->append_len) != (ssize_t)k->append_len)
+                perror("append");
+            free(extra);
+            if (fd >= 0)
+                close(fd);
+        }
+    }
+    if (k->stop_at_call && k->calls == k->stop_at_call)
+        return k->stop_value;
+    return 0;
+}
+
+static sink sink_make(size_t cap, size_t read_size)
+{
+    sink k;
+    memset(&k, 0, sizeof(k));
+    k.data = calloc(1, cap ? cap : 1);
+    k.cap = cap;
+    k.read_size = read_size;
+    k.truncate_to = -1;
+    return k;
+}
+
+/* Last complete chunk length expected for a file of size n read in rs pieces. */
+static int expected_calls(size_t n, size_t rs) { return (int)((n + rs - 1) / rs); }
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_open_options(void)
+{
+    scanner *s = NULL;
+    pb_error err = PB_ERROR_INIT;
+    scan_opts o = SCAN_OPTS_INIT;
+    o.read_size = 1000; /* not a multiple of 4096 */
+    PBT_CHECK(scan_open(&s, &o, &err) == PB_EINVAL && s == NULL);
+    PBT_CHECK(strstr(err.msg, "1000") != NULL);
+    o.read_size = 0; /* default: from the device holding the working directory */
+    PBT_CHECK(scan_open(&s, &o, &err) == 0 && s != NULL);
+    scan_free(s);
+    scan_free(NULL);
+}
+
+static void check_roundtrip(size_t size, bool uring, size_t rs, unsigned qd)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/f_%zu", tmpdir, size);
+    uint8_t *want = random_bytes(size, size + 1);
+    PBT_CHECK(write_file(path, want, size) == 0);
+
+    scan_opts o = SCAN_OPTS_INIT;
+    o.read_size = rs;
+    o.queue_depth = qd;
+    o.use_uring = uring;
+    scanner *s = NULL;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(scan_open(&s, &o, &err) == 0);
+    if (!s)
+        goto out;
+    sink k = sink_make(size, rs);
+    uint64_t got = 12345;
+    int rc = scan_file(s, path, sink_cb, &k, &got, &err);
+    if (rc != 0)
+        fprintf(stderr, "  scan %s: %s\n", path, err.msg);
+    PBT_CHECK(rc == 0);
+    PBT_CHECK(got == size);
+    PBT_CHECK(k.calls == expected_calls(size, rs));
+    PBT_CHECK(k.bad_order == 0 && k.bad_len == 0 && k.overflow == 0);
+    PBT_CHECK(memcmp(k.data, want, size) == 0);
+    PBT_CHECK(scan_bytes_read(s) == size);
+    if (uring)
+        PBT_CHECK(strcmp(scan_method(s), "io_uring+O_DIRECT") == 0 ||
+                  strcmp(scan_method(s), "pread+O_DIRECT") == 0);
+    else
+        PBT_CHECK(strcmp(scan_method(s), "pread+O_DIRECT") == 0);
+    /* Full chunks are read_size long; only the tail is shorter. */
+    if (size > 0)
+        PBT_CHECK(k.next_off == size);
+    free(k.data);
+    scan_free(s);
+out:
+    unlink(path);
+    free(want);
+}
+
+static void test_roundtrip_matrix(void)
+{
+    static const size_t sizes[] = {0, 1, 8191, 8192, MiB + 1, 3 * MiB + 5 * 8192 + 17};
+    static const size_t read_sizes[] = {128 * KiB, MiB};
+    static const unsigned depths[] = {1, 8};
+    for (int uring = 0; uring < 2; uring++)
+        for (size_t r = 0; r < 2; r++)
+            for (size_t d = 0; d < 2; d++)
+                for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+                    check_roundtrip(sizes[i], uring, read_sizes[r], depths[d]);
+}
+
+static void test_uring_in_use(void)
+{
+    scanner *s = NULL;
+    scan_opts o = SCAN_OPTS_INIT;
+    PBT_CHECK(scan_open(&s, &o, NULL) == 0);
+    FILE *fp = fopen("/proc/sys/kernel/io_uring_disabled", "r");
+    int disabled = 0;
+    if (fp) {
+        if (fscanf(fp, "%d", &disabled) != 1)
+            disabled = 0;
+        fclose(fp);
+    }
+    printf("  io_uring_disabled=%d, method %s\n", disabled, s ? scan_method(s) : "?");
+    /* Where the kernel allows io_uring to root, the scanner must use it. */
+    if (s && disabled == 0)
+        PBT_CHECK(strcmp(scan_method(s), "io_uring+O_DIRECT") == 0);
+    scan_free(s);
+}
+
+static void test_vanished(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/gone", tmpdir);
+    for (int uring = 0; uring < 2; uring++) {
+        scan_opts o = SCAN_OPTS_INIT;
+        o.read_size = 128 * KiB;
+        o.use_uring = uring;
+        scanner *s = NULL;
+        pb_error err = PB_ERROR_INIT;
+        PBT_CHECK(scan_open(&s, &o, &err) == 0);
+        sink k = sink_make(16, o.read_size);
+        uint64_t got = 7;
+        PBT_CHECK(scan_file(s, path, sink_cb, &k, &got, &err) == PB_ENOENT);
+        PBT_CHECK(err.code == PB_ENOENT && strstr(err.msg, path) != NULL);
+        PBT_CHECK(got == 0 && k.calls == 0);
+        uint8_t b[8];
+        PBT_CHECK(scan_reread(s, path, 0, b, sizeof(b), &err) == PB_ENOENT);
+        free(k.data);
+        scan_free(s);
+    }
+}
+
+static void test_callback_stop(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/stop", tmpdir);
+    size_t size = 2 * MiB;
+    uint8_t *want = random_bytes(size, 5);
+    PBT_CHECK(write_file(path, want, size) == 0);
+    for (int uring = 0; uring < 2; uring++) {
+        scan_opts o = SCAN_OPTS_INIT;
+        o.read_size = 128 * KiB;
+        o.queue_depth = 8;
+        o.use_uring = uring;
+        scanner *s = NULL;
+        PBT_CHECK(scan_open(&s, &o, NULL) == 0);
+        sink k = sink_make(size, o.read_size);
+        k.stop_at_call = 3;
+        k.stop_value = -77;
+        uint64_t got = 0;
+        PBT_CHECK(scan_file(s, path, sink_cb, &k, &got, NULL) == -77);
+        PBT_CHECK(k.calls == 3);
+        PBT_CHECK(got == 3 * o.read_size);
+        PBT_CHECK(memcmp(k.data, want, 3 * o.read_size) == 0);
+        /* The scanner is reusable after an early stop (no stale completions). */
+        sink k2 = sink_make(size, o.read_size);
+        PBT_CHECK(scan_file(s, path, sink_cb, &k2, &got, NULL) == 0);
+        PBT_CHECK(got == size && memcmp(k2.data, want, size) == 0 && k2.bad_order == 0);
+        free(k.data);
+        free(k2.data);
+        scan_free(s);
+    }
+    unlink(path);
+    free(want);
+}
+
+static void test_shrink_and_grow(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/mut", tmpdir);
+    size_t size = 4 * MiB;
+    uint8_t *want = random_bytes(size, 6);
+    for (int uring = 0; uring < 2; uring++) {
+        for (unsigned qd = 1; qd <= 8; qd += 7) {
+            scan_opts o = SCAN_OPTS_INIT;
+            o.read_size = 128 * KiB;
+            o.queue_depth = qd;
+            o.use_uring = uring;
+            scanner *s = NULL;
+            PBT_CHECK(scan_open(&s, &o, NULL) == 0);
+
+            /* Shrinks to 200 KiB + 5 after the first chunk: ends early, no error. */
+            PBT_CHECK(write_file(path, want, size) == 0);
+            sink k = sink_make(size + MiB, o.read_size);
+            k.mutate_path = path;
+            k.truncate_to = 200 * 1024 + 5;
+            uint64_t got = 0;
+            pb_error err = PB_ERROR_INIT;
+            PBT_CHECK(scan_file(s, path, sink_cb, &k, &got, &err) == 0);
+            PBT_CHECK(got < size && got >= 200 * 1024 + 5);
+            PBT_CHECK(got == k.next_off && k.bad_order == 0);
+            PBT_CHECK(memcmp(k.data, want, got) == 0);
+            free(k.data);
+
+            /* Grows by 1 MiB after the first chunk: read up to the size at open. */
+            PBT_CHECK(write_file(path, want, size) == 0);
+            k = sink_make(size + MiB, o.read_size);
+            k.mutate_path = path;
+            k.append_len = MiB;
+            PBT_CHECK(scan_file(s, path, sink_cb, &k, &got, &err) == 0);
+            PBT_CHECK(got == size);
+            PBT_CHECK(memcmp(k.data, want, size) == 0);
+            free(k.data);
+            scan_free(s);
+        }
+    }
+    unlink(path);
+    free(want);
+}
+
+static void test_reread(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/reread", tmpdir);
+    size_t size = 3 * 8192 + 100;
+    uint8_t *want = random_bytes(size, 7);
+    PBT_CHECK(write_file(path, want, size) == 0);
+    scanner *s = NULL;
+    scan_opts o = SCAN_OPTS_INIT;
+    o.read_size = 128 * KiB;
+    PBT_CHECK(scan_open(&s, &o, NULL) == 0);
+    struct {
+        uint64_t off;
+        size_t len;
+    } cases[] = {
+        {8192, 8192}, {size - 50, 50}, {1, 8191}, {2 * 8192, 8192 + 100}, {4095, 2}, {0, size},
+    };
+    uint8_t buf[4 * 8192 + 1];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memset(buf, 0xAA, sizeof(buf));
+        pb_error err = PB_ERROR_INIT;
+        int rc = scan_reread(s, path, cases[i].off, buf + 1, cases[i].len, &err);
+        if (rc != 0)
+            fprintf(stderr, "  reread %llu+%zu: %s\n", (unsigned long long)cases[i].off,
+                    cases[i].len, err.msg);
+        PBT_CHECK(rc == 0);
+        PBT_CHECK(memcmp(buf + 1, want + cases[i].off, cases[i].len) == 0);
+        PBT_CHECK(buf[0] == 0xAA && buf[1 + cases[i].len] == 0xAA); /* nothing spilled */
+    }
+    /* A range running past the end is an error naming the file. */
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(scan_reread(s, path, size - 10, buf, 20, &err) == PB_EIO);
+    PBT_CHECK(strstr(err.msg, path) != NULL);
+    scan_free(s);
+    unlink(path);
+    free(want);
+}
+
+/* Pages of path resident in the page cache, or -1. */
+static long resident_pages(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    long n = -1;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        long ps = sysconf(_SC_PAGESIZE);
+        size_t pages = (size_t)((st.st_size + ps - 1) / ps);
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        unsigned char *vec = malloc(pages);
+        if (map != MAP_FAILED && vec && mincore(map, (size_t)st.st_size, vec) == 0) {
+            n = 0;
+            for (size_t i = 0; i < pages; i++)
+                n += vec[i] & 1;
+        }
+        free(vec);
+        if (map != MAP_FAILED)
+            munmap(map, (size_t)st.st_size);
+    }
+    close(fd);
+    return n;
+}
+
+static void evict(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+}
+
+static void test_page_cache_footprint(void)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/cold", tmpdir);
+    size_t size = 4 * MiB;
+    uint8_t *want = random_bytes(size, 8);
+    PBT_CHECK(write_file(path, want, size) == 0);
+    evict(path);
+    long before = resident_pages(path);
+    if (before != 0) {
+        printf("  page cache of %s not evictable here (%ld resident): skipped\n", path, before);
+        goto out;
+    }
+    for (int direct = 1; direct >= 0; direct--) {
+        scan_opts o = SCAN_OPTS_INIT;
+        o.read_size = 256 * KiB;
+        o.direct = direct;
+        scanner *s = NULL;
+        PBT_CHECK(scan_open(&s, &o, NULL) == 0);
+        sink k = sink_make(size, o.read_size);
+        uint64_t got = 0;
+        PBT_CHECK(scan_file(s, path, sink_cb, &k, &got, NULL) == 0);
+        PBT_CHECK(got == size && memcmp(k.data, want, size) == 0);
+        PBT_CHECK(strcmp(scan_method(s), direct ? "io_uring+O_DIRECT" : "buffered+fadvise") == 0);
+        long after = resident_pages(path);
+        printf("  %s: %ld of %zu pages resident after the scan\n", scan_method(s), after,
+               size / 4096);
+        PBT_CHECK(after == 0);
+        free(k.data);
+        scan_free(s);
+        evict(path);
+    }
+out:
+    unlink(path);
+    free(want);
+}
+
+/* Count lines of stderr that fn writes containing needle. */
+static int count_stderr(void (*fn)(void *), void *arg, const char *needle)
+{
+    char log[128];
+    snprintf(log, sizeof(log), "%s/stderr.log", tmpdir);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    close(fd);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    int n = 0;
+    char line[2048];
+    FILE *fp = fopen(log, "r");
+    while (fp && fgets(line, sizeof(line), fp)) {
+        fputs(line, stderr); /* keep it visible */
+        n += strstr(line, needle) != NULL;
+    }
+    if (fp)
+        fclose(fp);
+    unlink(log);
+    return n;
+}
+
+typedef struct fallback_run {
+    const char *dir;
+    bool expect_buffered;
+    int ok_files;
+    int methods_ok;
+} fallback_run;
+
+static void run_fallback(void *arg)
+{
+    fallback_run *r = arg;
+    static const size_t sizes[] = {8191, MiB + 1, 3 * MiB};
+    for (int uring = 0; uring < 2; uring++) {
+        scan_opts o = SCAN_OPTS_INIT;
+        o.read_size = 128 * KiB;
+        o.queue_depth = 8;
+        o.use_uring = uring;
+        scanner *s = NULL;
+        if (scan_open(&s, &o, NULL) != 0)
+            continue;
+        for (size_t i = 0; i < 3; i++) {
+            char path[128];
+            snprintf(path, sizeof(path), "%s/fb_%zu", r->dir, sizes[i]);
+            uint8_t *want = random_bytes(sizes[i], i + 20);
+            sink k = sink_make(sizes[i], o.read_size);
+            uint64_t got = 0;
+            if (write_file(path, want, sizes[i]) == 0 &&
+                scan_file(s, path, sink_cb, &k, &got, NULL) == 0 && got == sizes[i] &&
+                memcmp(k.data, want, sizes[i]) == 0 && k.bad_order == 0)
+                r->ok_files++;
+            bool buffered = strcmp(scan_method(s), "buffered+fadvise") == 0;
+            r->methods_ok += buffered == r->expect_buffered;
+            uint8_t b[100];
+            if (scan_reread(s, path, sizes[i] - 100, b, 100, NULL) != 0 ||
+                memcmp(b, want + sizes[i] - 100, 100) != 0)
+                r->ok_files--;
+            unlink(path);
+            free(k.data);
+            free(want);
+        }
+        scan_free(s);
+    }
+}
+
+/* Does this directory's file system refuse O_DIRECT? */
+static bool refuses_direct(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/probe", dir);
+    int fd = open(path, O_WRONLY | O_CREAT, 0600);
+    if (fd >= 0)
+        close(fd);
+    fd = open(path, O_RDONLY | O_DIRECT);
+    bool refused = fd < 0 && errno == EINVAL;
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    return refused;
+}
+
+static void check_fallback_dir(const char *dir)
+{
+    fallback_run r = {dir, refuses_direct(dir), 0, 0};
+    int warnings = count_stderr(run_fallback, &r, "O_DIRECT refused");
+    printf("  %s: O_DIRECT %s, %d warnings\n", dir, r.expect_buffered ? "refused" : "accepted",
+           warnings);
+    PBT_CHECK(r.ok_files == 6);
+    PBT_CHECK(r.methods_ok == 6);
+    /* Once per scanner (two scanners ran), naming the file. */
+    PBT_CHECK(warnings == (r.expect_buffered ? 2 : 0));
+}
+
+static void test_buffered_fallback(void)
+{
+    /* /dev/shm is tmpfs; tmpfs accepts O_DIRECT since Linux 6.6, so the scanner must
+     * pick whichever the kernel allows. ramfs refuses O_DIRECT on every kernel. */
+    char shm[] = "/dev/shm/pbscanXXXXXX";
+    if (mkdtemp(shm)) {
+        check_fallback_dir(shm);
+        rmdir(shm);
+    }
+    char ram[128];
+    snprintf(ram, sizeof(ram), "%s/ramfs", tmpdir);
+    mkdir(ram, 0700);
+    if (mount("ramfs", ram, "ramfs", 0, NULL) == 0) {
+        PBT_CHECK(refuses_direct(ram));
+        check_fallback_dir(ram);
+        umount(ram);
+    } else {
+        printf("  cannot mount ramfs (%s): fallback tested on /dev/shm only\n",
+               strerror(errno));
+    }
+    rmdir(ram);
+}
+
+/* ------------------------------------------------------------------ stripe size */
+
+static void put(const char *dir, const char *name, const char *value)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *fp = fopen(path, "w");
+    if (fp) {
+        fputs(value, fp);
+        fputc('\n', fp);
+        fclose(fp);
+    }
+}
+
+static void fake_md(const char *root, const char *name, const char *level, const char *disks,
+                    const char *chunk, const char *layout)
+{
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/%s", root, name);
+    mkdir(dir, 0700);
+    snprintf(dir, sizeof(dir), "%s/%s/md", root, name);
+    mkdir(dir, 0700);
+    put(dir, "level", level);
+    put(dir, "raid_disks", disks);
+    put(dir, "chunk_size", chunk);
+    if (layout)
+        put(dir, "layout", layout);
+}
+
+static size_t stripe_of(const char *root, const char *name, char *why, size_t len)
+{
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/%s", root, name);
+    size_t n = scan_stripe_from_sysfs(dir, why, len);
+    printf("  %-12s %6zu KiB: %s\n", name, n / KiB, why);
+    return n;
+}
+
+static void test_stripe_size(void)
+{
+    char root[128], why[256], path[512];
+    snprintf(root, sizeof(root), "%s/sys", tmpdir);
+    mkdir(root, 0700);
+    fake_md(root, "md0", "raid0", "4", "524288", NULL);
+    fake_md(root, "md1", "raid5", "5", "65536", NULL);
+    fake_md(root, "md2", "raid6", "6", "524288", NULL);
+    fake_md(root, "md3", "raid10", "4", "524288", "258"); /* near=2 far=1 */
+    fake_md(root, "md4", "raid10", "4", "524288", "513"); /* near=1 far=2 */
+    fake_md(root, "md5", "raid1", "2", "0", NULL);
+    fake_md(root, "md6", "raid0", "2", "4096", NULL);     /* 8 KiB stripe: raised */
+    fake_md(root, "md7", "raid0", "16", "4194304", NULL); /* 64 MiB: capped */
+    fake_md(root, "md8", "raid5", "3", "12288", NULL);    /* 24 KiB: whole stripes */
+    /* md0p1: a partition of md0, as sysfs nests it. */
+    snprintf(path, sizeof(path), "%s/md0/md0p1", root);
+    mkdir(path, 0700);
+    put(path, "partition", "1");
+    /* dm-0: LVM on md2. */
+    snprintf(path, sizeof(path), "%s/dm-0", root);
+    mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/dm-0/slaves", root);
+    mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/dm-0/slaves/md2", root);
+    if (symlink("../../md2", path) != 0)
+        perror("symlink");
+    /* sda with partition sda1: no md. */
+    snprintf(path, sizeof(path), "%s/sda", root);
+    mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/sda/sda1", root);
+    mkdir(path, 0700);
+    put(path, "partition", "1");
+
+    PBT_CHECK(stripe_of(root, "md0", why, sizeof(why)) == 2 * MiB);
+    PBT_CHECK(strstr(why, "md0") && strstr(why, "512 KiB chunk x 4 data disks"));
+    PBT_CHECK(stripe_of(root, "md1", why, sizeof(why)) == 256 * KiB);
+    PBT_CHECK(stripe_of(root, "md2", why, sizeof(why)) == 2 * MiB);
+    PBT_CHECK(stripe_of(root, "md3", why, sizeof(why)) == MiB);
+    PBT_CHECK(stripe_of(root, "md4", why, sizeof(why)) == 2 * MiB);
+    PBT_CHECK(stripe_of(root, "md5", why, sizeof(why)) == MiB);
+    PBT_CHECK(strstr(why, "raid1") != NULL);
+    PBT_CHECK(stripe_of(root, "md6", why, sizeof(why)) == 128 * KiB);
+    PBT_CHECK(strstr(why, "adjusted") != NULL);
+    PBT_CHECK(stripe_of(root, "md7", why, sizeof(why)) == 16 * MiB);
+    PBT_CHECK(stripe_of(root, "md8", why, sizeof(why)) == 144 * KiB); /* 6 whole stripes */
+    PBT_CHECK(stripe_of(root, "md0/md0p1", why, sizeof(why)) == 2 * MiB);
+    PBT_CHECK(stripe_of(root, "dm-0", why, sizeof(why)) == 2 * MiB);
+    PBT_CHECK(strstr(why, "md2") != NULL);
+    PBT_CHECK(stripe_of(root, "sda/sda1", why, sizeof(why)) == MiB);
+    PBT_CHECK(strstr(why, "not an md") != NULL);
+    PBT_CHECK(stripe_of(root, "nonexistent", why, sizeof(why)) == MiB);
+
+    /* The real device under the test directory. */
+    size_t n = scan_default_read_size(tmpdir, why, sizeof(why));
+    printf("  %s: %zu KiB: %s\n", tmpdir, n / KiB, why);
+    PBT_CHECK(n >= 128 * KiB && n <= 16 * MiB && n % 4096 == 0 && why[0] != '\0');
+    n = scan_default_read_size("/nonexistent/x", why, sizeof(why));
+    PBT_CHECK(n == MiB && strstr(why, "/nonexistent/x") != NULL);
+    PBT_CHECK(scan_default_read_size(tmpdir, NULL, 0) >= 128 * KiB);
+
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", root);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/pbscanXXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    PBT_RUN(test_open_options);
+    PBT_RUN(test_uring_in_use);
+    PBT_RUN(test_roundtrip_matrix);
+    PBT_RUN(test_vanished);
+    PBT_RUN(test_callback_stop);
+    PBT_RUN(test_shrink_and_grow);
+    PBT_RUN(test_reread);
+    PBT_RUN(test_page_cache_footprint);
+    PBT_RUN(test_buffered_fallback);
+    PBT_RUN(test_stripe_size);
+    rmdir(tmpdir);
+    return PBT_DONE();
+}
