@@ -26,7 +26,7 @@ static void one_line(const char *in, char *out, size_t outsz)
 {
     size_t j = 0;
     for (size_t i = 0; in && in[i] && j + 1 < outsz; i++)
-        out[j++] = (in[i] == '\n' || in[i] == '\r') ? ' ' : in[i];
+        out[j++] = (in[i] == '\n' || in[i] == '\r' || in[i] == '\t') ? ' ' : in[i];
     while (j > 0 && out[j - 1] == ' ')
         j--;
     out[j] = '\0';
@@ -121,6 +121,23 @@ static int check_version(PGconn *conn, pb_error *err)
     return 0;
 }
 
+/*
+ * Server notices go to our log instead of libpq's default stderr printer: WARNINGs
+ * (e.g. pg_backup_stop still waiting for the archiver) as warnings, the rest
+ * (NOTICE "all required WAL segments have been archived", ...) as debug lines.
+ */
+static void notice_receiver(void *arg, const PGresult *res)
+{
+    char msg[768];
+    (void)arg;
+    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    one_line(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY), msg, sizeof(msg));
+    if (sev && strcmp(sev, "WARNING") == 0)
+        pb_warn("PostgreSQL: %s", msg);
+    else
+        pb_debug("PostgreSQL %s: %s", sev ? sev : "notice", msg);
+}
+
 int pgc_connect(pgc **out, const char *conninfo, pb_error *err)
 {
     /* fallback_application_name names us in pg_stat_activity unless the user chose
@@ -145,6 +162,7 @@ int pgc_connect(pgc **out, const char *conninfo, pb_error *err)
         rc = pb_fail(err, PB_EREMOTE, "cannot connect to PostgreSQL (%s): %s", target, msg);
         goto out;
     }
+    PQsetNoticeReceiver(c->conn, notice_receiver, NULL);
     if ((rc = check_version(c->conn, err)))
         goto out;
     /* A backup can take hours and pg_backup_stop waits for the archiver: a
