@@ -1,1 +1,326 @@
-/* placeholder: implemented by its owner */
+/*
+ * engine/backup.c — one backup, start to commit. Order matters for safety:
+ * pg_backup_start -> walk + scan (pg_control last) -> pg_backup_stop -> backup_label
+ * -> packs committed -> WAL start..stop verified in the repository -> manifest
+ * committed (the backup becomes visible) -> catalog head moved.
+ */
+#include "engine/archive.h"
+#include "engine/backup_internal.h"
+#include "engine/chain.h"
+#include "engine/pgconn.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct bk_plan {
+    char type;           /* 'F' or 'I' */
+    char reason[1400];
+    mf_manifest *parent; /* chain head when incremental */
+} bk_plan;
+
+static int count_since_full(repo *r, const mf_manifest *head, unsigned *count, int64_t *full_time,
+                            pb_error *err)
+{
+    chain c;
+    int rc = chain_resolve(r, mf_header_c(head)->id, &c, err);
+    if (rc)
+        return rc;
+    *count = (unsigned)c.count;
+    *full_time = mf_header_c(c.items[0])->start_time;
+    chain_free(&c);
+    return 0;
+}
+
+/* Decide full or incremental before touching the server's backup state. */
+static int plan_type(repo *r, const bk_opts *opts, const pgc_info *info, bk_plan *plan,
+                     pb_error *err)
+{
+    chain_ids ids;
+    memset(plan, 0, sizeof(*plan));
+    int rc = chain_list(r, &ids, err);
+    if (rc)
+        return rc;
+    plan->type = 'F';
+    if (ids.count == 0) {
+        snprintf(plan->reason, sizeof(plan->reason), "no backup in the repository yet");
+        goto out;
+    }
+    const char *latest = ids.ids[ids.count - 1];
+    if (opts->type == 'F') {
+        snprintf(plan->reason, sizeof(plan->reason), "full backup requested");
+        goto out;
+    }
+    pb_error lerr = PB_ERROR_INIT;
+    if (chain_load(r, latest, &plan->parent, &lerr) != 0) {
+        snprintf(plan->reason, sizeof(plan->reason), "latest backup %s is unusable (%s)",
+                 latest, lerr.msg);
+        goto out;
+    }
+    const mf_backup *ph = mf_header_c(plan->parent);
+    unsigned count = 0;
+    int64_t full_time = 0;
+    if (ph->system_id != info->system_id) {
+        snprintf(plan->reason, sizeof(plan->reason),
+                 "latest backup %s is of another cluster (system identifier %" PRIu64 ")",
+                 latest, ph->system_id);
+    } else if (count_since_full(r, plan->parent, &count, &full_time, &lerr) != 0) {
+        snprintf(plan->reason, sizeof(plan->reason), "chain of %s is broken (%s)", latest,
+                 lerr.msg);
+    } else if (opts->full_every && count >= opts->full_every) {
+        snprintf(plan->reason, sizeof(plan->reason),
+                 "chain already holds %u backups (--full-every %u)", count, opts->full_every);
+    } else if (opts->full_after_secs && time(NULL) - full_time >= opts->full_after_secs) {
+        snprintf(plan->reason, sizeof(plan->reason),
+                 "the chain's full backup is older than --full-after (%" PRId64 " s)",
+                 (int64_t)opts->full_after_secs);
+    } else {
+        plan->type = 'I';
+        snprintf(plan->reason, sizeof(plan->reason), "incremental on top of %s", latest);
+    }
+out:
+    if (plan->type == 'F') {
+        mf_free(plan->parent);
+        plan->parent = NULL;
+    }
+    chain_ids_free(&ids);
+    return 0;
+}
+
+/* Ids are UTC timestamps; they must sort after every existing backup. */
+static void make_id(char out[MF_ID_LEN], char type, const char *after)
+{
+    for (;;) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        char stamp[24];
+        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+        snprintf(out, MF_ID_LEN, "%s%c", stamp, type);
+        if (!after || strncmp(out, after, 15) > 0)
+            return;
+        sleep(1);
+    }
+}
+
+/* Rule 4: the backup needs WAL from the start segment to the one holding stop_lsn-1. */
+static int wait_for_wal(repo *r, const mf_backup *h, unsigned timeout, pb_error *err)
+{
+    uint64_t seg = h->wal_segment_size;
+    double deadline = pb_now() + timeout;
+    for (uint64_t s = h->start_lsn / seg; s <= (h->stop_lsn - 1) / seg; s++) {
+        char name[25];
+        pgc_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
+        for (;;) {
+            bool present = false;
+            int rc = arch_exists(r, name, &present, err);
+            if (rc)
+                return rc;
+            if (present)
+                break;
+            if (pb_now() > deadline)
+                return pb_fail(err, PB_ESTATE,
+                               "WAL segment %s needed by backup %s is not in repository %s "
+                               "after %u s: is archive_command set to pageback archive-push?",
+                               name, h->id, repo_location(r), timeout);
+            usleep(200000);
+        }
+    }
+    return 0;
+}
+
+static int scan_all(bk_ctx *ctx, pb_error *err)
+{
+    walk_list list = {0};
+    int rc = walk_pgdata(ctx->pgdata, &list, err);
+    for (size_t i = 0; rc == 0 && i < list.count; i++)
+        rc = bk_file(ctx, &list.items[i], err);
+    mf_header(ctx->m)->files = list.count;
+    walk_list_free(&list);
+    return rc;
+}
+
+static int delete_key(void *vr, const char *key, uint64_t size)
+{
+    pb_error err = PB_ERROR_INIT;
+    repo_delete(vr, key, &err);
+    return 0;
+}
+
+/* A failed backup never committed its manifest, so it is invisible already; removing
+ * its packs just gives the space back. */
+static void drop_partial(repo *r, const char *id)
+{
+    char dir[128];
+    chain_backup_dir(dir, sizeof(dir), id);
+    strcat(dir, "/");
+    pb_error err = PB_ERROR_INIT;
+    repo_list(r, dir, delete_key, r, &err);
+    repo_cleanup(r, &err);
+}
+
+static int open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
+{
+    scan_opts so = SCAN_OPTS_INIT;
+    char why[256] = "";
+    so.read_size = opts->read_size ? opts->read_size
+                                   : scan_default_read_size(ctx->pgdata, why, sizeof(why));
+    so.queue_depth = opts->queue_depth;
+    so.use_uring = opts->use_uring;
+    so.direct = opts->direct;
+    if (!opts->read_size)
+        pb_info("read size %zu KiB: %s", so.read_size / 1024, why);
+    return scan_open(&ctx->scan, &so, err);
+}
+
+static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
+{
+    mf_backup *h = mf_header(ctx->m);
+    char *label = NULL, *spcmap = NULL;
+    int rc = pgc_backup_stop(conn, &h->stop_lsn, &label, &spcmap, err);
+    if (rc == 0)
+        rc = bk_memory_file(ctx, "backup_label", label, strlen(label), err);
+    if (rc == 0 && spcmap && spcmap[0])
+        rc = bk_memory_file(ctx, "tablespace_map", spcmap, strlen(spcmap), err);
+    free(label);
+    free(spcmap);
+    if (rc == 0)
+        rc = pack_writer_finish(ctx->packs, err);
+    if (rc)
+        return rc;
+    pgc_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
+    pgc_walfile_name(h->stop_wal, h->timeline, h->stop_lsn - 1, h->wal_segment_size);
+    rc = wait_for_wal(ctx->repo, h, ctx->opts->wal_timeout_secs, err);
+    h->bytes_stored = pack_writer_stored_bytes(ctx->packs);
+    h->stop_time = (int64_t)time(NULL);
+    return rc;
+}
+
+static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info, pb_error *err)
+{
+    mf_backup hdr;
+    memset(&hdr, 0, sizeof(hdr));
+    make_id(hdr.id, plan->type, plan->parent ? mf_header_c(plan->parent)->id : NULL);
+    if (plan->parent)
+        snprintf(hdr.parent, sizeof(hdr.parent), "%s", mf_header_c(plan->parent)->id);
+    hdr.type = plan->type;
+    hdr.system_id = info->system_id;
+    hdr.pg_version = (uint32_t)info->server_version;
+    hdr.wal_segment_size = info->wal_segment_size;
+    hdr.data_checksums = info->data_checksums;
+    hdr.start_time = (int64_t)time(NULL);
+    return mf_new(&ctx->m, &hdr, err);
+}
+
+static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *info,
+                      pb_error *err)
+{
+    mf_backup *h = mf_header(ctx->m);
+    char dir[128], label[96];
+    snprintf(label, sizeof(label), "pageback %s", h->id);
+    int rc = pgc_backup_start(conn, label, &h->start_lsn, &h->timeline, err);
+    if (rc)
+        return rc;
+    if (plan->parent && mf_header_c(plan->parent)->timeline != h->timeline) {
+        /* A promotion happened since the chain's head: start a new chain. */
+        pb_info("timeline changed from %u to %u since %s: taking a full backup instead",
+                mf_header_c(plan->parent)->timeline, h->timeline, h->parent);
+        h->type = 'F';
+        h->id[15] = 'F';
+        h->parent[0] = '\0';
+        ctx->cat = NULL;
+        ctx->prev_stop_lsn = 0;
+    }
+    chain_backup_dir(dir, sizeof(dir), h->id);
+    rc = pack_writer_open(&ctx->packs, ctx->repo, dir, ctx->opts->pack_size,
+                          ctx->opts->zstd_level, err);
+    if (rc)
+        return rc;
+    ctx->start_lsn = h->start_lsn;
+    char lsn[32];
+    pb_lsn_format(h->start_lsn, lsn);
+    pb_info("backup %s started at LSN %s on timeline %u (%s)", h->id, lsn, h->timeline,
+            scan_method(ctx->scan));
+    double t0 = pb_now();
+    rc = scan_all(ctx, err);
+    if (rc == 0)
+        rc = stop_and_finish(ctx, conn, err);
+    h->seconds = pb_now() - t0;
+    (void)info;
+    return rc;
+}
+
+int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
+{
+    pgc *conn = NULL;
+    pgc_info info;
+    bk_plan plan = {0};
+    bk_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.opts = opts;
+    ctx.repo = r;
+    int rc = pgc_connect(&conn, opts->conninfo, err);
+    if (rc == 0)
+        rc = pgc_info_get(conn, &info, err);
+    if (rc)
+        goto out;
+    if (info.in_recovery) {
+        rc = pb_fail(err, PB_EUNSUPPORTED, "backup from a standby is not supported yet");
+        goto out;
+    }
+    ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
+    ctx.checksums = info.data_checksums;
+    rc = chain_check_identity(r, info.system_id, true, err);
+    if (rc == 0)
+        rc = plan_type(r, opts, &info, &plan, err);
+    if (rc == 0)
+        rc = mf_catalog_open(&ctx.cat, opts->state_dir, err);
+    if (rc)
+        goto out;
+    if (plan.type == 'I') {
+        bool rebuilt = false;
+        rc = chain_sync_catalog(r, ctx.cat, mf_header(plan.parent)->id, &rebuilt, err);
+        if (rc)
+            goto out;
+        ctx.prev_stop_lsn = mf_header(plan.parent)->stop_lsn;
+    }
+    pb_info("taking a %s backup: %s", plan.type == 'F' ? "full" : "incremental", plan.reason);
+    mf_catalog *cat = ctx.cat;
+    if (plan.type == 'F')
+        ctx.cat = NULL; /* no diffing: every page is shipped */
+    ctx.frame = aligned_alloc(PB_ALIGN, (size_t)BK_FRAME_PAGES * PB_PAGE_SIZE);
+    rc = ctx.frame ? 0 : pb_fail(err, PB_ENOMEM, "out of memory for the frame buffer");
+    if (rc == 0)
+        rc = open_scanner(&ctx, opts, err);
+    if (rc == 0)
+        rc = init_manifest(&ctx, &plan, &info, err);
+    if (rc == 0)
+        rc = run_backup(&ctx, conn, &plan, &info, err);
+    if (rc == 0) {
+        mf_sort(ctx.m);
+        rc = chain_commit(r, ctx.m, err);
+    }
+    ctx.cat = cat;
+    if (rc == 0) {
+        snprintf(out_id, MF_ID_LEN, "%s", mf_header(ctx.m)->id);
+        pb_error cerr = PB_ERROR_INIT;
+        if (mf_catalog_apply(ctx.cat, ctx.m, &cerr) != 0)
+            pb_warn("backup %s is committed but the local catalog was not updated (%s); "
+                    "the next backup rebuilds it", out_id, cerr.msg);
+    } else if (ctx.m) {
+        drop_partial(r, mf_header(ctx.m)->id);
+    }
+out:
+    pack_writer_free(ctx.packs);
+    scan_free(ctx.scan);
+    free(ctx.frame);
+    mf_free(ctx.m);
+    mf_free(plan.parent);
+    mf_catalog_close(ctx.cat);
+    pgc_free(conn);
+    return rc;
+}
+

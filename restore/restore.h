@@ -1,1 +1,70 @@
-/* placeholder */
+/*
+ * restore/restore.h — rebuilding a data directory from a backup chain (prefix rs_):
+ * chain resolution, a one-pass rebuild of every file (each needed frame read once,
+ * each page written once after its hash is verified), delta restore into an
+ * existing directory, recovery configuration, verify, and rebase (synthetic full).
+ */
+#ifndef PB_RESTORE_H
+#define PB_RESTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/pb.h"
+#include "engine/storage.h"
+#include "manifest/manifest.h"
+
+typedef enum rs_target_kind {
+    RS_TARGET_IMMEDIATE = 0, /* consistency at the backup's end (default) */
+    RS_TARGET_TIME,
+    RS_TARGET_LSN,
+    RS_TARGET_XID,
+    RS_TARGET_NAME,
+    RS_TARGET_END, /* replay all archived WAL */
+} rs_target_kind;
+
+typedef struct rs_tblspc_map {
+    unsigned oid;
+    const char *dir;
+} rs_tblspc_map;
+
+typedef struct rs_opts {
+    const char *target_dir;
+    const char *set;            /* backup id, "latest" or NULL (chosen from the target) */
+    bool delta;                 /* rewrite only what differs in an existing directory */
+    bool force;                 /* empty a non-empty target first */
+    rs_target_kind target;
+    const char *target_value;   /* time, LSN, xid or name */
+    bool target_exclusive;
+    const char *target_action;  /* promote (default), pause, shutdown */
+    const char *target_timeline;/* latest (default), current, or an id */
+    const rs_tblspc_map *tblspc;
+    size_t ntblspc;
+    const char *restore_command;/* the restore_command line PostgreSQL will run */
+} rs_opts;
+
+#define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
+                      NULL, NULL, 0, NULL}
+
+typedef struct rs_stats {
+    char id[MF_ID_LEN];
+    uint64_t files_written, files_skipped, pages_written, pages_skipped, frames_read,
+        bytes_fetched, bytes_written, files_removed;
+    size_t chain_length;
+    double seconds;
+} rs_stats;
+
+int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);
+
+/* Read every frame a backup needs and check every page hash, without writing. */
+int rs_verify(repo *r, const char *set, rs_stats *stats, pb_error *err);
+
+/* Build a synthetic full backup from the chain ending at set (no database read). */
+int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], pb_error *err);
+
+/* Pick the backup for a point-in-time target: the newest whose stop point precedes it. */
+int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
+                  size_t why_len, pb_error *err);
+
+#endif

@@ -1,1 +1,31 @@
-/* placeholder */
+/* restore/restore_internal.h — shared by the files of restore/. */
+#ifndef PB_RESTORE_INTERNAL_H
+#define PB_RESTORE_INTERNAL_H
+
+#include "engine/chain.h"
+#include "engine/pack.h"
+#include "restore/restore.h"
+
+/* Where the rebuilt pages go. write == false verifies only (rs_verify, rebase reads). */
+typedef struct rs_ctx {
+    repo *repo;
+    const chain *chain;
+    const char *target_dir; /* NULL when verifying */
+    bool delta;
+    uint8_t *frame;    /* decompressed frame, PACK_MAX_FRAME_RAW */
+    uint8_t *existing; /* delta: the pages already in the target */
+    rs_stats *stats;
+    /* rebase: every verified page/frame is handed here instead of being written */
+    int (*sink)(void *sink_ctx, const mf_file *f, uint64_t offset, const uint8_t *data,
+                size_t len, pb_error *err);
+    void *sink_ctx;
+} rs_ctx;
+
+/* Rebuild one regular file (MF_REL or MF_FILE) of the chain's last backup. */
+int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err);
+
+/* Write recovery settings and recovery.signal into the restored directory. */
+int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_backup *h,
+                      pb_error *err);
+
+#endif

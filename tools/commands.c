@@ -1,1 +1,215 @@
-/* placeholder: implemented by its owner */
+/* tools/commands.c — the pageback commands: parse-free glue between options and modules. */
+#include "tools/commands.h"
+
+#include "engine/archive.h"
+#include "engine/chain.h"
+#include "engine/scan.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int report(const pb_error *err)
+{
+    pb_log(PB_LOG_ERROR, "%s", err->msg);
+    return 1;
+}
+
+static int open_repo(pb_options *o, repo **r, pb_error *err)
+{
+    return repo_open(r, &o->repo, err);
+}
+
+/* The local catalog cache: one directory per repository location. */
+static const char *state_dir(pb_options *o, char *buf, size_t cap)
+{
+    if (o->state_dir)
+        return o->state_dir;
+    const char *home = getenv("HOME");
+    snprintf(buf, cap, "%s/.local/state/pageback/%016" PRIx64, home ? home : "/tmp",
+             pb_hash64(o->repo.location, strlen(o->repo.location)));
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "mkdir -p '%s'", buf);
+    if (system(tmp) != 0)
+        pb_warn("cannot create state directory %s", buf);
+    return buf;
+}
+
+static void human(double bytes, char *out, size_t cap)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(out, cap, "%.1f %s", bytes, units[u]);
+}
+
+int cmd_backup(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    repo *r = NULL;
+    char sd[4096], id[MF_ID_LEN];
+    o->backup.state_dir = state_dir(o, sd, sizeof(sd));
+    int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = bk_run(r, &o->backup, id, &err);
+    mf_manifest *m = NULL;
+    if (rc == 0 && chain_load(r, id, &m, &err) == 0) {
+        const mf_backup *h = mf_header(m);
+        char rd[32], st[32], a[32], b[32];
+        human((double)h->bytes_read, rd, sizeof(rd));
+        human((double)h->bytes_stored, st, sizeof(st));
+        pb_lsn_format(h->start_lsn, a);
+        pb_lsn_format(h->stop_lsn, b);
+        printf("backup %s (%s) complete: LSN %s..%s, read %s in %.1f s (%.0f MB/s), "
+               "pages scanned %" PRIu64 ", changed %" PRIu64 ", stored %s, checksum errors %"
+               PRIu64 "\n", h->id, h->type == 'F' ? "full" : "incremental", a, b, rd,
+               h->seconds, h->seconds > 0 ? h->bytes_read / h->seconds / 1e6 : 0.0,
+               h->pages_scanned, h->pages_changed, st, h->checksum_errors);
+    }
+    mf_free(m);
+    repo_free(r);
+    return rc ? report(&err) : 0;
+}
+
+static char *restore_command(pb_options *o)
+{
+    char *cmd = malloc(8192);
+    if (!cmd)
+        return NULL;
+    int n = snprintf(cmd, 8192, "\"%s\" archive-get %%f \"%%p\" --repo \"%s\"", o->program,
+                     o->repo.location);
+    if (o->repo.s3_endpoint)
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-endpoint \"%s\"", o->repo.s3_endpoint);
+    if (o->repo.s3_region && strcmp(o->repo.s3_region, "us-east-1"))
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-region \"%s\"", o->repo.s3_region);
+    if (o->s3_uri_style)
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-uri-style %s", o->s3_uri_style);
+    if (o->s3_insecure_given)
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-insecure");
+    if (o->repo.s3_ca_file)
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-ca-file \"%s\"", o->repo.s3_ca_file);
+    if (o->config_file)
+        snprintf(cmd + n, 8192 - (size_t)n, " --config \"%s\"", o->config_file);
+    return cmd;
+}
+
+int cmd_restore(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    if (!o->restore.target_dir) {
+        pb_log(PB_LOG_ERROR, "restore needs --target-dir DIR");
+        return 2;
+    }
+    if (o->restore.delta && o->restore.force) {
+        pb_log(PB_LOG_ERROR, "give --delta or --force, not both");
+        return 2;
+    }
+    repo *r = NULL;
+    char *cmd = restore_command(o);
+    o->restore.restore_command = cmd;
+    rs_stats st;
+    int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = rs_restore(r, &o->restore, &st, &err);
+    if (rc == 0) {
+        char w[32], f[32];
+        human((double)st.bytes_written, w, sizeof(w));
+        human((double)st.bytes_fetched, f, sizeof(f));
+        printf("restored backup %s (chain of %zu) into %s in %.1f s: %" PRIu64 " files, %"
+               PRIu64 " pages written, %" PRIu64 " pages already right, %" PRIu64
+               " frames read (%s fetched, %s written), %" PRIu64 " entries removed\n",
+               st.id, st.chain_length, o->restore.target_dir, st.seconds, st.files_written,
+               st.pages_written, st.pages_skipped, st.frames_read, f, w, st.files_removed);
+    }
+    free(cmd);
+    repo_free(r);
+    return rc ? report(&err) : 0;
+}
+
+int cmd_archive_push(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    if (o->nargs != 1) {
+        pb_log(PB_LOG_ERROR, "archive-push needs the WAL file path (%%p)");
+        return 2;
+    }
+    repo *r = NULL;
+    int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = arch_push(r, o->args[0], &err);
+    repo_free(r);
+    return rc ? report(&err) : 0;
+}
+
+int cmd_archive_get(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    if (o->nargs != 2) {
+        pb_log(PB_LOG_ERROR, "archive-get needs the WAL file name (%%f) and destination (%%p)");
+        return 2;
+    }
+    repo *r = NULL;
+    int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = arch_get(r, o->args[0], o->args[1], &err);
+    repo_free(r);
+    if (rc == PB_ENOENT) {
+        /* Normal at the end of the archive: PostgreSQL ends recovery on a non-zero exit. */
+        pb_log(PB_LOG_INFO, "%s is not in the archive", o->args[0]);
+        return 1;
+    }
+    return rc ? report(&err) : 0;
+}
+
+int cmd_verify(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    repo *r = NULL;
+    rs_stats st;
+    int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = rs_verify(r, o->restore.set, &st, &err);
+    if (rc == 0)
+        printf("backup %s verified: chain of %zu, %" PRIu64 " frames read and checked, "
+               "WAL present\n", st.id, st.chain_length, st.frames_read);
+    repo_free(r);
+    return rc ? report(&err) : 0;
+}
+
+int cmd_rebase(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    repo *r = NULL;
+    char id[MF_ID_LEN];
+    int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, id, &err);
+    if (rc == 0)
+        printf("synthetic full backup %s written\n", id);
+    repo_free(r);
+    return rc ? report(&err) : 0;
+}
+
+int cmd_tune(pb_options *o)
+{
+    const char *path = o->backup.pgdata ? o->backup.pgdata : getenv("PGDATA");
+    char why[256] = "";
+    size_t rs = scan_default_read_size(path ? path : ".", why, sizeof(why));
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("data directory     %s\n", path ? path : "(not given; using the current directory)");
+    printf("read size          %zu KiB  (%s)\n", rs / 1024, why);
+    printf("queue depth        %u  (enough requests in flight to keep every device busy)\n",
+           o->backup.queue_depth);
+    printf("vCPUs              %ld\n", cpus);
+    printf("reader threads     %ld  (direct I/O: all vCPUs on hosts with <= 2 vCPUs, half "
+           "elsewhere)\n", cpus <= 2 ? cpus : cpus / 2);
+    printf("page cache         O_DIRECT reads; buffered+fadvise(DONTNEED) where refused\n");
+    return 0;
+}

@@ -1,1 +1,397 @@
-/* placeholder: implemented by its owner */
+/* tools/options.c — command line, environment and config file parsing. */
+#include "tools/options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+    O_REPO = 256, O_S3_ENDPOINT, O_S3_REGION, O_S3_INSECURE, O_S3_CA, O_S3_PARALLEL,
+    O_S3_PART, O_S3_STYLE, O_STATE, O_CONFIG, O_LOG, O_PGDATA, O_DBNAME, O_TYPE, O_READ_SIZE,
+    O_QD, O_NO_URING, O_NO_DIRECT, O_ON_CKSUM, O_LEVEL, O_FULL_EVERY, O_FULL_AFTER, O_WAL_TIMEOUT,
+    O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
+    O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"repo", 1, 0, O_REPO}, {"s3-endpoint", 1, 0, O_S3_ENDPOINT},
+    {"s3-region", 1, 0, O_S3_REGION}, {"s3-insecure", 0, 0, O_S3_INSECURE},
+    {"s3-ca-file", 1, 0, O_S3_CA}, {"s3-parallel", 1, 0, O_S3_PARALLEL},
+    {"s3-part-size", 1, 0, O_S3_PART}, {"s3-uri-style", 1, 0, O_S3_STYLE},
+    {"s3-retries", 1, 0, O_S3_RETRIES}, {"state-dir", 1, 0, O_STATE},
+    {"config", 1, 0, O_CONFIG}, {"log-level", 1, 0, O_LOG}, {"pgdata", 1, 0, O_PGDATA},
+    {"dbname", 1, 0, O_DBNAME}, {"type", 1, 0, O_TYPE}, {"read-size", 1, 0, O_READ_SIZE},
+    {"queue-depth", 1, 0, O_QD}, {"no-uring", 0, 0, O_NO_URING},
+    {"no-direct", 0, 0, O_NO_DIRECT}, {"on-checksum-error", 1, 0, O_ON_CKSUM},
+    {"compress-level", 1, 0, O_LEVEL}, {"full-every", 1, 0, O_FULL_EVERY},
+    {"full-after", 1, 0, O_FULL_AFTER}, {"wal-timeout", 1, 0, O_WAL_TIMEOUT},
+    {"target-dir", 1, 0, O_TARGET_DIR}, {"set", 1, 0, O_SET}, {"delta", 0, 0, O_DELTA},
+    {"force", 0, 0, O_FORCE}, {"target-time", 1, 0, O_T_TIME}, {"target-lsn", 1, 0, O_T_LSN},
+    {"target-xid", 1, 0, O_T_XID}, {"target-name", 1, 0, O_T_NAME},
+    {"target-end", 0, 0, O_T_END}, {"target-exclusive", 0, 0, O_T_EXCL},
+    {"target-action", 1, 0, O_T_ACTION}, {"target-timeline", 1, 0, O_T_TLI},
+    {"tablespace-map", 1, 0, O_TS_MAP}, {"json", 0, 0, O_JSON},
+    {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0},
+};
+
+void opts_usage(void)
+{
+    fputs("usage: pageback COMMAND [options]\n"
+          "  backup   [--type full|incr] [--pgdata DIR] [--dbname CONNINFO] [--read-size N]\n"
+          "           [--queue-depth N] [--on-checksum-error warn|fail] [--full-every N]\n"
+          "           [--full-after DURATION] [--compress-level N]\n"
+          "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
+          "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
+          "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
+          "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
+          "  archive-push WAL_PATH            (archive_command = 'pageback archive-push %p')\n"
+          "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"
+          "  info [--json] | verify [--set ID] | expire --retain-full N | rebase [--set ID] | tune\n"
+          "common: --repo DIR|s3://bucket/prefix [--s3-endpoint URL] [--s3-region R]\n"
+          "        [--s3-uri-style path|host] [--s3-ca-file F] [--s3-insecure] [--s3-parallel N]\n"
+          "        [--state-dir DIR] [--config FILE] [--log-level error|warn|info|debug]\n"
+          "environment: PAGEBACK_REPO, PAGEBACK_STATE_DIR, PAGEBACK_S3_ENDPOINT, PG* (libpq),\n"
+          "        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n",
+          stderr);
+}
+
+static int parse_size(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text)
+        return PB_EINVAL;
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += strspn(end, "iB");
+    if (*end)
+        return PB_EINVAL;
+    *out = (size_t)v;
+    return 0;
+}
+
+/* "90s", "30m", "12h", "7d" or plain seconds. */
+static int parse_duration(const char *text, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || v < 0)
+        return PB_EINVAL;
+    int64_t mult = 1;
+    if (*end == 'm') mult = 60;
+    else if (*end == 'h') mult = 3600;
+    else if (*end == 'd') mult = 86400;
+    else if (*end == 's' || *end == '\0') mult = 1;
+    else return PB_EINVAL;
+    if (*end && end[1])
+        return PB_EINVAL;
+    *out = v * mult;
+    return 0;
+}
+
+static int parse_uint(const char *text, unsigned *out)
+{
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+    if (end == text || *end || v > UINT_MAX)
+        return PB_EINVAL;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static int add_tblspc(pb_options *o, const char *arg, pb_error *err)
+{
+    const char *eq = strchr(arg, '=');
+    char *end;
+    unsigned long oid = strtoul(arg, &end, 10);
+    if (!eq || end != eq || eq[1] != '/' || o->restore.ntblspc >= PB_MAX_TBLSPC_MAP)
+        return pb_fail(err, PB_EINVAL, "--tablespace-map expects OID=/absolute/dir, got '%s'",
+                       arg);
+    o->tblspc[o->restore.ntblspc].oid = (unsigned)oid;
+    o->tblspc[o->restore.ntblspc].dir = eq + 1;
+    o->restore.ntblspc++;
+    o->restore.tblspc = o->tblspc;
+    return 0;
+}
+
+static int set_target(pb_options *o, rs_target_kind kind, const char *value, pb_error *err)
+{
+    if (o->restore.target != RS_TARGET_IMMEDIATE)
+        return pb_fail(err, PB_EINVAL, "give only one of --target-time, --target-lsn, "
+                       "--target-xid, --target-name, --target-end");
+    o->restore.target = kind;
+    o->restore.target_value = value;
+    return 0;
+}
+
+static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err)
+{
+    size_t sz;
+    int64_t secs;
+    unsigned u;
+    switch (c) {
+    case O_TYPE:
+        if (strcmp(arg, "full") && strcmp(arg, "incr"))
+            return pb_fail(err, PB_EINVAL, "--type must be full or incr, not '%s'", arg);
+        o->backup.type = arg[0] == 'f' ? 'F' : 'I';
+        return 0;
+    case O_READ_SIZE:
+        if (parse_size(arg, &sz) || sz < 8192 || sz % 4096 || sz > (64u << 20))
+            return pb_fail(err, PB_EINVAL, "--read-size must be a multiple of 4 KiB between "
+                           "8 KiB and 64 MiB, not '%s'", arg);
+        o->backup.read_size = sz;
+        return 0;
+    case O_QD:
+        if (parse_uint(arg, &u) || u == 0 || u > 256)
+            return pb_fail(err, PB_EINVAL, "--queue-depth must be 1..256, not '%s'", arg);
+        o->backup.queue_depth = u;
+        return 0;
+    case O_ON_CKSUM:
+        if (strcmp(arg, "warn") && strcmp(arg, "fail"))
+            return pb_fail(err, PB_EINVAL, "--on-checksum-error must be warn or fail");
+        o->backup.on_checksum_error = arg[0] == 'f' ? BK_CHECKSUM_FAIL : BK_CHECKSUM_WARN;
+        return 0;
+    case O_LEVEL:
+        if (parse_uint(arg, &u) || u < 1 || u > 19)
+            return pb_fail(err, PB_EINVAL, "--compress-level must be 1..19");
+        o->backup.zstd_level = (int)u;
+        return 0;
+    case O_FULL_EVERY:
+        if (parse_uint(arg, &u))
+            return pb_fail(err, PB_EINVAL, "--full-every expects a number, not '%s'", arg);
+        o->backup.full_every = u;
+        return 0;
+    case O_FULL_AFTER:
+        if (parse_duration(arg, &secs))
+            return pb_fail(err, PB_EINVAL, "--full-after expects a duration like 7d or 12h");
+        o->backup.full_after_secs = secs;
+        return 0;
+    case O_WAL_TIMEOUT:
+        if (parse_uint(arg, &u))
+            return pb_fail(err, PB_EINVAL, "--wal-timeout expects seconds");
+        o->backup.wal_timeout_secs = u;
+        return 0;
+    }
+    return 1;
+}
+
+static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
+{
+    size_t sz;
+    unsigned u;
+    int rc = apply_backup_opt(o, c, arg, err);
+    if (rc <= 0)
+        return rc;
+    switch (c) {
+    case O_REPO: o->repo.location = arg; break;
+    case O_S3_ENDPOINT: o->repo.s3_endpoint = arg; break;
+    case O_S3_REGION: o->repo.s3_region = arg; break;
+    case O_S3_INSECURE: o->repo.s3_insecure = true; o->s3_insecure_given = true; break;
+    case O_S3_CA: o->repo.s3_ca_file = arg; break;
+    case O_S3_PARALLEL:
+        if (parse_uint(arg, &u) || u == 0 || u > 64)
+            return pb_fail(err, PB_EINVAL, "--s3-parallel must be 1..64");
+        o->repo.s3_parallel = u;
+        break;
+    case O_S3_RETRIES:
+        if (parse_uint(arg, &u) || u > 50)
+            return pb_fail(err, PB_EINVAL, "--s3-retries must be 0..50");
+        o->repo.s3_retries = u;
+        break;
+    case O_S3_PART:
+        if (parse_size(arg, &sz) || sz < (5u << 20))
+            return pb_fail(err, PB_EINVAL, "--s3-part-size must be at least 5 MiB");
+        o->repo.s3_part_size = sz;
+        break;
+    case O_S3_STYLE:
+        if (strcmp(arg, "path") && strcmp(arg, "host"))
+            return pb_fail(err, PB_EINVAL, "--s3-uri-style must be path or host");
+        o->repo.s3_path_style = arg[0] == 'p';
+        o->s3_uri_style = arg;
+        break;
+    case O_STATE: o->state_dir = arg; break;
+    case O_CONFIG: o->config_file = arg; break;
+    case O_LOG:
+        if (!strcmp(arg, "error")) pb_log_set_level(PB_LOG_ERROR);
+        else if (!strcmp(arg, "warn")) pb_log_set_level(PB_LOG_WARN);
+        else if (!strcmp(arg, "info")) pb_log_set_level(PB_LOG_INFO);
+        else if (!strcmp(arg, "debug")) pb_log_set_level(PB_LOG_DEBUG);
+        else return pb_fail(err, PB_EINVAL, "--log-level must be error, warn, info or debug");
+        break;
+    case O_PGDATA: o->backup.pgdata = arg; break;
+    case O_DBNAME: o->backup.conninfo = arg; break;
+    case O_NO_URING: o->backup.use_uring = false; break;
+    case O_NO_DIRECT: o->backup.direct = false; break;
+    case O_TARGET_DIR: o->restore.target_dir = arg; break;
+    case O_SET: o->restore.set = arg; break;
+    case O_DELTA: o->restore.delta = true; break;
+    case O_FORCE: o->restore.force = true; break;
+    case O_T_TIME: return set_target(o, RS_TARGET_TIME, arg, err);
+    case O_T_LSN: return set_target(o, RS_TARGET_LSN, arg, err);
+    case O_T_XID: return set_target(o, RS_TARGET_XID, arg, err);
+    case O_T_NAME: return set_target(o, RS_TARGET_NAME, arg, err);
+    case O_T_END: return set_target(o, RS_TARGET_END, NULL, err);
+    case O_T_EXCL: o->restore.target_exclusive = true; break;
+    case O_T_ACTION:
+        if (strcmp(arg, "promote") && strcmp(arg, "pause") && strcmp(arg, "shutdown"))
+            return pb_fail(err, PB_EINVAL, "--target-action must be promote, pause or shutdown");
+        o->restore.target_action = arg;
+        break;
+    case O_T_TLI: o->restore.target_timeline = arg; break;
+    case O_TS_MAP: return add_tblspc(o, arg, err);
+    case O_JSON: o->json = true; break;
+    case O_RETAIN_FULL:
+        if (parse_uint(arg, &u) || u == 0)
+            return pb_fail(err, PB_EINVAL, "--retain-full must be at least 1");
+        o->retain_full = (int)u;
+        break;
+    default:
+        return pb_fail(err, PB_EINVAL, "unknown option");
+    }
+    return 0;
+}
+
+static void apply_env(pb_options *o)
+{
+    const char *v;
+    if (!o->repo.location && (v = getenv("PAGEBACK_REPO")))
+        o->repo.location = v;
+    if (!o->state_dir && (v = getenv("PAGEBACK_STATE_DIR")))
+        o->state_dir = v;
+    if (!o->repo.s3_endpoint && (v = getenv("PAGEBACK_S3_ENDPOINT")))
+        o->repo.s3_endpoint = v;
+    if (!o->config_file && (v = getenv("PAGEBACK_CONFIG")))
+        o->config_file = v;
+    if ((v = getenv("AWS_REGION")) && strcmp(o->repo.s3_region, "us-east-1") == 0)
+        o->repo.s3_region = v;
+    if (!o->repo.s3_key)
+        o->repo.s3_key = getenv("AWS_ACCESS_KEY_ID");
+    if (!o->repo.s3_secret)
+        o->repo.s3_secret = getenv("AWS_SECRET_ACCESS_KEY");
+    if (!o->repo.s3_token)
+        o->repo.s3_token = getenv("AWS_SESSION_TOKEN");
+}
+
+/* Config file: "name = value" lines, names as the long options (plus s3-key, s3-secret,
+ * s3-token). Lowest precedence: only fills what is still unset. */
+static int apply_config(pb_options *o, pb_error *err)
+{
+    FILE *fp = fopen(o->config_file, "r");
+    if (!fp)
+        return pb_fail_errno(err, PB_EINVAL, "cannot read config file %s", o->config_file);
+    struct stat st;
+    fstat(fileno(fp), &st);
+    o->config_text = calloc(1, (size_t)st.st_size + 2);
+    char *config_text = o->config_text;
+    size_t n = config_text ? fread(config_text, 1, (size_t)st.st_size, fp) : 0;
+    fclose(fp);
+    if (!config_text)
+        return pb_fail(err, PB_ENOMEM, "out of memory reading %s", o->config_file);
+    config_text[n] = '\0';
+    bool secret = false;
+    for (char *line = strtok(config_text, "\n"); line; line = strtok(NULL, "\n")) {
+        while (*line == ' ' || *line == '\t')
+            line++;
+        char *eq = strchr(line, '=');
+        if (*line == '#' || !eq)
+            continue;
+        char *name_end = eq;
+        while (name_end > line && (name_end[-1] == ' ' || name_end[-1] == '\t'))
+            name_end--;
+        *name_end = '\0';
+        char *value = eq + 1;
+        value += strspn(value, " \t");
+        if (!strcmp(line, "s3-key")) { if (!o->repo.s3_key) o->repo.s3_key = value; continue; }
+        if (!strcmp(line, "s3-secret")) {
+            secret = true;
+            if (!o->repo.s3_secret) o->repo.s3_secret = value;
+            continue;
+        }
+        if (!strcmp(line, "s3-token")) { if (!o->repo.s3_token) o->repo.s3_token = value; continue; }
+        if (!strcmp(line, "repo") && o->repo.location) continue;
+        if (!strcmp(line, "s3-endpoint") && o->repo.s3_endpoint) continue;
+        if (!strcmp(line, "state-dir") && o->state_dir) continue;
+        int idx;
+        for (idx = 0; long_opts[idx].name; idx++)
+            if (!strcmp(long_opts[idx].name, line))
+                break;
+        if (!long_opts[idx].name)
+            return pb_fail(err, PB_EINVAL, "unknown setting '%s' in %s", line, o->config_file);
+        int rc = apply_opt(o, long_opts[idx].val, value, err);
+        if (rc)
+            return pb_error_wrap(err, "in %s", o->config_file);
+    }
+    if (secret && (st.st_mode & 0077))
+        return pb_fail(err, PB_EINVAL, "config file %s holds an S3 secret but is readable by "
+                       "others (mode %o): chmod 600 it", o->config_file, st.st_mode & 0777);
+    return 0;
+}
+
+static void find_program(pb_options *o, const char *argv0)
+{
+    static char self[4096]; /* program option, set once */
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        o->program = self;
+    } else {
+        o->program = argv0;
+    }
+}
+
+int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
+{
+    memset(o, 0, sizeof(*o));
+    repo_opts ro = REPO_OPTS_INIT;
+    bk_opts bo = BK_OPTS_INIT;
+    rs_opts rso = RS_OPTS_INIT;
+    o->repo = ro;
+    o->backup = bo;
+    o->restore = rso;
+    find_program(o, argv[0]);
+    if (argc < 2 || argv[1][0] == '-')
+        return pb_fail(err, PB_EINVAL, "no command given");
+    o->command = argv[1];
+    optind = 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (c == '?' )
+            return pb_fail(err, PB_EINVAL, "invalid option (see pageback --help)");
+        if (c == O_HELP)
+            return pb_fail(err, PB_EINVAL, "help");
+        int rc = apply_opt(o, c, optarg, err);
+        if (rc)
+            return rc;
+    }
+    for (; optind < argc && o->nargs < 4; optind++)
+        o->args[o->nargs++] = argv[optind];
+    if (optind < argc)
+        return pb_fail(err, PB_EINVAL, "too many arguments");
+    apply_env(o);
+    if (o->config_file) {
+        int rc = apply_config(o, err);
+        if (rc)
+            return rc;
+    }
+    if (!o->repo.location && strcmp(o->command, "tune") != 0)
+        return pb_fail(err, PB_EINVAL, "no repository: give --repo DIR|s3://bucket/prefix or "
+                       "set PAGEBACK_REPO");
+    return 0;
+}
+
+void opts_free(pb_options *o)
+{
+    free(o->config_text);
+    o->config_text = NULL;
+}

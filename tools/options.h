@@ -1,1 +1,43 @@
-/* placeholder */
+/*
+ * tools/options.h — the program's options: command line first, then PAGEBACK_*
+ * and the standard PG* / AWS_* environment, then an optional config file.
+ */
+#ifndef PB_TOOLS_OPTIONS_H
+#define PB_TOOLS_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "engine/backup.h"
+#include "engine/storage.h"
+#include "restore/restore.h"
+
+#define PB_MAX_TBLSPC_MAP 64
+
+typedef struct pb_options {
+    const char *command;
+    const char *args[4]; /* positional arguments after the command */
+    int nargs;
+    const char *config_file;
+    const char *state_dir;
+    const char *program; /* absolute path of this executable, for restore_command */
+    bool json;
+    bool quiet;
+    int retain_full;
+    repo_opts repo;
+    bk_opts backup;
+    rs_opts restore;
+    rs_tblspc_map tblspc[PB_MAX_TBLSPC_MAP];
+    char s3_endpoint_buf[512];
+    /* S3 settings as given, so restore_command can repeat them */
+    const char *s3_uri_style;
+    bool s3_insecure_given;
+    char *config_text; /* the config file's contents; option strings point into it */
+} pb_options;
+
+/* Parse argv into opts (strings point into argv, the environment or a config buffer the
+ * options own). Prints usage problems to err and returns PB_EINVAL. */
+int opts_parse(pb_options *opts, int argc, char **argv, pb_error *err);
+void opts_free(pb_options *opts);
+void opts_usage(void);
+
+#endif

@@ -1,1 +1,49 @@
-/* placeholder: implemented by its owner */
+/* tools/pageback.c — the pageback command-line program. */
+#include "tools/commands.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(pb_options *o);
+} command;
+
+static const command commands[] = {
+    {"backup", cmd_backup}, {"restore", cmd_restore}, {"archive-push", cmd_archive_push},
+    {"archive-get", cmd_archive_get}, {"info", cmd_info}, {"verify", cmd_verify},
+    {"expire", cmd_expire}, {"rebase", cmd_rebase}, {"tune", cmd_tune},
+};
+
+int main(int argc, char **argv)
+{
+    pb_options opts;
+    pb_error err = PB_ERROR_INIT;
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))) {
+        opts_usage();
+        return 0;
+    }
+    if (opts_parse(&opts, argc, argv, &err) != 0) {
+        if (strcmp(err.msg, "help") != 0)
+            fprintf(stderr, "pageback: %s\n", err.msg);
+        opts_usage();
+        opts_free(&opts);
+        return 2;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = 2;
+    size_t i;
+    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(commands[i].name, opts.command))
+            break;
+    if (i < sizeof(commands) / sizeof(commands[0])) {
+        rc = commands[i].run(&opts);
+    } else {
+        fprintf(stderr, "pageback: unknown command '%s'\n", opts.command);
+        opts_usage();
+    }
+    curl_global_cleanup();
+    opts_free(&opts);
+    return rc;
+}

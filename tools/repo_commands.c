@@ -1,0 +1,265 @@
+/* tools/repo_commands.c — info and expire: commands that read the repository as a whole. */
+#include "tools/commands.h"
+
+#include "engine/archive.h"
+#include "engine/chain.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct wal_range {
+    char first[25], last[25];
+    uint32_t timeline;
+    uint64_t count, gaps;
+    uint64_t prev; /* last segment number seen */
+    struct wal_range *next;
+} wal_range;
+
+static uint64_t seg_number(const char *name, uint32_t seg_size)
+{
+    unsigned int tli, log, seg;
+    if (sscanf(name, "%8X%8X%8X", &tli, &log, &seg) != 3)
+        return 0;
+    return (uint64_t)log * (0x100000000ull / seg_size) + seg;
+}
+
+typedef struct wal_ctx {
+    wal_range *head;
+    uint32_t seg_size;
+} wal_ctx;
+
+static int collect_wal(void *vctx, const char *key, uint64_t size)
+{
+    wal_ctx *ctx = vctx;
+    const char *name = strrchr(key, '/');
+    name = name ? name + 1 : key;
+    if (strlen(name) != 28 || strcmp(name + 24, ".zst") != 0)
+        return 0; /* history, .partial and .backup files are not segments */
+    unsigned tli;
+    if (sscanf(name, "%8X", &tli) != 1)
+        return 0;
+    wal_range *w = ctx->head;
+    while (w && w->timeline != tli)
+        w = w->next;
+    uint64_t n = seg_number(name, ctx->seg_size);
+    if (!w) {
+        w = calloc(1, sizeof(*w));
+        if (!w)
+            return PB_ENOMEM;
+        w->timeline = tli;
+        memcpy(w->first, name, 24);
+        w->next = ctx->head;
+        ctx->head = w;
+    } else if (n != w->prev + 1) {
+        w->gaps++;
+    }
+    memcpy(w->last, name, 24);
+    w->prev = n;
+    w->count++;
+    return 0;
+}
+
+static void print_backup_text(const mf_backup *h, const chain *c)
+{
+    char a[32], b[32];
+    pb_lsn_format(h->start_lsn, a);
+    pb_lsn_format(h->stop_lsn, b);
+    const char *type = h->type == 'F' ? "full" : h->type == 'S' ? "synthetic full" : "incr";
+    printf("%s  %-14s  timeline %u  LSN %s..%s  WAL %s..%s\n", h->id, type, h->timeline, a, b,
+           h->start_wal, h->stop_wal);
+    double ratio = h->bytes_stored ? (double)h->pages_changed * 8192.0 / h->bytes_stored : 0;
+    printf("    pages scanned %" PRIu64 ", changed %" PRIu64 ", in backup window %" PRIu64
+           "; read %" PRIu64 " B, stored %" PRIu64 " B (%.1fx); %.1f s; WAL in window %" PRIu64
+           " B; checksum errors %" PRIu64 "\n",
+           h->pages_scanned, h->pages_changed, h->pages_in_window, h->bytes_read,
+           h->bytes_stored, ratio, h->seconds, h->stop_lsn - h->start_lsn, h->checksum_errors);
+    printf("    restore needs:");
+    for (size_t i = 0; i < c->count; i++)
+        printf(" %s", mf_header_c(c->items[i])->id);
+    printf("\n");
+}
+
+static void print_backup_json(const mf_backup *h, const chain *c, bool first)
+{
+    char a[32], b[32];
+    pb_lsn_format(h->start_lsn, a);
+    pb_lsn_format(h->stop_lsn, b);
+    printf("%s\n    {\"id\": \"%s\", \"type\": \"%s\", \"parent\": \"%s\", \"timeline\": %u, "
+           "\"start_lsn\": \"%s\", \"stop_lsn\": \"%s\", \"start_wal\": \"%s\", "
+           "\"stop_wal\": \"%s\", \"start_time\": %" PRId64 ", \"stop_time\": %" PRId64 ", "
+           "\"system_id\": \"%" PRIu64 "\", \"pg_version\": %u, \"data_checksums\": %s, "
+           "\"files\": %" PRIu64 ", \"pages_scanned\": %" PRIu64 ", \"pages_changed\": %" PRIu64
+           ", \"pages_in_window\": %" PRIu64 ", \"wal_bytes_in_window\": %" PRIu64
+           ", \"bytes_read\": %" PRIu64 ", \"bytes_stored\": %" PRIu64 ", \"checksum_errors\": %"
+           PRIu64 ", \"collisions\": %" PRIu64 ", \"seconds\": %.3f, \"restore_needs\": [",
+           first ? "" : ",", h->id,
+           h->type == 'F' ? "full" : h->type == 'S' ? "synthetic-full" : "incr", h->parent,
+           h->timeline, a, b, h->start_wal, h->stop_wal, h->start_time, h->stop_time,
+           h->system_id, h->pg_version, h->data_checksums ? "true" : "false", h->files,
+           h->pages_scanned, h->pages_changed, h->pages_in_window, h->stop_lsn - h->start_lsn,
+           h->bytes_read, h->bytes_stored, h->checksum_errors, h->collisions, h->seconds);
+    for (size_t i = 0; i < c->count; i++)
+        printf("%s\"%s\"", i ? ", " : "", mf_header_c(c->items[i])->id);
+    printf("]}");
+}
+
+static void print_wal(const wal_ctx *w, bool json)
+{
+    if (json)
+        printf("\n  ],\n  \"wal\": [");
+    bool first = true;
+    for (const wal_range *r = w->head; r; r = r->next) {
+        if (json)
+            printf("%s\n    {\"timeline\": %u, \"first\": \"%s\", \"last\": \"%s\", "
+                   "\"segments\": %" PRIu64 ", \"gaps\": %" PRIu64 "}",
+                   first ? "" : ",", r->timeline, r->first, r->last, r->count, r->gaps);
+        else
+            printf("WAL timeline %u: %s .. %s, %" PRIu64 " segments, %" PRIu64 " gaps\n",
+                   r->timeline, r->first, r->last, r->count, r->gaps);
+        first = false;
+    }
+    if (json)
+        printf("\n  ]\n}\n");
+}
+
+int cmd_info(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    repo *r = NULL;
+    chain_ids ids = {0};
+    wal_ctx w = {NULL, 16u << 20};
+    int rc = repo_open(&r, &o->repo, &err);
+    if (rc == 0)
+        rc = chain_list(r, &ids, &err);
+    if (rc)
+        goto out;
+    if (o->json)
+        printf("{\n  \"repository\": \"%s\",\n  \"backups\": [", repo_location(r));
+    else
+        printf("repository %s: %zu backups\n", repo_location(r), ids.count);
+    for (size_t i = 0; rc == 0 && i < ids.count; i++) {
+        chain c;
+        rc = chain_resolve(r, ids.ids[i], &c, &err);
+        if (rc)
+            break;
+        const mf_backup *h = mf_header_c(c.items[c.count - 1]);
+        w.seg_size = h->wal_segment_size ? h->wal_segment_size : w.seg_size;
+        if (o->json)
+            print_backup_json(h, &c, i == 0);
+        else
+            print_backup_text(h, &c);
+        chain_free(&c);
+    }
+    if (rc == 0)
+        rc = repo_list(r, "wal/", collect_wal, &w, &err);
+    if (rc == 0)
+        print_wal(&w, o->json);
+out:
+    while (w.head) {
+        wal_range *n = w.head->next;
+        free(w.head);
+        w.head = n;
+    }
+    chain_ids_free(&ids);
+    repo_free(r);
+    if (rc) {
+        pb_log(PB_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- expire ---- */
+
+static int delete_one(void *vr, const char *key, uint64_t size)
+{
+    pb_error err = PB_ERROR_INIT;
+    int rc = repo_delete(vr, key, &err);
+    if (rc && rc != PB_ENOENT)
+        pb_warn("%s", err.msg);
+    return 0;
+}
+
+static int drop_backup(repo *r, const char *id, pb_error *err)
+{
+    char key[256];
+    /* The manifest goes first: the backup is invisible before its packs disappear. */
+    snprintf(key, sizeof(key), "backup/%s/manifest", id);
+    int rc = repo_delete(r, key, err);
+    if (rc && rc != PB_ENOENT)
+        return rc;
+    snprintf(key, sizeof(key), "backup/%s/", id);
+    return repo_list(r, key, delete_one, r, err);
+}
+
+typedef struct wal_expire {
+    repo *r;
+    char oldest[25]; /* oldest start segment still needed */
+    uint64_t removed;
+} wal_expire;
+
+static int expire_wal(void *vctx, const char *key, uint64_t size)
+{
+    wal_expire *ctx = vctx;
+    const char *name = strrchr(key, '/');
+    name = name ? name + 1 : key;
+    if (strlen(name) < 24 || strstr(name, ".history"))
+        return 0;
+    /* Same or older timeline, and a position before the oldest retained start. */
+    if (strncmp(name, ctx->oldest, 8) <= 0 && strncmp(name + 8, ctx->oldest + 8, 16) < 0) {
+        delete_one(ctx->r, key, size);
+        ctx->removed++;
+    }
+    return 0;
+}
+
+int cmd_expire(pb_options *o)
+{
+    pb_error err = PB_ERROR_INIT;
+    if (o->retain_full <= 0) {
+        pb_log(PB_LOG_ERROR, "expire needs --retain-full N");
+        return 2;
+    }
+    repo *r = NULL;
+    chain_ids ids = {0};
+    int rc = repo_open(&r, &o->repo, &err);
+    if (rc == 0)
+        rc = chain_list(r, &ids, &err);
+    /* Backups are in time order; a chain starts at each full ('F') or synthetic ('S'). */
+    size_t keep_from = ids.count, fulls = 0;
+    for (size_t i = ids.count; rc == 0 && i-- > 0;) {
+        char t = ids.ids[i][15];
+        if ((t == 'F' || t == 'S') && ++fulls == (size_t)o->retain_full) {
+            keep_from = i;
+            break;
+        }
+    }
+    if (rc == 0 && fulls < (size_t)o->retain_full)
+        keep_from = 0;
+    for (size_t i = 0; rc == 0 && i < keep_from; i++) {
+        rc = drop_backup(r, ids.ids[i], &err);
+        if (rc == 0)
+            printf("expired backup %s\n", ids.ids[i]);
+    }
+    if (rc == 0 && keep_from < ids.count) {
+        mf_manifest *m = NULL;
+        wal_expire we = {r, "", 0};
+        rc = chain_load(r, ids.ids[keep_from], &m, &err);
+        if (rc == 0) {
+            snprintf(we.oldest, sizeof(we.oldest), "%s", mf_header(m)->start_wal);
+            rc = repo_list(r, "wal/", expire_wal, &we, &err);
+        }
+        mf_free(m);
+        if (rc == 0)
+            printf("expired %" PRIu64 " WAL segments older than %s\n", we.removed, we.oldest);
+    }
+    chain_ids_free(&ids);
+    repo_free(r);
+    if (rc) {
+        pb_log(PB_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return 0;
+}
