@@ -378,6 +378,46 @@ static void test_walk_errors(void)
     PBT_CHECK(l.count == 0 && l.items == NULL);
 }
 
+/* pg_wal moved out with initdb -X is stored as a plain directory; an in-place
+ * tablespace (a real directory under pg_tblspc) is walked like any directory. */
+static void test_walk_wal_link_and_inplace_ts(void)
+{
+    static const char *const want_paths[] = {
+        "pg_tblspc", "pg_tblspc/16401", "pg_tblspc/16401/PG_15_202209061",
+        "pg_tblspc/16401/PG_15_202209061/5", "pg_tblspc/16401/PG_15_202209061/5/16600",
+        "pg_wal", "pg_wal/archive_status",
+    };
+    static const walk_kind want_kinds[] = {WALK_DIR, WALK_DIR, WALK_DIR, WALK_DIR,
+                                           WALK_REL, WALK_DIR, WALK_DIR};
+    char pg[128], wal[128], p[256];
+    snprintf(pg, sizeof(pg), "%s/pg2", root);
+    snprintf(wal, sizeof(wal), "%s/wal2", root);
+    PBT_CHECK(mkdir(pg, 0700) == 0 && mkdir(wal, 0750) == 0);
+    PBT_CHECK(mk_dir(wal, "archive_status") == 0);
+    PBT_CHECK(mk_file(wal, "000000010000000000000003", 100, 0600) == 0);
+    PBT_CHECK(mk_file(wal, "archive_status/000000010000000000000003.ready", 0, 0600) == 0);
+    snprintf(p, sizeof(p), "%s/pg_wal", pg);
+    PBT_CHECK(symlink(wal, p) == 0);
+    PBT_CHECK(mk_dir(pg, "pg_tblspc") == 0 && mk_dir(pg, "pg_tblspc/16401") == 0 &&
+              mk_dir(pg, "pg_tblspc/16401/PG_15_202209061") == 0 &&
+              mk_dir(pg, "pg_tblspc/16401/PG_15_202209061/5") == 0);
+    PBT_CHECK(mk_file(pg, "pg_tblspc/16401/PG_15_202209061/5/16600", 8192, 0600) == 0);
+    PBT_CHECK(mk_file(pg, "pg_tblspc/16401/PG_15_202209061/5/t2_16601", 8192, 0600) == 0);
+
+    walk_list l = {0};
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(walk_pgdata(pg, &l, &err) == 0);
+    size_t n = sizeof(want_paths) / sizeof(want_paths[0]);
+    PBT_CHECK(l.count == n);
+    for (size_t i = 0; i < n && i < l.count; i++) {
+        PBT_CHECK(strcmp(l.items[i].path, want_paths[i]) == 0);
+        PBT_CHECK(l.items[i].kind == want_kinds[i]);
+    }
+    if (l.count == n)
+        PBT_CHECK(l.items[5].mode == 0750); /* pg_wal: the target directory's mode */
+    walk_list_free(&l);
+}
+
 /* An empty data directory walks to an empty list. */
 static void test_walk_empty(void)
 {
@@ -403,6 +443,7 @@ int main(void)
     PBT_RUN(test_is_relation);
     PBT_RUN(test_walk_tree);
     PBT_RUN(test_walk_errors);
+    PBT_RUN(test_walk_wal_link_and_inplace_ts);
     PBT_RUN(test_walk_empty);
     nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
