@@ -193,8 +193,37 @@ int pack_writer_finish(pack_writer *w, pb_error *err)
 
 /* ---- reading ------------------------------------------------------------------ */
 
-static int decode_payload(const uint8_t *payload, uint32_t clen, uint32_t rlen, uint32_t flags,
-                          void *out, const char *what, pb_error *err)
+struct pack_reader {
+    ZSTD_DCtx *dctx;
+    uint8_t *frame; /* grows to the largest frame read */
+    size_t frame_cap;
+};
+
+int pack_reader_new(pack_reader **out, pb_error *err)
+{
+    *out = NULL;
+    pack_reader *rd = calloc(1, sizeof(*rd));
+    if (!rd || !(rd->dctx = ZSTD_createDCtx())) {
+        free(rd);
+        return pb_fail(err, PB_ENOMEM, "out of memory creating a pack reader");
+    }
+    *out = rd;
+    return 0;
+}
+
+void pack_reader_free(pack_reader *rd)
+{
+    if (!rd)
+        return;
+    ZSTD_freeDCtx(rd->dctx);
+    free(rd->frame);
+    free(rd);
+}
+
+/* dctx NULL: one-shot decompression (allocates a context per call). */
+static int decode_payload(ZSTD_DCtx *dctx, const uint8_t *payload, uint32_t clen,
+                          uint32_t rlen, uint32_t flags, void *out, const char *what,
+                          pb_error *err)
 {
     if (flags & FRAME_STORED) {
         if (clen != rlen)
@@ -204,7 +233,8 @@ static int decode_payload(const uint8_t *payload, uint32_t clen, uint32_t rlen, 
         memcpy(out, payload, rlen);
         return 0;
     }
-    size_t n = ZSTD_decompress(out, rlen, payload, clen);
+    size_t n = dctx ? ZSTD_decompressDCtx(dctx, out, rlen, payload, clen)
+                    : ZSTD_decompress(out, rlen, payload, clen);
     if (ZSTD_isError(n))
         return pb_fail(err, PB_ECORRUPT, "%s: cannot decompress frame: %s", what,
                        ZSTD_getErrorName(n));
@@ -214,8 +244,8 @@ static int decode_payload(const uint8_t *payload, uint32_t clen, uint32_t rlen, 
     return 0;
 }
 
-int pack_decode_frame(const uint8_t *frame, size_t frame_len, void *out, size_t cap,
-                      size_t *out_len, const char *what, pb_error *err)
+static int decode_frame(ZSTD_DCtx *dctx, const uint8_t *frame, size_t frame_len, void *out,
+                        size_t cap, size_t *out_len, const char *what, pb_error *err)
 {
     if (out_len)
         *out_len = 0;
@@ -249,7 +279,7 @@ int pack_decode_frame(const uint8_t *frame, size_t frame_len, void *out, size_t 
     const uint8_t *payload = frame + PACK_FRAME_HEADER;
     if (pb_hash64(payload, clen) != phash)
         return pb_fail(err, PB_ECORRUPT, "%s: payload checksum mismatch", what);
-    int rc = decode_payload(payload, clen, rlen, flags, out, what, err);
+    int rc = decode_payload(dctx, payload, clen, rlen, flags, out, what, err);
     if (rc)
         return rc;
     if (pb_hash64(out, rlen) != rhash)
@@ -260,30 +290,79 @@ int pack_decode_frame(const uint8_t *frame, size_t frame_len, void *out, size_t 
     return 0;
 }
 
-int pack_read_frame(repo *r, const char *dir, const pack_loc *loc, void *out, size_t cap,
-                    pb_error *err)
+int pack_decode_frame(const uint8_t *frame, size_t frame_len, void *out, size_t cap,
+                      size_t *out_len, const char *what, pb_error *err)
+{
+    return decode_frame(NULL, frame, frame_len, out, cap, out_len, what, err);
+}
+
+int pack_reader_decode(pack_reader *rd, const uint8_t *frame, size_t frame_len, void *out,
+                       size_t cap, size_t *out_len, const char *what, pb_error *err)
+{
+    return decode_frame(rd->dctx, frame, frame_len, out, cap, out_len, what, err);
+}
+
+/* Range-read and decode one frame; frame is a buffer of at least loc->clen bytes. */
+static int read_frame(ZSTD_DCtx *dctx, uint8_t *frame, repo *r, const char *dir,
+                      const pack_loc *loc, void *out, pb_error *err)
 {
     char key[1024], what[1200];
     pack_key(key, sizeof(key), dir, loc->pack_no);
     snprintf(what, sizeof(what), "%s frame at offset %llu", key,
              (unsigned long long)loc->offset);
-    size_t max = PACK_FRAME_HEADER + ZSTD_compressBound(PACK_MAX_FRAME_RAW);
-    if (loc->clen < PACK_FRAME_HEADER || loc->clen > max || loc->rlen > PACK_MAX_FRAME_RAW)
-        return pb_fail(err, PB_ECORRUPT, "%s: impossible frame location (stored %u, raw %u)",
-                       what, loc->clen, loc->rlen);
-    if (loc->rlen > cap)
-        return pb_fail(err, PB_EINVAL, "%s: buffer of %zu bytes is too small for %u", what, cap,
-                       loc->rlen);
-    uint8_t *frame = malloc(loc->clen);
-    if (!frame)
-        return pb_fail(err, PB_ENOMEM, "%s: out of memory", what);
     size_t n = 0;
     int rc = repo_get_range(r, key, loc->offset, loc->clen, frame, err);
     if (!rc)
-        rc = pack_decode_frame(frame, loc->clen, out, loc->rlen, &n, what, err);
+        rc = decode_frame(dctx, frame, loc->clen, out, loc->rlen, &n, what, err);
     if (!rc && n != loc->rlen)
         rc = pb_fail(err, PB_ECORRUPT, "%s: frame holds %zu bytes, the manifest expects %u",
                      what, n, loc->rlen);
+    return rc;
+}
+
+/* A location that cannot describe a frame is refused before anything is allocated. */
+static int check_loc(const char *dir, const pack_loc *loc, size_t cap, pb_error *err)
+{
+    char key[1024];
+    pack_key(key, sizeof(key), dir, loc->pack_no);
+    size_t max = PACK_FRAME_HEADER + ZSTD_compressBound(PACK_MAX_FRAME_RAW);
+    if (loc->clen < PACK_FRAME_HEADER || loc->clen > max || loc->rlen > PACK_MAX_FRAME_RAW)
+        return pb_fail(err, PB_ECORRUPT,
+                       "%s frame at offset %llu: impossible frame location (stored %u, raw %u)",
+                       key, (unsigned long long)loc->offset, loc->clen, loc->rlen);
+    if (loc->rlen > cap)
+        return pb_fail(err, PB_EINVAL,
+                       "%s frame at offset %llu: buffer of %zu bytes is too small for %u", key,
+                       (unsigned long long)loc->offset, cap, loc->rlen);
+    return 0;
+}
+
+int pack_read_frame(repo *r, const char *dir, const pack_loc *loc, void *out, size_t cap,
+                    pb_error *err)
+{
+    int rc = check_loc(dir, loc, cap, err);
+    if (rc)
+        return rc;
+    uint8_t *frame = malloc(loc->clen);
+    if (!frame)
+        return pb_fail(err, PB_ENOMEM, "out of memory reading a frame of %s", dir);
+    rc = read_frame(NULL, frame, r, dir, loc, out, err);
     free(frame);
     return rc;
+}
+
+int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *loc, void *out,
+                     size_t cap, pb_error *err)
+{
+    int rc = check_loc(dir, loc, cap, err);
+    if (rc)
+        return rc;
+    if (rd->frame_cap < loc->clen) {
+        uint8_t *p = realloc(rd->frame, loc->clen);
+        if (!p)
+            return pb_fail(err, PB_ENOMEM, "out of memory reading a frame of %s", dir);
+        rd->frame = p;
+        rd->frame_cap = loc->clen;
+    }
+    return read_frame(rd->dctx, rd->frame, r, dir, loc, out, err);
 }

@@ -114,7 +114,9 @@ static void test_round_trip(void)
     }
     PBT_CHECK(on_disk == stored);
 
-    /* every frame reads back exactly, in any order */
+    /* every frame reads back exactly, in any order, with and without a reader */
+    pack_reader *rd = NULL;
+    PBT_CHECK(pack_reader_new(&rd, &e) == 0);
     for (int k = 0; k < NFRAMES; k++) {
         int i = (k * 37) % NFRAMES;
         size_t n = frame_len(i);
@@ -125,7 +127,14 @@ static void test_round_trip(void)
         if (rc)
             fprintf(stderr, "frame %d: %s\n", i, e.msg);
         PBT_CHECK(memcmp(buf, back, n) == 0);
+        memset(back, 0x55, n);
+        PBT_CHECK(pack_reader_read(rd, r, DIR_KEY, &locs[i], back, PACK_MAX_FRAME_RAW, &e) == 0);
+        PBT_CHECK(memcmp(buf, back, n) == 0);
     }
+    PBT_CHECK(pack_reader_read(rd, r, DIR_KEY, &locs[1], back, locs[1].rlen - 1, &e) ==
+              PB_EINVAL);
+    pack_reader_free(rd);
+    pack_reader_free(NULL);
     /* buffer too small for the frame */
     PBT_CHECK(pack_read_frame(r, DIR_KEY, &locs[1], back, locs[1].rlen - 1, &e) == PB_EINVAL);
     free(buf);
@@ -173,13 +182,21 @@ static int decode_mutated(repo *r, int i, size_t flip_at, size_t trunc, pb_error
     PBT_CHECK(repo_get_range(r, key, locs[i].offset, locs[i].clen, frame, e) == 0);
     if (flip_at != (size_t)-1)
         frame[flip_at] ^= 0x10;
-    size_t n = 0;
+    size_t n = 0, n2 = 0;
     int rc = pack_decode_frame(frame, locs[i].clen - trunc, out, PACK_MAX_FRAME_RAW, &n, what,
                                e);
     if (rc)
         PBT_CHECK(strstr(e->msg, what) != NULL);
     else
         PBT_CHECK(n == locs[i].rlen);
+    /* the reusable reader reaches the same verdict */
+    pack_reader *rd = NULL;
+    pb_error e2 = PB_ERROR_INIT;
+    PBT_CHECK(pack_reader_new(&rd, &e2) == 0);
+    PBT_CHECK(pack_reader_decode(rd, frame, locs[i].clen - trunc, out, PACK_MAX_FRAME_RAW, &n2,
+                                 what, &e2) == rc);
+    PBT_CHECK(n2 == n && e2.code == (rc ? rc : 0));
+    pack_reader_free(rd);
     free(frame);
     free(out);
     return rc;
@@ -221,6 +238,13 @@ static void test_corruption(void)
     PBT_CHECK(pack_read_frame(r, DIR_KEY, &locs[comp], out, PACK_MAX_FRAME_RAW, &e) ==
               PB_ECORRUPT);
     PBT_CHECK(strstr(e.msg, what) != NULL);
+    pack_reader *rd = NULL;
+    PBT_CHECK(pack_reader_new(&rd, &e) == 0);
+    memset(&e, 0, sizeof(e));
+    PBT_CHECK(pack_reader_read(rd, r, DIR_KEY, &locs[comp], out, PACK_MAX_FRAME_RAW, &e) ==
+              PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, what) != NULL);
+    pack_reader_free(rd);
     b ^= 0x01;
     PBT_CHECK(pwrite(fd, &b, 1, at) == 1);
     PBT_CHECK(pack_read_frame(r, DIR_KEY, &locs[comp], out, PACK_MAX_FRAME_RAW, &e) == 0);

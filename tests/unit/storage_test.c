@@ -7,7 +7,9 @@
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +63,34 @@ static int count_files(const char *dir, const char *needle)
     }
     closedir(d);
     return n;
+}
+
+/* Fraction of the file's pages in the page cache, or -1 where that cannot be told
+ * (tmpfs keeps everything in memory by design). */
+static double cached_fraction(const char *path)
+{
+    struct statfs sf;
+    if (statfs(path, &sf) < 0 || sf.f_type == 0x01021994 /* TMPFS_MAGIC */)
+        return -1;
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)st.st_size + pg - 1) / pg, in = 0;
+    unsigned char *v = malloc(n);
+    if (mincore(m, (size_t)st.st_size, v) == 0)
+        for (size_t i = 0; i < n; i++)
+            in += v[i] & 1;
+    free(v);
+    munmap(m, (size_t)st.st_size);
+    return (double)in / (double)n;
 }
 
 static void test_open_errors(void)
@@ -282,6 +312,14 @@ static void test_writer(void)
     PBT_CHECK(repo_writer_commit(w, &e) == 0);
     uint64_t size = 0;
     PBT_CHECK(repo_stat(r, "big/obj", &size, &e) == 0 && size == total);
+    /* what the repository wrote does not stay in the page cache */
+    char path[600];
+    snprintf(path, sizeof(path), "%s/big/obj", tmpdir);
+    double cached = cached_fraction(path);
+    if (cached >= 0)
+        PBT_CHECK(cached < 0.05);
+    else
+        printf("     (page-cache check skipped: tmpfs)\n");
     void *got = NULL;
     size_t n = 0;
     PBT_CHECK(repo_get(r, "big/obj", &got, &n, &e) == 0 && n == total &&
