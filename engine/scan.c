@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define KiB ((size_t)1024)
@@ -42,6 +43,7 @@ struct scanner {
     unsigned queue_depth;
     bool direct;         /* try O_DIRECT */
     bool ring_ok;        /* io_uring initialised */
+    bool fixed;          /* bufs registered with the ring (no page pinning per read) */
     bool warned;         /* the buffered-fallback warning was given */
     const char *method;  /* path used by the latest scan (or the one planned) */
     uint8_t *bufs;       /* queue_depth * read_size, PB_ALIGN aligned */
@@ -211,8 +213,11 @@ static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
     struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
     if (!sqe)
         return -EBUSY; /* cannot happen: the ring holds queue_depth entries */
-    io_uring_prep_read(sqe, f->fd, s->bufs + (size_t)slot * s->read_size, (unsigned)p.cap,
-                       p.off);
+    uint8_t *buf = s->bufs + (size_t)slot * s->read_size;
+    if (s->fixed)
+        io_uring_prep_read_fixed(sqe, f->fd, buf, (unsigned)p.cap, p.off, (int)slot);
+    else
+        io_uring_prep_read(sqe, f->fd, buf, (unsigned)p.cap, p.off);
     io_uring_sqe_set_data64(sqe, u->submitted);
     u->res[slot] = INT_MIN;
     u->submitted++;
@@ -220,16 +225,16 @@ static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
     return 0;
 }
 
-/* Reap one completion into its slot. */
+/* Reap one completion into its slot. submit_and_wait also pushes any request a
+ * previous io_uring_submit left in the submission queue, so waiting cannot hang. */
 static int uring_reap(scanner *s, uring_scan *u)
 {
     struct io_uring_cqe *cqe;
-    int rc;
-    do
-        rc = io_uring_wait_cqe(&s->ring, &cqe);
-    while (rc == -EINTR);
-    if (rc < 0)
-        return rc;
+    while (io_uring_peek_cqe(&s->ring, &cqe) != 0) {
+        int rc = io_uring_submit_and_wait(&s->ring, 1);
+        if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+            return rc;
+    }
     uint64_t index = io_uring_cqe_get_data64(cqe);
     u->res[index % s->queue_depth] = cqe->res;
     io_uring_cqe_seen(&s->ring, cqe);
@@ -256,11 +261,9 @@ static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u)
     }
     if (!added)
         return 0;
-    int rc;
-    do
-        rc = io_uring_submit(&s->ring);
-    while (rc == -EINTR);
-    return rc < 0 ? rc : 0;
+    /* Transient refusals are retried by uring_reap, which submits what is queued. */
+    int rc = io_uring_submit(&s->ring);
+    return rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY ? rc : 0;
 }
 
 static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb, void *ctx,
@@ -310,6 +313,21 @@ out:
 
 /* ------------------------------------------------------------------ public */
 
+/* Register the read buffers with the ring so the kernel pins them once, not on every
+ * request. Optional: it can fail under RLIMIT_MEMLOCK, and plain reads still work. */
+static bool register_buffers(scanner *s)
+{
+    struct iovec iov[QUEUE_DEPTH_MAX];
+    for (unsigned i = 0; i < s->queue_depth; i++) {
+        iov[i].iov_base = s->bufs + (size_t)i * s->read_size;
+        iov[i].iov_len = s->read_size;
+    }
+    int rc = io_uring_register_buffers(&s->ring, iov, s->queue_depth);
+    if (rc != 0)
+        pb_debug("scan: io_uring buffer registration failed (%s); plain reads", strerror(-rc));
+    return rc == 0;
+}
+
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
 {
     *out = NULL;
@@ -343,9 +361,10 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
     s->bufs = mem;
     if (o.use_uring) {
         int rc = io_uring_queue_init(o.queue_depth, &s->ring, 0);
-        if (rc == 0)
+        if (rc == 0) {
             s->ring_ok = true;
-        else
+            s->fixed = register_buffers(s);
+        } else
             pb_info("scan: io_uring unavailable (%s); using pread", strerror(-rc));
     }
     s->method = !s->direct ? METHOD_BUFFERED : s->ring_ok ? METHOD_URING : METHOD_PREAD;
