@@ -165,7 +165,7 @@ static int open_object(posix_repo *pr, const char *key, int *fd, pb_error *err)
     if (*fd >= 0)
         return 0;
     if (errno == ENOENT || errno == ENOTDIR)
-        return pb_fail(err, PB_ENOENT, "object %s not found in repository %s", key, pr->root);
+        return pb_fail(err, PB_ENOENT, "object %s/%s does not exist", pr->root, key);
     return pb_fail_errno(err, PB_EIO, "cannot open %s/%s", pr->root, key);
 }
 
@@ -189,6 +189,9 @@ int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_erro
         free(pr);
         return pb_fail(err, PB_ENOMEM, "out of memory opening repository %s", dir);
     }
+    /* "/srv/repo/" -> "/srv/repo" so messages read "/srv/repo/<key>" */
+    for (size_t n = strlen(pr->root); n > 1 && pr->root[n - 1] == '/'; n--)
+        pr->root[n - 1] = '\0';
     pr->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pr->dirfd < 0) {
         int rc = pb_fail_errno(err, PB_EIO, "cannot open repository directory %s", dir);
@@ -311,8 +314,7 @@ static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err
     struct stat st;
     if (fstatat(pr->dirfd, key, &st, 0) < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
-            return pb_fail(err, PB_ENOENT, "object %s not found in repository %s", key,
-                           pr->root);
+            return pb_fail(err, PB_ENOENT, "object %s/%s does not exist", pr->root, key);
         return pb_fail_errno(err, PB_EIO, "cannot stat %s/%s", pr->root, key);
     }
     if (!S_ISREG(st.st_mode))
@@ -327,8 +329,7 @@ static int posix_del(void *impl, const char *key, pb_error *err)
     posix_repo *pr = impl;
     if (unlinkat(pr->dirfd, key, 0) < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
-            return pb_fail(err, PB_ENOENT, "object %s not found in repository %s", key,
-                           pr->root);
+            return pb_fail(err, PB_ENOENT, "object %s/%s does not exist", pr->root, key);
         return pb_fail_errno(err, PB_EIO, "cannot delete %s/%s", pr->root, key);
     }
     char parent[PATH_MAX];

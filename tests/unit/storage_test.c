@@ -155,6 +155,7 @@ static void test_put_get(void)
     PBT_CHECK(repo_stat(r, "backup/B1/pack", &size, &e) == PB_ENOENT); /* a directory */
     PBT_CHECK(repo_stat(r, "backup/B1/pack/000002", &size, &e) == PB_ENOENT);
     PBT_CHECK(strstr(e.msg, "backup/B1/pack/000002") != NULL);
+    PBT_CHECK(strstr(e.msg, tmpdir) != NULL);
     PBT_CHECK(repo_get(r, "nope/x", &got, &n, &e) == PB_ENOENT && got == NULL);
     PBT_CHECK(strstr(e.msg, "nope/x") != NULL);
 
@@ -172,6 +173,16 @@ static void test_put_get(void)
     PBT_CHECK(memcmp(buf, data + 5000, 100) == 0);
     PBT_CHECK(repo_get_range(r, "backup/B1/pack/000001", 9950, 100, buf, &e) == PB_ECORRUPT);
     PBT_CHECK(strstr(e.msg, "backup/B1/pack/000001") != NULL && strstr(e.msg, "9950") != NULL);
+    /* a location with a trailing '/' works the same and names paths without "//" */
+    repo_opts o = REPO_OPTS_INIT;
+    char slashed[600];
+    snprintf(slashed, sizeof(slashed), "%s//", tmpdir);
+    o.location = slashed;
+    repo *r2 = NULL;
+    PBT_CHECK(repo_open(&r2, &o, &e) == 0);
+    PBT_CHECK(r2 && repo_get_range(r2, "backup/B1/pack/000001", 0, 100, buf, &e) == 0);
+    PBT_CHECK(r2 && repo_stat(r2, "missing", NULL, &e) == PB_ENOENT && !strstr(e.msg, "//"));
+    repo_free(r2);
     PBT_CHECK(repo_get_range(r, "backup/B1/pack/000001", 20000, 1, buf, &e) == PB_ECORRUPT);
     PBT_CHECK(repo_get_range(r, "backup/B1/pack/000009", 0, 1, buf, &e) == PB_ENOENT);
 
