@@ -1,0 +1,115 @@
+# tests/integration/pb_lib.sh — pageback-specific helpers on top of lib.sh.
+#
+#   PB_BIN        the pageback binary (default: build/pageback of this checkout)
+#   PB_REPO_KIND  posix (default) or s3: where pb_repo_setup puts the repository
+#
+# Every pageback command runs as the postgres user, as a DBA would run it: the WAL
+# archive (archive_command) and backups then share one owner of the repository.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PB_SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PB_BIN=${PB_BIN:-$PB_SRCDIR/build/pageback}
+PB_REPO_KIND=${PB_REPO_KIND:-posix}
+[ -x "$PB_BIN" ] || pb_die "pageback binary $PB_BIN not found: build first"
+
+# pb_repo_setup: sets PB_REPO (and the S3 settings in PB_REPO_ARGS), PB_STATE and
+# PB_ARCHIVE_COMMAND. Call after pb_tmpdir and before pg_init_cluster.
+pb_repo_setup() {
+    PB_STATE=$PB_WORK/state
+    mkdir -p "$PB_STATE" && _pb_chown_pg "$PB_STATE"
+    PB_REPO_ARGS=()
+    if [ "$PB_REPO_KIND" = s3 ]; then
+        _pb_s3_setup || pb_die "S3 test server did not start"
+    else
+        PB_REPO=$PB_WORK/repo
+        mkdir -p "$PB_REPO" && _pb_chown_pg "$PB_REPO"
+        PB_REPO_ARGS=(--repo "$PB_REPO")
+    fi
+    PB_ARCHIVE_COMMAND="$PB_BIN archive-push %p ${PB_REPO_ARGS[*]}"
+    export PB_ARCHIVE_COMMAND
+}
+
+_pb_s3_setup() {
+    local bucket=pb$RANDOM
+    PB_S3_DIR=$PB_WORK/s3
+    mkdir -p "$PB_S3_DIR"
+    "$PB_SRCDIR/tests/s3server/start.sh" "$PB_S3_DIR" >"$PB_WORK/s3-start.log" 2>&1 ||
+        { cat "$PB_WORK/s3-start.log" >&2; return 1; }
+    _PB_S3_STARTED=1
+    # shellcheck disable=SC1091
+    source "$PB_S3_DIR/env"
+    "$PB_SRCDIR/tests/s3server/mkbucket.sh" "$PB_S3_DIR" "$bucket" >/dev/null || return 1
+    # Credentials reach the postgres user's archive_command through a 0600 config file.
+    PB_S3_CONFIG=$PB_WORK/pageback.conf
+    printf 's3-key = %s\ns3-secret = %s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" \
+        >"$PB_S3_CONFIG"
+    chmod 600 "$PB_S3_CONFIG" && _pb_chown_pg "$PB_S3_CONFIG"
+    PB_REPO=s3://$bucket/repo
+    PB_REPO_ARGS=(--repo "$PB_REPO" --s3-endpoint "$S3_ENDPOINT" --s3-region us-east-1
+                  --config "$PB_S3_CONFIG")
+}
+
+_pb_s3_cleanup() {
+    [ "${_PB_S3_STARTED:-0}" = 1 ] && "$PB_SRCDIR/tests/s3server/stop.sh" "$PB_S3_DIR" \
+        >/dev/null 2>&1
+    _PB_S3_STARTED=0
+}
+
+# pb CMD ARGS...: run pageback as postgres against the test repository and cluster.
+pb() {
+    local cmd=$1
+    shift
+    _pb_as_pg env PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER=postgres \
+        PGDATABASE=postgres "$PB_BIN" "$cmd" "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" "$@"
+}
+
+# pb_info_field ID FIELD: one numeric/string field of a backup from `info --json`.
+pb_info_field() {
+    pb info --json | /usr/bin/python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+for b in d['backups']:
+    if b['id'] == sys.argv[1]:
+        print(b[sys.argv[2]])
+" "$1" "$2"
+}
+
+# pb_backup_id OUTPUT: the id from a `pageback backup` summary line.
+pb_last_id() {
+    pb info --json | /usr/bin/python3 -c "
+import json, sys
+print(json.load(sys.stdin)['backups'][-1]['id'])"
+}
+
+# pb_restore_start DIR RESTORE_ARGS...: restore into DIR (owned by postgres), give it
+# its own port with archiving off (a restored copy must not push into the source's
+# archive), start it and wait for recovery to finish.
+pb_restore_start() {
+    local d=$1
+    shift
+    mkdir -p "$d" && chmod 0700 "$d" && _pb_chown_pg "$d"
+    pb restore --target-dir "$d" "$@" >"$PB_WORK/restore.out" 2>&1 ||
+        { cat "$PB_WORK/restore.out" >&2; return 1; }
+    pg_reconfigure "$d" && pg_conf "$d" "archive_mode = off" || return 1
+    pg_start "$d" || return 1
+    pb_wait_recovery "$d"
+}
+
+# pb_wait_recovery DIR: wait until the server has left recovery (promoted).
+pb_wait_recovery() {
+    local i
+    for i in $(seq 1 600); do
+        [ "$(pg_psql "$1" 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ] && return 0
+        sleep 0.2
+    done
+    echo "pb_wait_recovery: $1 still in recovery" >&2
+    tail -n 20 "$(pg_logfile "$1")" >&2
+    return 1
+}
+
+# pb_setup: work directory, repository and cleanup of everything at exit.
+pb_setup() {
+    pb_tmpdir
+    trap '_pb_rc=$?; _pb_s3_cleanup; (exit $_pb_rc); _pb_cleanup' EXIT
+    pb_repo_setup
+}
