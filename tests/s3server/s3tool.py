@@ -5,7 +5,8 @@ usage:
                                     from SRCDIR/tests/s3server/conf, rings) and DIR/srv;
                                     print the ports as shell assignments
   s3tool.py wait DIR SECONDS        wait until every server answers /healthcheck and a
-                                    signed ListBuckets returns 200
+                                    signed ListBuckets returns 200; exit 3 when one of
+                                    DIR/pids died (e.g. its port was taken), 1 on timeout
   s3tool.py request METHOD URL      send one SigV4-signed request with the credentials
                                     from the environment (AWS_ACCESS_KEY_ID, ...);
                                     prints status and body, exit 0 on 2xx
@@ -161,7 +162,7 @@ def wait(d, seconds):
                 os.kill(pid, 0)
             except OSError:
                 sys.stderr.write('s3server: process %d exited during start-up\n' % pid)
-                return 1
+                return 3
         try:
             for kind in KINDS:
                 st, _ = get('http://127.0.0.1:%d/healthcheck' % ports[kind.upper() + '_PORT'])

@@ -8,15 +8,16 @@ if [ $# -ne 1 ]; then
 fi
 PIDS="$1/pids"
 [ -f "$PIDS" ] || exit 0
+# Skip our own PID: the watcher started by start.sh may exec this script.
 for pid in $(cat "$PIDS"); do
-    kill "$pid" 2>/dev/null
+    [ "$pid" = $$ ] || kill "$pid" 2>/dev/null
 done
 # Up to ~5 s for a clean exit, then SIGKILL what is left.
 i=0
 while [ $i -lt 50 ]; do
     alive=""
     for pid in $(cat "$PIDS"); do
-        kill -0 "$pid" 2>/dev/null && alive="$alive $pid"
+        [ "$pid" != $$ ] && kill -0 "$pid" 2>/dev/null && alive="$alive $pid"
     done
     [ -z "$alive" ] && break
     sleep 0.1
