@@ -162,6 +162,8 @@ static void s3_xml_unescape(char *s)
 static char *s3_xml_get(const char *p, const char *end, const char *tag, const char **next)
 {
     char open[64], close[64];
+    if (!p)
+        return NULL;
     snprintf(open, sizeof(open), "<%s>", tag);
     snprintf(close, sizeof(close), "</%s>", tag);
     const char *a = memmem(p, (size_t)(end - p), open, strlen(open));
@@ -178,6 +180,23 @@ static char *s3_xml_get(const char *p, const char *end, const char *tag, const c
     if (next)
         *next = b + strlen(close);
     return out;
+}
+
+/* Find the raw extent of the next <tag>...</tag> in [p, end): *b at its content, *be just
+ * past the closing tag. */
+static bool s3_xml_block(const char *p, const char *end, const char *tag, const char **b,
+                         const char **be)
+{
+    char open[64], close[64];
+    int ol = snprintf(open, sizeof(open), "<%s>", tag);
+    int cl = snprintf(close, sizeof(close), "</%s>", tag);
+    const char *a = p ? memmem(p, (size_t)(end - p), open, (size_t)ol) : NULL;
+    const char *z = a ? memmem(a, (size_t)(end - a), close, (size_t)cl) : NULL;
+    if (!z)
+        return false;
+    *b = a + ol;
+    *be = z + cl;
+    return true;
 }
 
 /* ---------- one HTTP request with retries ---------- */
@@ -428,7 +447,10 @@ static int s3_http_fail(s3_repo *r, s3_req *q, const char *name, unsigned attemp
     char *msg = b ? s3_xml_get(b, e, "Message", NULL) : NULL;
     int rc;
     const char *what = code ? code : "no S3 error code";
-    if (q->status == 403 || q->status == 401)
+    bool auth = q->status == 403 || q->status == 401 ||
+                (code && (strcmp(code, "AuthorizationHeaderMalformed") == 0 ||
+                          strcmp(code, "InvalidToken") == 0 || strcmp(code, "ExpiredToken") == 0));
+    if (auth)
         rc = pb_fail(err, PB_EAUTH,
                      "S3 %s %s refused: HTTP %ld %s (%s); check the access key, secret, "
                      "session token, region and clock",
@@ -723,14 +745,10 @@ static int s3_page_add(s3_page *pg, char *key, uint64_t size)
 static int s3_parse_list(const s3_repo *r, const char *xml, size_t len, s3_page *pg,
                          pb_error *err)
 {
-    const char *p = xml, *end = xml + len, *next;
-    char *block;
-    while ((block = s3_xml_get(p, end, "Contents", &next)) != NULL) {
-        /* The block was unescaped as a whole: Key is extracted from raw text instead. */
-        free(block);
-        const char *bstart = memmem(p, (size_t)(end - p), "<Contents>", 10);
-        char *key = s3_xml_get(bstart, next, "Key", NULL);
-        char *size = s3_xml_get(bstart, next, "Size", NULL);
+    const char *p = xml, *end = xml + len, *b, *be;
+    while (s3_xml_block(p, end, "Contents", &b, &be)) {
+        char *key = s3_xml_get(b, be, "Key", NULL);
+        char *size = s3_xml_get(b, be, "Size", NULL);
         bool ok = key && size && strncmp(key, r->prefix, strlen(r->prefix)) == 0;
         int rc = ok ? s3_page_add(pg, key, strtoull(size, NULL, 10)) : 0;
         free(size);
@@ -740,7 +758,7 @@ static int s3_parse_list(const s3_repo *r, const char *xml, size_t len, s3_page 
                       : pb_fail(err, PB_EREMOTE, "listing %s: malformed ListObjectsV2 entry",
                                 r->location);
         }
-        p = next;
+        p = be;
     }
     char *trunc = s3_xml_get(xml, end, "IsTruncated", NULL);
     bool truncated = trunc && strcmp(trunc, "true") == 0;
@@ -831,7 +849,8 @@ typedef struct s3_writer {
     unsigned nslots;
     unsigned cur;     /* slot being filled */
     size_t cap;       /* size of the current part */
-    char (*etags)[128];
+    char (*etags)[128]; /* etags[i] of part i + 1, filled when its upload is joined */
+    unsigned etags_cap;
     unsigned nparts;  /* parts handed out so far */
     int failed;       /* sticky: the first error, already in ferr */
     pb_error ferr;
@@ -893,6 +912,21 @@ static int s3_initiate(s3_writer *w, pb_error *err)
     return rc;
 }
 
+/* Room for one more part's ETag (only this thread touches the array). */
+static int s3_etags_reserve(s3_writer *w, pb_error *err)
+{
+    if (w->nparts < w->etags_cap)
+        return 0;
+    unsigned cap = w->etags_cap ? 2 * w->etags_cap : 16;
+    void *e = realloc(w->etags, cap * sizeof(*w->etags));
+    if (!e)
+        return pb_fail(err, PB_ENOMEM, "S3 writer s3://%s/%s: out of memory", w->r->bucket,
+                       w->key);
+    w->etags = e;
+    w->etags_cap = cap;
+    return 0;
+}
+
 /* Hand the filled slot to an upload (a thread when several slots exist) and move on to
  * the next slot, waiting for its previous upload first. */
 static int s3_flush(s3_writer *w, pb_error *err)
@@ -906,6 +940,9 @@ static int s3_flush(s3_writer *w, pb_error *err)
         if (rc)
             return rc;
     }
+    int grc = s3_etags_reserve(w, err);
+    if (grc)
+        return grc;
     p->number = ++w->nparts;
     p->w = w;
     p->err = (pb_error)PB_ERROR_INIT;
@@ -948,11 +985,9 @@ static int s3_writer_open(void *impl, const char *key, void **out, pb_error *err
     w->cap = r->part_size;
     w->key = s3_full_key(r, key);
     w->slots = calloc(w->nslots, sizeof(*w->slots));
-    w->etags = calloc(S3_MAX_PARTS, sizeof(*w->etags));
-    if (!w->key || !w->slots || !w->etags) {
+    if (!w->key || !w->slots) {
         free(w->key);
         free(w->slots);
-        free(w->etags);
         free(w);
         return pb_fail(err, PB_ENOMEM, "S3 writer %s: out of memory", key);
     }
@@ -1109,7 +1144,7 @@ static int s3_writer_commit(void *wv, pb_error *err)
         if (p->len && w->nparts >= S3_MAX_PARTS) {
             rc = pb_fail(&e, PB_EINVAL, "S3 s3://%s/%s: more than %u parts", w->r->bucket,
                          w->key, S3_MAX_PARTS);
-        } else if (p->len) {
+        } else if (p->len && (rc = s3_etags_reserve(w, &e)) == 0) {
             /* The last part may be smaller than 5 MiB; upload it here, in this thread. */
             p->number = ++w->nparts;
             rc = s3_upload_part(w, p, &e);
@@ -1155,12 +1190,8 @@ static void s3_writer_abort(void *wv)
 static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, unsigned *aborted,
                            pb_error *err)
 {
-    const char *p = xml, *end = xml + len;
-    const char *u;
-    while ((u = memmem(p, (size_t)(end - p), "<Upload>", 8)) != NULL) {
-        const char *ue = memmem(u, (size_t)(end - u), "</Upload>", 9);
-        if (!ue)
-            break;
+    const char *p = xml, *end = xml + len, *u, *ue;
+    while (s3_xml_block(p, end, "Upload", &u, &ue)) {
         char *key = s3_xml_get(u, ue, "Key", NULL);
         char *id = s3_xml_get(u, ue, "UploadId", NULL);
         int rc = 0;
@@ -1176,7 +1207,7 @@ static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, unsigned *ab
         free(id);
         if (rc)
             return rc;
-        p = ue + 9;
+        p = ue;
     }
     return 0;
 }

@@ -7,6 +7,12 @@ usage:
   s3tool.py wait DIR SECONDS        wait until every server answers /healthcheck and a
                                     signed ListBuckets returns 200; exit 3 when one of
                                     DIR/pids died (e.g. its port was taken), 1 on timeout
+  s3tool.py fake DIR WATCH_PID      a fake S3 endpoint for retry tests: answers every
+                                    request with the first line of DIR/fake.script
+                                    ("STATUS CODE", e.g. "503 SlowDown"; lines are used
+                                    up one per request, the last one sticks), logs each
+                                    request to DIR/fake.log, writes its port to
+                                    DIR/fake.port; exits when WATCH_PID is gone
   s3tool.py request METHOD URL      send one SigV4-signed request with the credentials
                                     from the environment (AWS_ACCESS_KEY_ID, ...);
                                     prints status and body, exit 0 on 2xx
@@ -181,11 +187,69 @@ def wait(d, seconds):
     return 1
 
 
+def fake(d, watch):
+    import http.server
+    import threading
+    script = os.path.join(d, 'fake.script')
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'  # also answers "Expect: 100-continue"
+
+        def answer(self):
+            n = int(self.headers.get('Content-Length') or 0)
+            if n:
+                self.rfile.read(n)
+            with open(script) as f:
+                lines = [x for x in f.read().splitlines() if x.strip()]
+            if len(lines) > 1:
+                with open(script + '.tmp', 'w') as f:
+                    f.write('\n'.join(lines[1:]) + '\n')
+                os.rename(script + '.tmp', script)
+            status, _, code = lines[0].partition(' ')
+            with open(os.path.join(d, 'fake.log'), 'a') as f:
+                f.write('%s %s -> %s\n' % (self.command, self.path, lines[0]))
+            body = b''
+            if not status.startswith('2'):
+                body = ('<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code>'
+                        '<Message>fake answer</Message></Error>' % code).encode()
+            self.send_response(int(status))
+            self.send_header('Content-Type', 'application/xml')
+            self.send_header('Content-Length', str(len(body)))
+            self.send_header('ETag', '"fake"')
+            self.end_headers()
+            if self.command != 'HEAD':
+                self.wfile.write(body)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = answer
+
+        def log_message(self, *args):
+            pass
+
+    def watcher():
+        while True:
+            try:
+                os.kill(watch, 0)
+            except OSError:
+                os._exit(0)
+            time.sleep(0.5)
+
+    srv = http.server.HTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=watcher, daemon=True).start()
+    port = os.path.join(d, 'fake.port')
+    with open(port + '.tmp', 'w') as f:
+        f.write('%d\n' % srv.server_address[1])
+    os.rename(port + '.tmp', port)
+    srv.serve_forever()
+    return 0
+
+
 def main(argv):
     if len(argv) == 4 and argv[1] == 'setup':
         return setup(argv[2], argv[3])
     if len(argv) == 4 and argv[1] == 'wait':
         return wait(argv[2], float(argv[3]))
+    if len(argv) == 4 and argv[1] == 'fake':
+        return fake(argv[2], int(argv[3]))
     if len(argv) == 4 and argv[1] == 'request':
         st, body = request(argv[2], argv[3])
         print(st)

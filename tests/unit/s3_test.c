@@ -14,7 +14,9 @@
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -499,6 +501,105 @@ static void test_server_down(void)
     repo_free(r);
 }
 
+/* ---------- retry classification against a fake endpoint (s3tool.py fake) ---------- */
+
+static char fakedir[1100];
+
+static void fake_script(const char *text)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/fake.script", fakedir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    snprintf(path, sizeof(path), "%s/fake.log", fakedir);
+    unlink(path);
+}
+
+static int fake_requests(void)
+{
+    char path[1200], line[512];
+    snprintf(path, sizeof(path), "%s/fake.log", fakedir);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        n++;
+    fclose(f);
+    return n;
+}
+
+static void test_retries(void)
+{
+    char tool[1200], watch[32], path[1200];
+    snprintf(fakedir, sizeof(fakedir), "%s/fake", tmpdir);
+    mkdir(fakedir, 0700);
+    fake_script("503 SlowDown\n");
+    snprintf(tool, sizeof(tool), "%s/tests/s3server/s3tool.py", srcdir);
+    snprintf(watch, sizeof(watch), "%ld", (long)getpid());
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/usr/bin/python3", "python3", tool, "fake", fakedir, watch, (char *)NULL);
+        _exit(127);
+    }
+    PBT_CHECK(pid > 0);
+    if (pid <= 0)
+        return;
+    int port = 0;
+    snprintf(path, sizeof(path), "%s/fake.port", fakedir);
+    for (int i = 0; i < 300 && !port; i++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1)
+                port = 0;
+            fclose(f);
+        }
+        if (!port)
+            usleep(50000);
+    }
+    PBT_CHECK(port > 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", port);
+    repo_opts o = base_opts("s3://" BUCKET "/fk");
+    o.s3_endpoint = ep;
+    o.s3_retries = 3;
+    repo *r = port ? open_with(&o) : NULL;
+    if (r) {
+        pb_error e = PB_ERROR_INIT;
+        uint64_t size;
+        /* 503 every time: 1 + 3 attempts, then PB_EREMOTE naming all of it. */
+        PBT_CHECK(repo_put(r, "k", "x", 1, &e) == PB_EREMOTE);
+        PBT_CHECK(fake_requests() == 4);
+        PBT_CHECK(strstr(e.msg, "s3://" BUCKET "/fk/k") && strstr(e.msg, "4 attempts") &&
+                  strstr(e.msg, "503") && strstr(e.msg, "SlowDown"));
+        printf("  always 503: %s\n", e.msg);
+        /* Other 4xx: no retry. */
+        fake_script("400 InvalidArgument\n");
+        PBT_CHECK(repo_put(r, "k", "x", 1, &e) == PB_EREMOTE);
+        PBT_CHECK(fake_requests() == 1 && strstr(e.msg, "InvalidArgument") != NULL);
+        fake_script("403 AccessDenied\n");
+        PBT_CHECK(repo_stat(r, "k", &size, &e) == PB_EAUTH);
+        PBT_CHECK(fake_requests() == 1);
+        fake_script("404 NoSuchBucket\n");
+        list_ctx c = {0};
+        PBT_CHECK(repo_list(r, "", collect, &c, &e) == PB_EREMOTE);
+        PBT_CHECK(strstr(e.msg, "NoSuchBucket") != NULL);
+        /* Transient failures, then success. */
+        fake_script("503 SlowDown\n500 InternalError\n200 OK\n");
+        PBT_CHECK(check_ok(repo_put(r, "k", "x", 1, &e), &e, "put after 2 failures"));
+        PBT_CHECK(fake_requests() == 3);
+        fake_script("429 SlowDown\n200 OK\n");
+        PBT_CHECK(check_ok(repo_delete(r, "k", &e), &e, "delete after 429"));
+        PBT_CHECK(fake_requests() == 2);
+        repo_free(r);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -525,6 +626,7 @@ int main(void)
     PBT_RUN(test_cleanup);
     server_stop();
     PBT_RUN(test_server_down);
+    PBT_RUN(test_retries);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     curl_global_cleanup();
     return PBT_DONE();
