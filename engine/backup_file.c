@@ -283,6 +283,7 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         if (rc && rc != PB_ENOENT)
             goto out;
         has_old = rc == 0 && old.kind == MF_FILE;
+        rc = 0; /* a file new since the chain head is simply shipped */
         if (has_old)
             rc = scan_file(ctx->scan, abspath, whole_hash_chunk, &w, &size, err);
     }

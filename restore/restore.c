@@ -111,6 +111,23 @@ static int make_link(const rs_opts *opts, const mf_file *f, const char *path, pb
     return 0;
 }
 
+/* Before anything is written: a tablespace directory in use (perhaps by the running
+ * source cluster on this host) is never restored into. */
+static int check_tablespaces(const rs_opts *opts, const mf_manifest *m, pb_error *err)
+{
+    for (size_t i = 0; i < mf_count(m) && !opts->delta; i++) {
+        const mf_file *f = mf_at(m, i);
+        const char *dir = f->kind == MF_LINK ? mapped_dir(opts, f) : NULL;
+        bool exists = false;
+        if (dir && !dir_is_empty(dir, &exists))
+            return pb_fail(err, PB_EINVAL, "tablespace directory %s (for %s) is not empty: it "
+                           "may belong to a running cluster; map it elsewhere with "
+                           "--tablespace-map %s=DIR or use --delta", dir, f->path,
+                           f->path + strlen("pg_tblspc/"));
+    }
+    return 0;
+}
+
 static int lay_out(const rs_opts *opts, const mf_manifest *m, pb_error *err)
 {
     for (size_t i = 0; i < mf_count(m); i++) {
@@ -255,6 +272,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
         return rc;
     const mf_manifest *m = c.items[c.count - 1];
     rc = check_wal(r, mf_header_c(m), err);
+    if (rc == 0)
+        rc = check_tablespaces(opts, m, err);
     if (rc == 0)
         rc = prepare_target(opts, err);
     if (rc == 0)
