@@ -478,8 +478,9 @@ static int s3_http_fail(s3_repo *r, s3_req *q, const char *name, unsigned attemp
         rc = pb_fail(err, PB_ECORRUPT, "S3 %s %s: range %s is beyond the object (HTTP 416)",
                      q->method, name, q->range ? q->range : "");
     else if (q->status >= 500 || q->status == 429)
-        rc = pb_fail(err, PB_EREMOTE, "S3 %s %s failed after %u attempts: HTTP %ld %s (%s)",
-                     q->method, name, attempts, q->status, what, msg ? msg : "no message");
+        rc = pb_fail(err, PB_EREMOTE, "S3 %s %s failed after %u attempt%s: HTTP %ld %s (%s)",
+                     q->method, name, attempts, attempts == 1 ? "" : "s", q->status, what,
+                     msg ? msg : "no message");
     else
         rc = pb_fail(err, PB_EREMOTE, "S3 %s %s failed: HTTP %ld %s (%s)", q->method, name,
                      q->status, what, msg ? msg : "no message");
@@ -659,9 +660,9 @@ static int s3_get_range(void *impl, const char *key, uint64_t off, size_t len, v
         uint64_t size = 0;
         rc = s3_stat(impl, key, &size, err);
         if (rc == 0 && off > size)
-            rc = pb_fail(err, PB_ECORRUPT, "S3 %s%s: offset %" PRIu64
+            rc = pb_fail(err, PB_ECORRUPT, "S3 s3://%s/%s%s: offset %" PRIu64
                          " is past the end of the %" PRIu64 "-byte object",
-                         r->location, key, off, size);
+                         r->bucket, r->prefix, key, off, size);
         return rc;
     }
     char range[80];
@@ -825,6 +826,8 @@ static int s3_list(void *impl, const char *prefix, repo_list_cb cb, void *ctx, p
     do {
         s3_page pg = {0};
         rc = s3_list_page(r, full, token, &pg, err);
+        if (rc && err)
+            pb_error_wrap(err, "listing %s/%s", r->location, prefix ? prefix : "");
         free(token);
         token = NULL;
         /* Callbacks run with no handle held, so they may use the repository. */
@@ -1358,7 +1361,8 @@ int repo_s3_open(const repo_opts *opts, const char *bucket, const char *prefix, 
         return pb_fail(err, PB_ENOMEM, "S3 repository: out of memory");
     }
     snprintf(r->sigv4, sizeof(r->sigv4), "aws:amz:%s:s3", region);
-    snprintf(r->location, sizeof(r->location), "s3://%s/%.*s", bucket, (int)pl, pf);
+    snprintf(r->location, sizeof(r->location), "s3://%s%s%.*s", bucket, pl ? "/" : "", (int)pl,
+             pf);
     r->insecure = opts->s3_insecure;
     r->part_size = opts->s3_part_size ? opts->s3_part_size : (size_t)16 << 20;
     if (r->part_size < S3_MIN_PART)
