@@ -126,7 +126,7 @@ static int wait_for_wal(repo *r, const mf_backup *h, unsigned timeout, pb_error 
                                "WAL segment %s needed by backup %s is not in repository %s "
                                "after %u s: is archive_command set to pageback archive-push?",
                                name, h->id, repo_location(r), timeout);
-            usleep(200000);
+            usleep(50000);
         }
     }
     return 0;
@@ -246,9 +246,14 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
             scan_method(ctx->scan));
     double t0 = pb_now();
     rc = scan_all(ctx, err);
+    double t1 = pb_now();
     if (rc == 0)
         rc = stop_and_finish(ctx, conn, err);
     h->seconds = pb_now() - t0;
+    if (rc == 0)
+        pb_info("scanned %.1f MiB in %.2f s (%.0f MB/s); stop and WAL archiving took %.2f s",
+                h->bytes_read / 1048576.0, t1 - t0, h->bytes_read / 1e6 / (t1 - t0 + 1e-9),
+                pb_now() - t1);
     (void)info;
     return rc;
 }

@@ -287,9 +287,10 @@ static char *dup_value(PGresult *res, int col)
 int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
                     pb_error *err)
 {
-    /* wait_for_archive := true: returns only once the last WAL segment the backup
-     * needs has been archived (when archiving is on). */
-    static const char q_stop[] = "SELECT lsn, labelfile, spcmapfile FROM pg_backup_stop(true)";
+    /* wait_for_archive := false: the server still switches to a new segment, and the
+     * backup then polls the repository itself for every segment it needs (rule 4),
+     * which is both stricter and faster than the server's once-a-second check. */
+    static const char q_stop[] = "SELECT lsn, labelfile, spcmapfile FROM pg_backup_stop(false)";
     PGresult *res = NULL;
     char *label = NULL, *spcmap = NULL;
     *label_out = NULL;
