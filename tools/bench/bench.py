@@ -232,10 +232,10 @@ def report_incr(recs):
     for t in sorted({r["tool"] for r in fulls}):
         rows = [r for r in fulls if r["tool"] == t]
         out["full"][t] = {k: _med(rows, k) for k in ("wall_s", "stored_bytes")}
-    out["raw"] = {k: _med(raws, k) for k in ("wall_s", "mib_s")}
+    out["raw"] = {k: _med(raws, k) for k in ("wall_s", "fio_s", "mib_s")}
     headers = ["rows updated", "tool", "reps", "pages really changed", "pages shipped",
                "stored KiB", "manifest KiB", "total KiB", "B/changed page", "wall s",
-               "wall vs full", "wall vs raw read"]
+               "own timer s", "wall vs full", "wall vs raw read"]
     rows = []
     for p in fracs:
         fr = {}
@@ -254,15 +254,15 @@ def report_incr(recs):
                                                                 "wall_s")}
             full_wall = out["full"].get(t, {}).get("wall_s")
             s["wall_vs_full"] = s["wall_s"] / full_wall if full_wall and s["wall_s"] else None
-            raw = out["raw"].get("wall_s")
+            raw = out["raw"].get("fio_s")
             s["wall_vs_raw"] = s["wall_s"] / raw if raw and s["wall_s"] else None
             fr[t] = s
             kib = lambda b: b / 1024.0 if b is not None else None  # noqa: E731
-            rows.append([f"{p}% ({_fmt(s['rows'])})", t, s["reps"], s["pages_differ"],
+            rows.append([f"{p}% ({_fmt(int(s['rows']))})", t, s["reps"], s["pages_differ"],
                          s["pages_changed"] if t == "pageback" else "-",
                          kib(s["stored_bytes"]), kib(s["manifest_bytes"]),
                          kib(s["total_bytes"]), s["bytes_per_changed_page"], s["wall_s"],
-                         s["wall_vs_full"], s["wall_vs_raw"]])
+                         s["inner_s"], s["wall_vs_full"], s["wall_vs_raw"]])
         if "pageback" in fr and "pgbackrest" in fr and fr["pgbackrest"]["total_bytes"]:
             fr["stored_ratio_pageback_vs_pgbackrest"] = (fr["pageback"]["total_bytes"] /
                                                          fr["pgbackrest"]["total_bytes"])
@@ -274,8 +274,9 @@ def report_incr(recs):
     text += "\n\nfull backups (median wall s): " + ", ".join(
         f"{t} {_fmt(v['wall_s'], 2)} s ({_fmt((v['stored_bytes'] or 0) / MIB)} MiB)"
         for t, v in out["full"].items())
-    if out["raw"].get("wall_s"):
-        text += f"; raw O_DIRECT read of the relation files {_fmt(out['raw']['wall_s'], 2)} s"
+    if out["raw"].get("fio_s"):
+        text += (f"; raw O_DIRECT read of the relation files (fio) {_fmt(out['raw']['fio_s'], 2)} s"
+                 f" ({_fmt(out['raw']['mib_s'])} MiB/s)")
     for p, fr in out["fractions"].items():
         bits = []
         if "stored_ratio_pageback_vs_pgbackrest" in fr:
@@ -293,7 +294,7 @@ def report_restore(recs):
     backups = [r for r in recs if r.get("kind") == "backup"]
     out = {"restore": {}, "backups": {}}
     rows = []
-    for what in ("full", "chain"):
+    for what in ("full", "chain", "pgbackrest"):
         rs = [r for r in runs if r["what"] == what]
         if not rs:
             continue
@@ -303,7 +304,9 @@ def report_restore(recs):
         s["values"] = [r.get("total_s") for r in rs]
         out["restore"][what] = s
         mibs = s["restored_mib"] / s["total_s"] if s["restored_mib"] and s["total_s"] else None
-        rows.append([what, s["chain_length"], s["reps"], s["wall_s"], s["sync_s"],
+        label = {"full": "pageback full", "chain": "pageback full + incrementals",
+                 "pgbackrest": "pgBackRest 2.45 full"}[what]
+        rows.append([label, int(s["chain_length"] or 0), s["reps"], s["wall_s"], s["sync_s"],
                      s["total_s"], mibs, s["cpu_s"], s["rss_mib"]])
     f, c = out["restore"].get("full"), out["restore"].get("chain")
     if f and c and f["total_s"]:
