@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct bk_plan {
@@ -267,6 +268,9 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     memset(&ctx, 0, sizeof(ctx));
     ctx.opts = opts;
     ctx.repo = r;
+    /* Rule of politeness: a backup yields the CPU to the database it protects. */
+    if (opts->nice && setpriority(PRIO_PROCESS, 0, opts->nice) != 0)
+        pb_debug("could not lower the scheduling priority");
     int rc = pgc_connect(&conn, opts->conninfo, err);
     if (rc == 0)
         rc = pgc_info_get(conn, &info, err);

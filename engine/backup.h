@@ -31,10 +31,12 @@ typedef struct bk_opts {
     int64_t full_after_secs; /* take a full when the chain's full is older (0 = never) */
     unsigned wal_timeout_secs;
     uint64_t pack_size;      /* target pack object size */
+    uint64_t max_rate;       /* read at most this many bytes per second (0 = unlimited) */
+    int nice;                /* scheduler niceness for the backup process (0 = unchanged) */
 } bk_opts;
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 8, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
-                      300, 256ull << 20}
+                      300, 256ull << 20, 0, 10}
 
 /* Run one backup into r. On success out_id names the committed backup. */
 int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err);

@@ -153,9 +153,23 @@ static int rel_page(rel_scan *s, uint32_t blk, const uint8_t *page)
     return 0;
 }
 
+void bk_throttle(bk_ctx *ctx, size_t bytes)
+{
+    if (!ctx->opts->max_rate)
+        return;
+    if (ctx->rate_start == 0)
+        ctx->rate_start = pb_now();
+    ctx->rate_bytes += bytes;
+    double due = ctx->rate_start + (double)ctx->rate_bytes / (double)ctx->opts->max_rate;
+    double now = pb_now();
+    if (due > now)
+        usleep((useconds_t)((due - now) * 1e6));
+}
+
 static int rel_chunk(void *vs, uint64_t offset, const uint8_t *data, size_t len)
 {
     rel_scan *s = vs;
+    bk_throttle(s->ctx, len);
     uint8_t tail[PB_PAGE_SIZE];
     for (size_t pos = 0; pos < len; pos += PB_PAGE_SIZE) {
         const uint8_t *page = data + pos;
@@ -252,6 +266,7 @@ static int whole_hash_chunk(void *vw, uint64_t offset, const uint8_t *data, size
 static int whole_store_chunk(void *vw, uint64_t offset, const uint8_t *data, size_t len)
 {
     whole_scan *w = vw;
+    bk_throttle(w->ctx, len);
     for (size_t pos = 0; pos < len; pos += PACK_MAX_FRAME_RAW) {
         size_t n = len - pos < PACK_MAX_FRAME_RAW ? len - pos : PACK_MAX_FRAME_RAW;
         pb_hasher_update(w->hasher, data + pos, n);

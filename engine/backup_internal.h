@@ -22,7 +22,12 @@ typedef struct bk_ctx {
     uint64_t prev_stop_lsn; /* 0 for a full backup */
     bool checksums;
     uint8_t *frame;      /* BK_FRAME_PAGES pages, the run being collected */
+    double rate_start;   /* when throttled reading began */
+    uint64_t rate_bytes; /* bytes read since then */
 } bk_ctx;
+
+/* Sleep as needed to keep reads under opts->max_rate. */
+void bk_throttle(bk_ctx *ctx, size_t bytes);
 
 /* Back up one walked entry into ctx->m. A file that vanished is skipped (not an error). */
 int bk_file(bk_ctx *ctx, const walk_entry *e, pb_error *err);

@@ -15,7 +15,7 @@ enum {
     O_S3_PART, O_S3_STYLE, O_STATE, O_CONFIG, O_LOG, O_PGDATA, O_DBNAME, O_TYPE, O_READ_SIZE,
     O_QD, O_NO_URING, O_NO_DIRECT, O_ON_CKSUM, O_LEVEL, O_FULL_EVERY, O_FULL_AFTER, O_WAL_TIMEOUT,
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
-    O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
+    O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP, O_MAX_RATE, O_NICE,
 };
 
 static const struct option long_opts[] = {
@@ -36,7 +36,8 @@ static const struct option long_opts[] = {
     {"target-end", 0, 0, O_T_END}, {"target-exclusive", 0, 0, O_T_EXCL},
     {"target-action", 1, 0, O_T_ACTION}, {"target-timeline", 1, 0, O_T_TLI},
     {"tablespace-map", 1, 0, O_TS_MAP}, {"json", 0, 0, O_JSON},
-    {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0},
+    {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
+    {"max-rate", 1, 0, O_MAX_RATE}, {"nice", 1, 0, O_NICE}, {0, 0, 0, 0},
 };
 
 void opts_usage(void)
@@ -44,7 +45,8 @@ void opts_usage(void)
     fputs("usage: pageback COMMAND [options]\n"
           "  backup   [--type full|incr] [--pgdata DIR] [--dbname CONNINFO] [--read-size N]\n"
           "           [--queue-depth N] [--on-checksum-error warn|fail] [--full-every N]\n"
-          "           [--full-after DURATION] [--compress-level N]\n"
+          "           [--full-after DURATION] [--compress-level N] [--max-rate BYTES/s]\n"
+          "           [--nice 0..19 (default 10)]\n"
           "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
           "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
           "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
@@ -176,6 +178,16 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
         if (parse_duration(arg, &secs))
             return pb_fail(err, PB_EINVAL, "--full-after expects a duration like 7d or 12h");
         o->backup.full_after_secs = secs;
+        return 0;
+    case O_MAX_RATE:
+        if (parse_size(arg, &sz))
+            return pb_fail(err, PB_EINVAL, "--max-rate expects bytes per second like 200M");
+        o->backup.max_rate = sz;
+        return 0;
+    case O_NICE:
+        if (parse_uint(arg, &u) || u > 19)
+            return pb_fail(err, PB_EINVAL, "--nice must be 0..19");
+        o->backup.nice = (int)u;
         return 0;
     case O_WAL_TIMEOUT:
         if (parse_uint(arg, &u))
