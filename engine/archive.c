@@ -13,13 +13,16 @@
  */
 #include "engine/archive.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -197,8 +200,11 @@ static int write_all(int fd, const uint8_t *p, size_t len)
     return 0;
 }
 
-/* PostgreSQL must never see a partial WAL file: temp file, fsync, rename, fsync dir. */
-static int write_atomic(const char *dest, const uint8_t *data, size_t len, pb_error *err)
+/* PostgreSQL must never see a partial WAL file: temp file, fsync, rename, fsync dir.
+ * durable == false (spool files, which are verified before use and cheap to fetch again)
+ * skips the fsyncs. */
+static int write_file_atomic(const char *dest, const uint8_t *data, size_t len, bool durable,
+                             pb_error *err)
 {
     char tmp[PATH_MAX], dir[PATH_MAX];
     if (snprintf(tmp, sizeof(tmp), "%s.pbtmp.%ld", dest, (long)getpid()) >= (int)sizeof(tmp))
@@ -212,7 +218,7 @@ static int write_atomic(const char *dest, const uint8_t *data, size_t len, pb_er
     int rc = 0;
     if (write_all(fd, data, len) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s", tmp);
-    else if (fsync(fd) < 0)
+    else if (durable && fsync(fd) < 0)
         rc = pb_fail_errno(err, PB_EIO, "fsync of %s failed", tmp);
     if (close(fd) < 0 && !rc)
         rc = pb_fail_errno(err, PB_EIO, "close of %s failed", tmp);
@@ -222,6 +228,8 @@ static int write_atomic(const char *dest, const uint8_t *data, size_t len, pb_er
         unlink(tmp);
         return rc;
     }
+    if (!durable)
+        return 0;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return pb_fail_errno(err, PB_EIO, "cannot open directory %s to fsync it", dir);
@@ -229,6 +237,11 @@ static int write_atomic(const char *dest, const uint8_t *data, size_t len, pb_er
         rc = pb_fail_errno(err, PB_EIO, "fsync of directory %s failed", dir);
     close(dfd);
     return rc;
+}
+
+static int write_atomic(const char *dest, const uint8_t *data, size_t len, pb_error *err)
+{
+    return write_file_atomic(dest, data, len, true, err);
 }
 
 /* ---- push / get / exists -------------------------------------------------------- */
@@ -328,5 +341,253 @@ int arch_exists(repo *r, const char *name, bool *present, pb_error *err)
         return 0;
     if (rc == 0)
         *present = true;
+    return rc;
+}
+
+/* ---- reading into memory, listing --------------------------------------------------- */
+
+int arch_read(repo *r, const char *name, uint8_t **out, size_t *out_len, pb_error *err)
+{
+    char key[256];
+    *out = NULL;
+    *out_len = 0;
+    int rc = check_name(name, err);
+    if (rc)
+        return rc;
+    arch_key(key, sizeof(key), name);
+    void *obj = NULL;
+    size_t olen = 0;
+    rc = repo_get(r, key, &obj, &olen, err);
+    if (rc == PB_ENOENT)
+        rc = pb_fail(err, PB_ENOENT, "WAL file %s is not in the archive (%s/%s)", name,
+                     repo_location(r), key);
+    if (!rc)
+        rc = decode(obj, olen, key, out, out_len, err);
+    free(obj);
+    return rc;
+}
+
+typedef struct list_ctx {
+    unsigned kinds;
+    arch_list_cb cb;
+    void *ctx;
+} list_ctx;
+
+static int list_one(void *vctx, const char *key, uint64_t size)
+{
+    (void)size;
+    list_ctx *lc = vctx;
+    const char *base = strrchr(key, '/');
+    base = base ? base + 1 : key;
+    size_t n = strlen(base);
+    if (n < 5 || strcmp(base + n - 4, ".zst") != 0 || n - 4 >= 64)
+        return 0;
+    char name[64];
+    memcpy(name, base, n - 4);
+    name[n - 4] = '\0';
+    /* The key must be exactly where arch_key puts this name: ignores strays. */
+    char expect[256];
+    arch_key(expect, sizeof(expect), name);
+    if (strcmp(expect, key) != 0)
+        return 0;
+    bool seg = strlen(name) == 24, hist = is_history_name(name);
+    if ((seg && (lc->kinds & ARCH_LIST_SEGMENTS)) || (hist && (lc->kinds & ARCH_LIST_HISTORY)))
+        return lc->cb(lc->ctx, name);
+    return 0;
+}
+
+int arch_list(repo *r, unsigned kinds, arch_list_cb cb, void *ctx, pb_error *err)
+{
+    list_ctx lc = {kinds, cb, ctx};
+    /* History files have their own prefix; listing only them is one small request. */
+    const char *prefix = kinds == ARCH_LIST_HISTORY ? "wal/history/" : "wal/";
+    return repo_list(r, prefix, list_one, &lc, err);
+}
+
+/* ---- segment names ------------------------------------------------------------------ */
+
+bool arch_valid_seg_size(uint64_t size)
+{
+    return size >= (1u << 20) && size <= (1u << 30) && (size & (size - 1)) == 0;
+}
+
+bool arch_parse_segment(const char *name, uint32_t seg_size, uint32_t *tli, uint64_t *segno)
+{
+    if (strlen(name) != 24 || !all_hex(name, 24) || !arch_valid_seg_size(seg_size))
+        return false;
+    char part[9] = {0};
+    memcpy(part, name, 8);
+    unsigned long t = strtoul(part, NULL, 16);
+    memcpy(part, name + 8, 8);
+    unsigned long log = strtoul(part, NULL, 16);
+    memcpy(part, name + 16, 8);
+    unsigned long seg = strtoul(part, NULL, 16);
+    uint64_t per_id = 0x100000000ull / seg_size;
+    if (t == 0 || seg >= per_id)
+        return false;
+    *tli = (uint32_t)t;
+    *segno = (uint64_t)log * per_id + seg;
+    return true;
+}
+
+void arch_segment_name(char out[25], uint32_t tli, uint64_t segno, uint32_t seg_size)
+{
+    uint64_t per_id = 0x100000000ull / seg_size;
+    snprintf(out, 25, "%08X%08X%08X", tli, (uint32_t)(segno / per_id),
+             (uint32_t)(segno % per_id));
+}
+
+/* ---- archive-get spool ------------------------------------------------------------- */
+
+#define SPOOL_REPO_FILE ".repository"
+#define SPOOL_LOCK_FILE ".prefetch.lock"
+
+/* A temp file "<name>.pbtmp.<pid>" whose writer is gone. */
+static bool is_dead_temp(const char *entry)
+{
+    const char *t = strstr(entry, ".pbtmp.");
+    if (!t)
+        return false;
+    long pid = strtol(t + 7, NULL, 10);
+    return pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+static int remove_spool_entries(const char *spool_dir, const char *name, bool all,
+                                pb_error *err)
+{
+    DIR *d = opendir(spool_dir);
+    if (!d)
+        return pb_fail_errno(err, PB_EIO, "cannot open spool directory %s", spool_dir);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *e = de->d_name;
+        if (e[0] == '.')
+            continue; /* ".", "..", the lock and the repository marker */
+        bool stale = all || is_dead_temp(e);
+        /* Positions (log + seg) before the requested one, whatever the timeline. */
+        if (!stale && strlen(e) == 24 && all_hex(e, 24) && strlen(name) >= 24)
+            stale = strncmp(e + 8, name + 8, 16) < 0;
+        if (!stale && !strstr(e, ".pbtmp.") && !(strlen(e) == 24 && all_hex(e, 24)))
+            stale = true; /* nothing else belongs here */
+        if (stale) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", spool_dir, e);
+            if (unlink(path) != 0 && errno != ENOENT)
+                pb_warn("cannot remove stale spool file %s: %s", path, strerror(errno));
+        }
+    }
+    closedir(d);
+    return 0;
+}
+
+int arch_spool_prepare(const char *spool_dir, const char *name, const char *repo_id,
+                       pb_error *err)
+{
+    if (mkdir(spool_dir, 0700) != 0 && errno != EEXIST)
+        return pb_fail_errno(err, PB_EIO, "cannot create spool directory %s", spool_dir);
+    char path[PATH_MAX], cur[1024] = "";
+    snprintf(path, sizeof(path), "%s/%s", spool_dir, SPOOL_REPO_FILE);
+    FILE *fp = fopen(path, "r");
+    if (fp) {
+        if (!fgets(cur, sizeof(cur), fp))
+            cur[0] = '\0';
+        fclose(fp);
+        cur[strcspn(cur, "\n")] = '\0';
+    }
+    bool same = strcmp(cur, repo_id) == 0;
+    int rc = remove_spool_entries(spool_dir, name, !same, err);
+    if (rc || same)
+        return rc;
+    fp = fopen(path, "w");
+    if (!fp)
+        return pb_fail_errno(err, PB_EIO, "cannot write %s", path);
+    fprintf(fp, "%s\n", repo_id);
+    if (fclose(fp) != 0)
+        return pb_fail_errno(err, PB_EIO, "cannot write %s", path);
+    return 0;
+}
+
+int arch_spool_take(const char *spool_dir, const char *name, const char *dest_path,
+                    pb_error *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", spool_dir, name);
+    uint8_t *obj = NULL, *raw = NULL;
+    size_t olen = 0, len = 0;
+    int rc = read_file(path, &obj, &olen, err);
+    if (rc)
+        return rc == PB_ENOENT ? PB_ENOENT : rc;
+    pb_error derr = PB_ERROR_INIT;
+    if (decode(obj, olen, path, &raw, &len, &derr) != 0) {
+        pb_warn("discarding spooled copy: %s", derr.msg);
+        unlink(path);
+        rc = pb_fail(err, PB_ENOENT, "%s: spooled copy was unusable", name);
+        goto out;
+    }
+    rc = write_atomic(dest_path, raw, len, err);
+    if (rc == 0)
+        unlink(path);
+out:
+    free(raw);
+    free(obj);
+    return rc;
+}
+
+/* The spool vanished (recovery ended and recovery_end_command removed it): stop. */
+static bool spool_alive(const char *spool_dir)
+{
+    struct stat st;
+    return stat(spool_dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int prefetch_one(repo *r, const char *spool_dir, const char *name, pb_error *err)
+{
+    char key[256], path[PATH_MAX];
+    arch_key(key, sizeof(key), name);
+    snprintf(path, sizeof(path), "%s/%s", spool_dir, name);
+    void *obj = NULL;
+    size_t olen = 0;
+    int rc = repo_get(r, key, &obj, &olen, err);
+    /* Check the object before spooling it, so a damaged one is never queued. */
+    if (rc == 0 && (olen < WAL_HEADER || memcmp(obj, WAL_MAGIC, 8) != 0 ||
+                    pb_hash64((uint8_t *)obj + WAL_HEADER, olen - WAL_HEADER) !=
+                        pb_get_u64((uint8_t *)obj + 24)))
+        rc = pb_fail(err, PB_ECORRUPT, "archived WAL object %s: checksum mismatch", key);
+    if (rc == 0 && spool_alive(spool_dir))
+        rc = write_file_atomic(path, obj, olen, false, err);
+    free(obj);
+    return rc;
+}
+
+int arch_prefetch(repo *r, const char *spool_dir, const char *name, uint32_t seg_size,
+                  unsigned count, pb_error *err)
+{
+    uint32_t tli;
+    uint64_t segno;
+    if (!arch_parse_segment(name, seg_size, &tli, &segno))
+        return pb_fail(err, PB_EINVAL, "cannot prefetch after %s: not a WAL segment name "
+                       "(segment size %u)", name, seg_size);
+    char lock[PATH_MAX];
+    snprintf(lock, sizeof(lock), "%s/%s", spool_dir, SPOOL_LOCK_FILE);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot open %s", lock);
+    int rc = 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+        goto out; /* another prefetcher is at work; it fetches ahead too */
+    for (unsigned i = 1; i <= count && rc == 0 && spool_alive(spool_dir); i++) {
+        char next[25], path[PATH_MAX];
+        arch_segment_name(next, tli, segno + i, seg_size);
+        snprintf(path, sizeof(path), "%s/%s", spool_dir, next);
+        if (access(path, F_OK) == 0)
+            continue;
+        rc = prefetch_one(r, spool_dir, next, err);
+        if (rc == PB_ENOENT) {
+            rc = 0; /* the end of the archive (for now) */
+            break;
+        }
+    }
+out:
+    close(fd);
     return rc;
 }

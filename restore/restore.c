@@ -271,7 +271,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     if (rc)
         return rc;
     const mf_manifest *m = c.items[c.count - 1];
-    rc = check_wal(r, mf_header_c(m), err);
+    rc = rs_check_wal(r, opts, mf_header_c(m), err);
     if (rc == 0)
         rc = check_tablespaces(opts, m, err);
     if (rc == 0)

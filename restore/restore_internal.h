@@ -28,4 +28,10 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err);
 int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_backup *h,
                       pb_error *err);
 
+/* Check, before anything is written, that the repository holds the WAL the restore of
+ * backup h needs for this target: start to stop on the timeline path recovery will
+ * follow, and on to the target LSN for an LSN target. Names the first missing segment.
+ * For other targets, reports how far the archived WAL runs without a gap. */
+int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, pb_error *err);
+
 #endif
