@@ -1,0 +1,147 @@
+#!/bin/bash
+# Timelines: restore to a restore point and promote (timeline 2), archive the new timeline
+# into the same repository, write, back up (a new chain: the timeline changed), and
+# restore to points on timeline 2 — from the new backup and, across the timeline switch,
+# from the backup taken on timeline 1 — and to a point on the abandoned part of
+# timeline 1.
+source "$(dirname "$0")/pb_lib.sh"
+pb_setup
+SRC=$PB_WORK/src
+pg_init_cluster "$SRC" || pb_die "initdb failed"
+pg_conf "$SRC" "track_commit_timestamp = on"
+pg_start "$SRC" || pb_die "source cluster did not start"
+
+q() { pg_psql "$DB" "$1"; }
+DB=$SRC
+q "CREATE TABLE t (id bigserial PRIMARY KEY, tag text NOT NULL, tli int NOT NULL)" >/dev/null
+q "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
+   BEGIN
+     FOR i IN 1..n LOOP
+       INSERT INTO t (tag, tli) VALUES (tg, (SELECT timeline_id FROM pg_control_checkpoint()));
+       COMMIT;
+       PERFORM pg_sleep(0.01);
+     END LOOP;
+   END \$\$" >/dev/null
+
+# mark NAME: rows, then remember the last id (K_NAME), its commit time (T_NAME), the WAL
+# position (L_NAME) and restore point rp_NAME; pause; more rows.
+mark() {
+    local n=$1 k
+    q "CALL ins(5, '$n')" >/dev/null
+    k=$(q "SELECT max(id) FROM t")
+    printf -v "K_$n" %s "$k"
+    printf -v "T_$n" %s "$(PGTZ=UTC q "SELECT pg_xact_commit_timestamp(xmin) FROM t WHERE id = $k")"
+    printf -v "L_$n" %s "$(q "SELECT pg_current_wal_lsn()")"
+    q "SELECT pg_create_restore_point('rp_$n')" >/dev/null
+    sleep 0.3
+    q "CALL ins(5, '$n-after')" >/dev/null
+}
+
+# Everything written so far reaches the archive.
+archive_all() {
+    local seg last i
+    seg=$(q "SELECT pg_walfile_name(pg_switch_wal())")
+    for i in $(seq 1 300); do
+        last=$(q "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
+        [[ "${last:8:16}" < "${seg:8:16}" ]] || return 0
+        sleep 0.1
+    done
+    echo "archive_all: $seg was not archived" >&2
+    return 1
+}
+
+rows() {
+    pg_psql "$1" "SELECT count(*) || ' ' || coalesce(max(id), 0) || ' ' ||
+                  md5(coalesce(string_agg(id::text || tag, ',' ORDER BY id), '')) FROM t
+                  ${2:+WHERE id <= $2}"
+}
+
+backup() {
+    pb backup "$@" >"$PB_WORK/backup.out" 2>&1 || { cat "$PB_WORK/backup.out" >&2; return 1; }
+    sleep 1.2
+}
+
+# ---- timeline 1: a full backup, then rows and a restore point
+pg_env "$SRC"
+pb_check "full backup on timeline 1" backup --type full
+F1=$(pb_last_id)
+q "CALL ins(10, 'A')" >/dev/null
+mark A
+q "CALL ins(5, 'A2')" >/dev/null
+K_A2=$(q "SELECT max(id) FROM t")
+L_A2=$(q "SELECT pg_current_wal_lsn()")
+q "CALL ins(3, 'A3')" >/dev/null
+archive_all || pb_die "WAL of timeline 1 not archived"
+EXP_A2=$(rows "$SRC" "$K_A2")
+
+# ---- restore to rp_A and promote; the copy archives into the same repository
+R=$PB_WORK/promoted
+mkdir -p "$R" && chmod 0700 "$R" && _pb_chown_pg "$R"
+if pb restore --target-dir "$R" --target-name rp_A >"$PB_WORK/restore.out" 2>&1; then
+    pb_test_ok "restore to rp_A"
+else
+    cat "$PB_WORK/restore.out"
+    pb_die "restore to rp_A failed"
+fi
+pg_reconfigure "$R" && pg_conf "$R" "archive_mode = on" \
+    "archive_command = '${PB_ARCHIVE_COMMAND//\'/\'\'}'" || pb_die "cannot configure $R"
+pg_start "$R" && pb_wait_recovery "$R" || pb_die "the restored cluster did not promote"
+pg_stop "$SRC" # the old primary is retired; its timeline 1 stays in the archive
+DB=$R
+pg_env "$R"
+pb_assert_eq "$(q "SELECT timeline_id FROM pg_control_checkpoint()")" 2 "promoted to timeline 2"
+pb_assert_eq "$(rows "$R")" "$(rows "$R" "$K_A")" "the promoted copy holds the rows up to rp_A"
+
+# ---- timeline 2: rows, a backup (a new chain), more rows
+q "CALL ins(10, 'B')" >/dev/null
+mark B
+pb_check "backup on timeline 2" backup
+F2=$(pb_last_id)
+pb_assert_eq "$(pb_info_field "$F2" timeline)" 2 "the new backup is on timeline 2"
+pb_assert_eq "$(pb_info_field "$F2" type)" full "a new timeline starts a new chain (full)"
+q "CALL ins(10, 'C')" >/dev/null
+mark C
+archive_all || pb_die "WAL of timeline 2 not archived"
+mkdir -p "$PB_WORK/h" && _pb_chown_pg "$PB_WORK/h"
+pb_check "00000002.history is archived" pb archive-get 00000002.history "$PB_WORK/h/history"
+pb_check "the history names the switch from timeline 1" grep -q "^1" "$PB_WORK/h/history"
+
+N=0
+# pitr LABEL EXPECTED_ROWS EXPECTED_SET RESTORE_ARGS...
+pitr() {
+    local label=$1 exp=$2 set=$3 d chosen
+    shift 3
+    N=$((N + 1))
+    d=$PB_WORK/r$N
+    if ! pb_restore_start "$d" "$@"; then
+        pb_test_fail "$label: restore or recovery failed"
+        return 1
+    fi
+    chosen=$(sed -n 's/^restored backup \([^ ]*\) .*/\1/p' "$PB_WORK/restore.out")
+    pb_assert_eq "$chosen" "$set" "$label: restored backup $set"
+    pb_assert_eq "$(rows "$d")" "$exp" "$label: exactly the expected rows"
+    pg_stop "$d"
+    rm -rf "$d"
+}
+
+pitr "restore point on timeline 2 after its backup" "$(rows "$R" "$K_C")" "$F2" \
+    --target-name rp_C
+pitr "time on timeline 2 before its backup: from timeline 1 across the switch" \
+    "$(rows "$R" "$K_B")" "$F1" --target-time "$T_B"
+pitr "LSN on timeline 2 before its backup: from timeline 1 across the switch" \
+    "$(rows "$R" "$K_B")" "$F1" --target-lsn "$L_B"
+pitr "LSN on the abandoned part of timeline 1 (--target-timeline 1)" "$EXP_A2" "$F1" \
+    --target-lsn "$L_A2" --target-timeline 1
+pitr "end of backup (default timeline handling) of the timeline 1 backup" \
+    "$(rows "$R" 0)" "$F1" --set "$F1"
+
+mkdir -p "$PB_WORK/refused" && _pb_chown_pg "$PB_WORK/refused"
+out=$(pb restore --target-dir "$PB_WORK/refused" --set "$F2" --target-timeline 1 \
+    --target-lsn "$L_C" 2>&1)
+if [ $? != 0 ] && grep -q "timeline 2 is not in the history of target timeline 1" <<<"$out" &&
+    [ -z "$(ls -A "$PB_WORK/refused")" ]; then
+    pb_test_ok "a timeline 2 backup is refused for a timeline 1 target"
+else
+    pb_test_fail "a timeline 2 backup for a timeline 1 target: $out"
+fi
+pb_test_summary
