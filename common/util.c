@@ -7,6 +7,9 @@
 #include <string.h>
 #include <time.h>
 #include <xxhash.h>
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h> /* same results, AVX2/AVX-512 code paths at run time */
+#endif
 
 static pb_log_level log_level = PB_LOG_INFO; /* program option, set once in main */
 

@@ -238,6 +238,8 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     chain_backup_dir(dir, sizeof(dir), h->id);
     rc = pack_writer_open(&ctx->packs, ctx->repo, dir, ctx->opts->pack_size,
                           ctx->opts->zstd_level, err);
+    if (rc == 0)
+        rc = bk_pipe_start(&ctx->pipe, ctx->packs, err);
     if (rc)
         return rc;
     ctx->start_lsn = h->start_lsn;
@@ -300,10 +302,7 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     mf_catalog *cat = ctx.cat;
     if (plan.type == 'F')
         ctx.cat = NULL; /* no diffing: every page is shipped */
-    ctx.frame = aligned_alloc(PB_ALIGN, (size_t)BK_FRAME_PAGES * PB_PAGE_SIZE);
-    rc = ctx.frame ? 0 : pb_fail(err, PB_ENOMEM, "out of memory for the frame buffer");
-    if (rc == 0)
-        rc = open_scanner(&ctx, opts, err);
+    rc = open_scanner(&ctx, opts, err);
     if (rc == 0)
         rc = init_manifest(&ctx, &plan, &info, err);
     if (rc == 0)
@@ -323,9 +322,9 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
         drop_partial(r, mf_header(ctx.m)->id);
     }
 out:
+    bk_pipe_free(ctx.pipe);
     pack_writer_free(ctx.packs);
     scan_free(ctx.scan);
-    free(ctx.frame);
     mf_free(ctx.m);
     mf_free(plan.parent);
     mf_catalog_close(ctx.cat);

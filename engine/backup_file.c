@@ -21,6 +21,7 @@ typedef struct rel_scan {
     mf_head_entry old;
     bool has_old;
     uint32_t run_first, run_count;
+    bk_job *cur;     /* the frame being collected, a pipeline buffer */
     mf_file out;
     size_t runs_cap, hashes_cap, nhashes;
     uint8_t *reread; /* one aligned page for checksum retries */
@@ -68,14 +69,14 @@ static int flush_frame(bk_ctx *ctx, mf_file *f, size_t *runs_cap, uint32_t first
     return 0;
 }
 
-static int flush_rel_run(rel_scan *s)
+static void flush_rel_run(rel_scan *s)
 {
     if (s->run_count == 0)
-        return 0;
-    int rc = flush_frame(s->ctx, &s->out, &s->runs_cap, s->run_first, s->run_count,
-                         s->ctx->frame, (size_t)s->run_count * PB_PAGE_SIZE, s->err);
+        return;
+    bk_pipe_submit(s->ctx->pipe, s->cur, s->run_first, s->run_count,
+                   (size_t)s->run_count * PB_PAGE_SIZE);
+    s->cur = NULL;
     s->run_count = 0;
-    return rc;
 }
 
 /* Rule 2: a bad page below the start LSN may be a torn read of a page being written
@@ -139,14 +140,13 @@ static int rel_page(rel_scan *s, uint32_t blk, const uint8_t *page)
     if (same)
         return 0;
     hdr->pages_changed++;
-    if (s->run_count && (blk != s->run_first + s->run_count || s->run_count == BK_FRAME_PAGES)) {
-        int rc = flush_rel_run(s);
-        if (rc)
-            return rc;
-    }
-    if (s->run_count == 0)
+    if (s->run_count && (blk != s->run_first + s->run_count || s->run_count == BK_FRAME_PAGES))
+        flush_rel_run(s);
+    if (s->run_count == 0) {
         s->run_first = blk;
-    memcpy(ctx->frame + (size_t)s->run_count * PB_PAGE_SIZE, use, PB_PAGE_SIZE);
+        s->cur = bk_pipe_acquire(ctx->pipe);
+    }
+    memcpy(s->cur->data + (size_t)s->run_count * PB_PAGE_SIZE, use, PB_PAGE_SIZE);
     if (append_hash(s, h))
         return pb_fail(s->err, PB_ENOMEM, "out of memory hashing %s", s->e->path);
     s->run_count++;
@@ -224,13 +224,22 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     }
     uint64_t size = 0;
     rc = scan_file(ctx->scan, s.abspath, rel_chunk, &s, &size, err);
+    if (rc == 0)
+        flush_rel_run(&s);
+    bk_pipe_release(ctx->pipe, s.cur);
+    s.cur = NULL;
+    /* Frames already queued are stored even when the file vanished: harmless. */
+    pb_error perr = PB_ERROR_INIT;
+    int prc = bk_pipe_take_runs(ctx->pipe, &s.out.runs, &s.out.nruns, &perr);
     if (rc == PB_ENOENT) {
         pb_debug("%s vanished during the backup (dropped): skipped", e->path);
         rc = 0;
         goto out;
     }
-    if (rc == 0)
-        rc = flush_rel_run(&s);
+    if (rc == 0 && prc) {
+        *err = perr;
+        rc = pb_error_wrap(err, "storing %s", e->path);
+    }
     if (rc)
         goto out;
     mf_header(ctx->m)->bytes_read += size;
@@ -252,7 +261,7 @@ typedef struct whole_scan {
     pb_hasher *hasher;
     bk_ctx *ctx;
     mf_file *out;
-    size_t runs_cap;
+    uint32_t frames;
     pb_error *err;
 } whole_scan;
 
@@ -270,10 +279,9 @@ static int whole_store_chunk(void *vw, uint64_t offset, const uint8_t *data, siz
     for (size_t pos = 0; pos < len; pos += PACK_MAX_FRAME_RAW) {
         size_t n = len - pos < PACK_MAX_FRAME_RAW ? len - pos : PACK_MAX_FRAME_RAW;
         pb_hasher_update(w->hasher, data + pos, n);
-        int rc = flush_frame(w->ctx, w->out, &w->runs_cap, w->out->nruns, 1, data + pos, n,
-                             w->err);
-        if (rc)
-            return rc;
+        bk_job *job = bk_pipe_acquire(w->ctx->pipe);
+        memcpy(job->data, data + pos, n);
+        bk_pipe_submit(w->ctx->pipe, job, w->frames++, 1, n);
     }
     return 0;
 }
@@ -282,6 +290,7 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
 {
     mf_file f;
     whole_scan w = {pb_hasher_new(), ctx, &f, 0, err};
+    mf_head_entry old = {0};
     char abspath[4096];
     snprintf(abspath, sizeof(abspath), "%s/%s", ctx->pgdata, e->path);
     int rc = fill_entry(&f, e, MF_FILE);
@@ -289,7 +298,6 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         rc = pb_fail(err, PB_ENOMEM, "out of memory for %s", e->path);
         goto out;
     }
-    mf_head_entry old = {0};
     bool has_old = false;
     uint64_t size = 0;
     if (ctx->cat) {
@@ -313,6 +321,12 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
             goto out;
         }
         rc = scan_file(ctx->scan, abspath, whole_store_chunk, &w, &size, err);
+        pb_error perr = PB_ERROR_INIT;
+        int prc = bk_pipe_take_runs(ctx->pipe, &f.runs, &f.nruns, &perr);
+        if (rc == 0 && prc) {
+            *err = perr;
+            rc = pb_error_wrap(err, "storing %s", e->path);
+        }
         f.hash = pb_hasher_digest(w.hasher);
         snprintf(f.stored_in, sizeof(f.stored_in), "%s", mf_header(ctx->m)->id);
     }

@@ -3,6 +3,7 @@
 #define PB_ENGINE_BACKUP_INTERNAL_H
 
 #include "engine/backup.h"
+#include "engine/backup_pipe.h"
 #include "engine/pack.h"
 #include "engine/scan.h"
 #include "engine/walk.h"
@@ -21,7 +22,7 @@ typedef struct bk_ctx {
     uint64_t start_lsn;
     uint64_t prev_stop_lsn; /* 0 for a full backup */
     bool checksums;
-    uint8_t *frame;      /* BK_FRAME_PAGES pages, the run being collected */
+    bk_pipe *pipe;       /* compression worker; frames are built in its buffers */
     double rate_start;   /* when throttled reading began */
     uint64_t rate_bytes; /* bytes read since then */
 } bk_ctx;

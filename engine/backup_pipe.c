@@ -1,0 +1,187 @@
+/* engine/backup_pipe.c — one compression worker fed by the scanning thread. */
+#include "engine/backup_pipe.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct bk_pipe {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, idle, freed;
+    bk_job *head, *tail; /* submitted, not yet stored */
+    bk_job *free_list;
+    unsigned inflight;   /* submitted and not finished */
+    bool stop;
+    int rc;              /* first failure, sticky */
+    pb_error err;
+    pack_writer *packs;
+    mf_run *done;        /* stored runs since the last take, in submission order */
+    uint32_t ndone, done_cap;
+    bk_job jobs[BK_PIPE_JOBS];
+};
+
+/* Called with the lock held. */
+static void record_run(bk_pipe *p, const mf_run *run)
+{
+    if (p->ndone == p->done_cap) {
+        uint32_t cap = p->done_cap ? p->done_cap * 2 : 64;
+        mf_run *n = realloc(p->done, cap * sizeof(*n));
+        if (!n) {
+            if (!p->rc)
+                p->rc = pb_fail(&p->err, PB_ENOMEM, "out of memory recording frames");
+            return;
+        }
+        p->done = n;
+        p->done_cap = cap;
+    }
+    p->done[p->ndone++] = *run;
+}
+
+static void *worker(void *vp)
+{
+    bk_pipe *p = vp;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->head && !p->stop)
+            pthread_cond_wait(&p->work, &p->mu);
+        if (!p->head)
+            break;
+        bk_job *job = p->head;
+        p->head = job->next;
+        if (!p->head)
+            p->tail = NULL;
+        bool failed = p->rc != 0;
+        pthread_mutex_unlock(&p->mu);
+        pack_loc loc;
+        pb_error err = PB_ERROR_INIT;
+        int rc = failed ? 0 : pack_write_frame(p->packs, job->data, job->len, &loc, &err);
+        pthread_mutex_lock(&p->mu);
+        if (rc && !p->rc) {
+            p->rc = rc;
+            p->err = err;
+        }
+        if (!failed && !rc) {
+            job->run.pack_no = loc.pack_no;
+            job->run.offset = loc.offset;
+            job->run.clen = loc.clen;
+            job->run.rlen = loc.rlen;
+            record_run(p, &job->run);
+        }
+        job->next = p->free_list;
+        p->free_list = job;
+        pthread_cond_signal(&p->freed);
+        if (--p->inflight == 0)
+            pthread_cond_broadcast(&p->idle);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int bk_pipe_start(bk_pipe **out, pack_writer *packs, pb_error *err)
+{
+    bk_pipe *p = calloc(1, sizeof(*p));
+    if (!p)
+        return pb_fail(err, PB_ENOMEM, "out of memory for the compression pipeline");
+    p->packs = packs;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->idle, NULL);
+    pthread_cond_init(&p->freed, NULL);
+    for (int i = 0; i < BK_PIPE_JOBS; i++) {
+        p->jobs[i].data = aligned_alloc(PB_ALIGN, PACK_MAX_FRAME_RAW);
+        if (!p->jobs[i].data) {
+            bk_pipe_free(p);
+            return pb_fail(err, PB_ENOMEM, "out of memory for the compression pipeline");
+        }
+        p->jobs[i].next = p->free_list;
+        p->free_list = &p->jobs[i];
+    }
+    if (pthread_create(&p->thread, NULL, worker, p) != 0) {
+        p->thread = 0;
+        bk_pipe_free(p);
+        return pb_fail(err, PB_ENOMEM, "cannot start the compression thread");
+    }
+    *out = p;
+    return 0;
+}
+
+void bk_pipe_free(bk_pipe *p)
+{
+    if (!p)
+        return;
+    if (p->thread) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = true;
+        pthread_cond_broadcast(&p->work);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->thread, NULL);
+    }
+    for (int i = 0; i < BK_PIPE_JOBS; i++)
+        free(p->jobs[i].data);
+    free(p->done);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->idle);
+    pthread_cond_destroy(&p->freed);
+    free(p);
+}
+
+bk_job *bk_pipe_acquire(bk_pipe *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (!p->free_list)
+        pthread_cond_wait(&p->freed, &p->mu);
+    bk_job *job = p->free_list;
+    p->free_list = job->next;
+    pthread_mutex_unlock(&p->mu);
+    job->next = NULL;
+    job->len = 0;
+    return job;
+}
+
+void bk_pipe_submit(bk_pipe *p, bk_job *job, uint32_t first, uint32_t count, size_t len)
+{
+    memset(&job->run, 0, sizeof(job->run));
+    job->run.first = first;
+    job->run.count = count;
+    job->len = len;
+    job->next = NULL;
+    pthread_mutex_lock(&p->mu);
+    if (p->tail)
+        p->tail->next = job;
+    else
+        p->head = job;
+    p->tail = job;
+    p->inflight++;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
+int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->inflight)
+        pthread_cond_wait(&p->idle, &p->mu);
+    int rc = p->rc;
+    if (rc && err)
+        *err = p->err;
+    *runs = p->done;
+    *count = p->ndone;
+    p->done = NULL;
+    p->ndone = p->done_cap = 0;
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void bk_pipe_release(bk_pipe *p, bk_job *job)
+{
+    if (!job)
+        return;
+    pthread_mutex_lock(&p->mu);
+    job->next = p->free_list;
+    p->free_list = job;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->mu);
+}

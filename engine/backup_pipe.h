@@ -1,0 +1,39 @@
+/*
+ * engine/backup_pipe.h — compression off the reading thread (prefix bk_pipe_). The
+ * scanning thread fills frame buffers taken from a bounded pool and submits them; a
+ * worker compresses and appends them to the pack writer in submission order. The pool
+ * bounds memory (BK_PIPE_JOBS x PACK_MAX_FRAME_RAW) and makes the reader wait when
+ * compression falls behind. Private to engine/.
+ */
+#ifndef PB_ENGINE_BACKUP_PIPE_H
+#define PB_ENGINE_BACKUP_PIPE_H
+
+#include "engine/pack.h"
+#include "manifest/manifest.h"
+
+#define BK_PIPE_JOBS 8
+
+typedef struct bk_job {
+    uint8_t *data;   /* PACK_MAX_FRAME_RAW bytes, 4096-aligned */
+    size_t len;
+    mf_run run;      /* first/count from the submitter; location from the worker */
+    struct bk_job *next;
+} bk_job;
+
+typedef struct bk_pipe bk_pipe;
+
+/* Start the worker; packs stays owned by the caller and must outlive the pipe. */
+int bk_pipe_start(bk_pipe **out, pack_writer *packs, pb_error *err);
+/* Stop the worker and free the pool. Accepts NULL. */
+void bk_pipe_free(bk_pipe *p);
+/* A free buffer (waits while all are in flight). */
+bk_job *bk_pipe_acquire(bk_pipe *p);
+/* Queue a filled buffer for compression; the worker returns it to the pool once stored. */
+void bk_pipe_submit(bk_pipe *p, bk_job *job, uint32_t first, uint32_t count, size_t len);
+/* Wait until every submitted job is stored, then hand over their runs in submission
+ * order (*runs is malloc'd, caller frees; NULL when none). Returns the first failure. */
+int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err);
+/* Give an acquired but unsubmitted buffer back. */
+void bk_pipe_release(bk_pipe *p, bk_job *job);
+
+#endif
