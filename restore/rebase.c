@@ -147,9 +147,8 @@ int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], 
     ctx.stats = &stats;
     ctx.sink = sink_span;
     ctx.sink_ctx = &sink;
-    ctx.frame = malloc(PACK_MAX_FRAME_RAW);
-    if (rc == 0 && !ctx.frame)
-        rc = pb_fail(err, PB_ENOMEM, "out of memory for rebase buffers");
+    if (rc == 0)
+        rc = rs_ctx_buffers(&ctx, err);
     if (rc == 0)
         rc = rebase_files(&ctx, &sink, src, dst, err);
     if (rc == 0)
@@ -163,7 +162,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], 
         snprintf(out_id, MF_ID_LEN, "%s", hdr.id);
 out:
     pack_writer_free(sink.packs);
-    free(ctx.frame);
+    rs_ctx_free_buffers(&ctx);
     mf_free(dst);
     chain_free(&c);
     return rc;

@@ -63,7 +63,8 @@ static int fetch_frame(rs_ctx *ctx, const char *id, const mf_run *run, pb_error 
     if (run->rlen > PACK_MAX_FRAME_RAW)
         return pb_fail(err, PB_ECORRUPT, "frame of %u bytes in backup %s exceeds the limit",
                        run->rlen, id);
-    int rc = pack_read_frame(ctx->repo, dir, &loc, ctx->frame, PACK_MAX_FRAME_RAW, err);
+    int rc = pack_reader_read(ctx->reader, ctx->repo, dir, &loc, ctx->frame, PACK_MAX_FRAME_RAW,
+                              err);
     if (rc == 0) {
         ctx->stats->frames_read++;
         ctx->stats->bytes_fetched += run->clen;
@@ -257,4 +258,22 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err)
     if (fd >= 0)
         close(fd);
     return rc;
+}
+
+int rs_ctx_buffers(rs_ctx *ctx, pb_error *err)
+{
+    ctx->frame = malloc(PACK_MAX_FRAME_RAW);
+    ctx->existing = malloc(PACK_MAX_FRAME_RAW);
+    if (!ctx->frame || !ctx->existing)
+        return pb_fail(err, PB_ENOMEM, "out of memory for restore buffers");
+    return pack_reader_new(&ctx->reader, err);
+}
+
+void rs_ctx_free_buffers(rs_ctx *ctx)
+{
+    free(ctx->frame);
+    free(ctx->existing);
+    pack_reader_free(ctx->reader);
+    ctx->frame = ctx->existing = NULL;
+    ctx->reader = NULL;
 }

@@ -285,13 +285,9 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.target_dir = opts->target_dir;
     ctx.delta = opts->delta;
     ctx.stats = stats;
-    ctx.frame = malloc(PACK_MAX_FRAME_RAW);
-    ctx.existing = malloc(PACK_MAX_FRAME_RAW);
-    if (!ctx.frame || !ctx.existing) {
-        rc = pb_fail(err, PB_ENOMEM, "out of memory for restore buffers");
-        goto out;
-    }
-    rc = rebuild_all(&ctx, m, err);
+    rc = rs_ctx_buffers(&ctx, err);
+    if (rc == 0)
+        rc = rebuild_all(&ctx, m, err);
     if (rc == 0 && opts->delta) {
         prune_ctx pc = {opts->target_dir, m, stats, err, 0};
         prune_dir(&pc, "");
@@ -313,8 +309,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     }
 out:
     stats->seconds = pb_now() - t0;
-    free(ctx.frame);
-    free(ctx.existing);
+    rs_ctx_free_buffers(&ctx);
     chain_free(&c);
     return rc;
 }
@@ -338,15 +333,15 @@ int rs_verify(repo *r, const char *set, rs_stats *stats, pb_error *err)
     ctx.repo = r;
     ctx.chain = &c;
     ctx.stats = stats;
-    ctx.frame = malloc(PACK_MAX_FRAME_RAW);
-    rc = ctx.frame ? check_wal(r, mf_header_c(m), err)
-                   : pb_fail(err, PB_ENOMEM, "out of memory for verify buffers");
+    rc = rs_ctx_buffers(&ctx, err);
+    if (rc == 0)
+        rc = check_wal(r, mf_header_c(m), err);
     if (rc == 0)
         rc = rebuild_all(&ctx, m, err);
     snprintf(stats->id, sizeof(stats->id), "%s", id);
     stats->chain_length = c.count;
     stats->seconds = pb_now() - t0;
-    free(ctx.frame);
+    rs_ctx_free_buffers(&ctx);
     chain_free(&c);
     return rc;
 }

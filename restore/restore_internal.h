@@ -14,6 +14,7 @@ typedef struct rs_ctx {
     bool delta;
     uint8_t *frame;    /* decompressed frame, PACK_MAX_FRAME_RAW */
     uint8_t *existing; /* delta: the pages already in the target */
+    pack_reader *reader; /* one zstd context reused for every frame */
     rs_stats *stats;
     /* rebase: every verified page/frame is handed here instead of being written */
     int (*sink)(void *sink_ctx, const mf_file *f, uint64_t offset, const uint8_t *data,
@@ -33,5 +34,10 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_back
  * follow, and on to the target LSN for an LSN target. Names the first missing segment.
  * For other targets, reports how far the archived WAL runs without a gap. */
 int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, pb_error *err);
+
+
+/* Allocate / free the buffers and decoder of a context. */
+int rs_ctx_buffers(rs_ctx *ctx, pb_error *err);
+void rs_ctx_free_buffers(rs_ctx *ctx);
 
 #endif
