@@ -17,6 +17,7 @@ Subcommands (the bash scripts in this folder call them):
   info-field JSON ID FIELD...  fields of one backup from `pageback info --json`
   report KIND RECORDS OUT      medians, ratios and a table for KIND (full, incr,
                                restore, cache); writes OUT (JSON) and prints the table
+  show RESULTS.json            print the table of a results file again
 
 Everything reported is a median over repetitions: the machine is shared and noisy,
 so the scripts alternate tools within each repetition and compare ratios.
@@ -269,6 +270,7 @@ def report_incr(recs):
         z = fr.get("pageback", {}).get("zstd_changed_bytes")
         if z and fr.get("pageback", {}).get("total_bytes"):
             fr["pageback_total_vs_zstd1_of_changed_pages"] = fr["pageback"]["total_bytes"] / z
+            fr["pageback_packs_vs_zstd1_of_changed_pages"] = fr["pageback"]["stored_bytes"] / z
         out["fractions"][str(p)] = fr
     text = _table(headers, rows)
     text += "\n\nfull backups (median wall s): " + ", ".join(
@@ -282,8 +284,9 @@ def report_incr(recs):
         if "stored_ratio_pageback_vs_pgbackrest" in fr:
             bits.append(f"pageback/pgBackRest stored = {fr['stored_ratio_pageback_vs_pgbackrest']:.3f}")
         if "pageback_total_vs_zstd1_of_changed_pages" in fr:
-            bits.append("pageback total / zstd -1 of the changed pages = "
-                        f"{fr['pageback_total_vs_zstd1_of_changed_pages']:.2f}")
+            bits.append("pageback packs / zstd -1 of the changed pages = "
+                        f"{fr['pageback_packs_vs_zstd1_of_changed_pages']:.3f}, with the "
+                        f"manifest {fr['pageback_total_vs_zstd1_of_changed_pages']:.2f}")
         if bits:
             text += f"\n{p}%: " + "; ".join(bits)
     return out, text
@@ -332,15 +335,18 @@ def report_cache(recs):
     for t in [r["tool"] for r in runs if r.get("rep") == 1] or sorted({r["tool"] for r in runs}):
         rs = [r for r in runs if r["tool"] == t]
         s = {k: _med(rs, k) for k in ("hot_before_pct", "hot_after_pct", "wall_s",
-                                     "data_cached_mib", "cg_limit_mib", "cg_max_usage_mib")}
+                                     "data_cached_mib", "cg_limit_mib", "cg_max_usage_mib",
+                                     "hot_scan_warm_s", "hot_scan_after_s")}
         s["reps"] = len(rs)
         s["values"] = [r.get("hot_after_pct") for r in rs]
         out[t] = s
         rows.append([t, s["reps"], s["cg_limit_mib"], s["hot_before_pct"], s["hot_after_pct"],
-                     s["data_cached_mib"], s["wall_s"]])
+                     s["hot_scan_warm_s"], s["hot_scan_after_s"], s["data_cached_mib"],
+                     s["cg_max_usage_mib"], s["wall_s"]])
     text = _table(["reader (in the memory cgroup)", "reps", "cgroup limit MiB",
-                   "hot table resident before %", "after %", "PGDATA cached after MiB",
-                   "wall s"], rows)
+                   "hot table resident before %", "after %", "hot scan warm s",
+                   "first hot scan after s", "relation files cached after MiB",
+                   "cgroup peak MiB", "reader wall s"], rows)
     return {"tools": out}, text
 
 
@@ -360,11 +366,22 @@ def cmd_report(args):
     print(text)
 
 
+def cmd_show(args):
+    """Print the table of a results JSON again (e.g. a committed copy)."""
+    with open(args[0]) as f:
+        doc = json.load(f)
+    recs = [dict(doc["meta"], kind="meta")] + doc["records"]
+    fn = {"full": report_full, "incr": report_incr, "restore": report_restore,
+          "cache": report_cache}[doc["benchmark"]]
+    print(fn(recs)[1])
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     cmds = {"rec": cmd_rec, "pagehash": cmd_pagehash, "fio-json": cmd_fio_json,
-            "pgbr-info": cmd_pgbr_info, "info-field": cmd_info_field, "report": cmd_report}
+            "pgbr-info": cmd_pgbr_info, "info-field": cmd_info_field, "report": cmd_report,
+            "show": cmd_show}
     if sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

@@ -106,16 +106,27 @@ _bench_time_read() {
 
 # bench_pb CMD ARGS...: a timed pageback command as postgres (output in $BENCH_TMP/pb.out).
 bench_pb() {
-    local cmd=$1
+    local cmd=$1 try
     shift
-    bench_time_pg env PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER=postgres \
-        PGDATABASE=postgres "$PB_BIN" "$cmd" "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" "$@" \
-        >"$BENCH_TMP/pb.out" 2>&1
+    for try in 1 2; do
+        _bench_pb_once "$cmd" "$@"
+        # Killed from outside (the machine is shared): run it once more.
+        [ "$T_RC" = 137 ] || [ "$T_RC" = 143 ] || break
+        pb_log "WARNING: pageback $cmd was killed by a signal (exit $T_RC); retrying once"
+    done
     if [ "$T_RC" != 0 ]; then
         echo "pageback $cmd failed (exit $T_RC):" >&2
         tail -n 20 "$BENCH_TMP/pb.out" >&2
         return 1
     fi
+}
+
+_bench_pb_once() {
+    local cmd=$1
+    shift
+    bench_time_pg env PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER=postgres \
+        PGDATABASE=postgres "$PB_BIN" "$cmd" "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" "$@" \
+        >"$BENCH_TMP/pb.out" 2>&1
 }
 
 # bench_pb_info ID FIELD...: fields of one backup from `pageback info --json`.
