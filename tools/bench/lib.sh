@@ -49,6 +49,7 @@ bench_setup() {
         fs="$(stat -f -c %T "$PB_WORK")" pg="$("$PB_PGBIN/postgres" --version)" \
         pgbackrest="$(pgbackrest version)" fio="$(fio --version)" \
         pageback_bin="$PB_BIN" pageback_commit="$commit" tracked_files_modified="$dirty" \
+        pageback_bin_built="$(date -u -r "$PB_BIN" +%Y-%m-%dT%H:%M:%SZ)" \
         reps="$BENCH_REPS" loadavg_start="$(cut -d' ' -f1-3 /proc/loadavg)" \
         cmdline="$0 $*"
 }
