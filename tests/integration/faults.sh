@@ -64,7 +64,7 @@ BEFORE=$(pb info --json | /usr/bin/python3 -c 'import json,sys; print(len(json.l
 pb backup --type full --max-rate 20M >/dev/null 2>&1 &
 KPID=$!
 sleep 3
-pkill -9 -f "pageback backup" ; wait $KPID 2>/dev/null
+pkill -9 -f "pageback backup .*--state-dir $PB_STATE" ; wait $KPID 2>/dev/null  # only our own
 AFTER=$(pb info --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["backups"]))')
 pb_assert_eq "$AFTER" "$BEFORE" "a killed backup is invisible"
 pb_check "the next backup after a kill succeeds" pb backup
