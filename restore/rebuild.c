@@ -132,6 +132,95 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
     return 0;
 }
 
+#define SPAN_MAX (8u << 20) /* one range read covers adjacent frames up to this size */
+
+static bool run_needed(const mf_run *run, const mf_file *f, const page_src *src, uint32_t bidx)
+{
+    for (uint32_t k = 0; k < run->count; k++) {
+        uint32_t p = run->first + k;
+        if (p < f->npages && src[p].backup == bidx)
+            return true;
+    }
+    return false;
+}
+
+static int grow_span(rs_ctx *ctx, size_t need, pb_error *err)
+{
+    if (need <= ctx->span_cap)
+        return 0;
+    uint8_t *p = realloc(ctx->span, need);
+    if (!p)
+        return pb_fail(err, PB_ENOMEM, "out of memory for a %zu-byte read", need);
+    ctx->span = p;
+    ctx->span_cap = need;
+    return 0;
+}
+
+/* Frames of one backup that sit back to back in one pack are fetched with one range
+ * read (a whole file of a full backup usually is), then decoded one by one. */
+static int apply_batch(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
+                       const mf_run **runs, size_t n, uint32_t bidx, const page_src *src,
+                       pb_error *err)
+{
+    const char *id = mf_header_c(ctx->chain->items[bidx])->id;
+    char dir[128], key[256], what[400];
+    chain_backup_dir(dir, sizeof(dir), id);
+    pack_key(key, sizeof(key), dir, runs[0]->pack_no);
+    uint64_t start = runs[0]->offset;
+    size_t span = (size_t)(runs[n - 1]->offset + runs[n - 1]->clen - start);
+    int rc = grow_span(ctx, span, err);
+    if (rc == 0)
+        rc = repo_get_range(ctx->repo, key, start, span, ctx->span, err);
+    if (rc)
+        return rc;
+    ctx->stats->bytes_fetched += span;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const mf_run *run = runs[i];
+        size_t got = 0;
+        snprintf(what, sizeof(what), "%s frame at offset %llu", key,
+                 (unsigned long long)run->offset);
+        rc = pack_reader_decode(ctx->reader, ctx->span + (run->offset - start), run->clen,
+                                ctx->frame, PACK_MAX_FRAME_RAW, &got, what, err);
+        if (rc == 0 && (got != run->rlen || got != (size_t)run->count * PB_PAGE_SIZE))
+            rc = pb_fail(err, PB_ECORRUPT, "%s of %s holds %zu bytes, expected %u pages", what,
+                         f->path, got, run->count);
+        if (rc == 0) {
+            ctx->stats->frames_read++;
+            rc = apply_frame(ctx, fd, f, fi, run, bidx, src, err);
+        }
+    }
+    return rc;
+}
+
+static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *f, uint32_t bidx,
+                        const page_src *src, pb_error *err)
+{
+    const mf_file *fi = mf_find(ctx->chain->items[bidx], f->path);
+    if (!fi || fi->kind != MF_REL)
+        return 0;
+    const mf_run **batch = malloc(sizeof(*batch) * (fi->nruns ? fi->nruns : 1));
+    if (!batch)
+        return pb_fail(err, PB_ENOMEM, "out of memory planning %s", f->path);
+    size_t n = 0;
+    int rc = 0;
+    for (uint32_t r = 0; rc == 0 && r <= fi->nruns; r++) {
+        const mf_run *run = r < fi->nruns ? &fi->runs[r] : NULL;
+        if (run && !run_needed(run, f, src, bidx))
+            continue;
+        bool joins = run && n && run->pack_no == batch[n - 1]->pack_no &&
+                     run->offset == batch[n - 1]->offset + batch[n - 1]->clen &&
+                     run->offset + run->clen - batch[0]->offset <= SPAN_MAX;
+        if (n && !joins) {
+            rc = apply_batch(ctx, fd, f, fi, batch, n, bidx, src, err);
+            n = 0;
+        }
+        if (run)
+            batch[n++] = run;
+    }
+    free(batch);
+    return rc;
+}
+
 static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
 {
     page_src *src = calloc(f->npages ? f->npages : 1, sizeof(*src));
@@ -139,28 +228,8 @@ static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
         return pb_fail(err, PB_ENOMEM, "out of memory planning %s", f->path);
     int rc = map_sources(ctx, f, src, err);
     /* Oldest backup first, frames in pack order: each needed frame is read once. */
-    for (size_t i = 0; rc == 0 && i < ctx->chain->count; i++) {
-        const mf_file *fi = mf_find(ctx->chain->items[i], f->path);
-        if (!fi || fi->kind != MF_REL)
-            continue;
-        for (uint32_t r = 0; rc == 0 && r < fi->nruns; r++) {
-            const mf_run *run = &fi->runs[r];
-            bool needed = false;
-            for (uint32_t k = 0; k < run->count && !needed; k++) {
-                uint32_t p = run->first + k;
-                needed = p < f->npages && src[p].backup == i;
-            }
-            if (!needed)
-                continue;
-            rc = fetch_frame(ctx, mf_header_c(ctx->chain->items[i])->id, run, err);
-            if (rc == 0 && run->rlen != run->count * PB_PAGE_SIZE)
-                rc = pb_fail(err, PB_ECORRUPT, "frame of %s in backup %s holds %u bytes, "
-                             "expected %u pages", f->path, mf_header_c(ctx->chain->items[i])->id,
-                             run->rlen, run->count);
-            if (rc == 0)
-                rc = apply_frame(ctx, fd, f, fi, run, (uint32_t)i, src, err);
-        }
-    }
+    for (size_t i = 0; rc == 0 && i < ctx->chain->count; i++)
+        rc = rebuild_from(ctx, fd, f, (uint32_t)i, src, err);
     free(src);
     return rc;
 }
@@ -273,6 +342,9 @@ void rs_ctx_free_buffers(rs_ctx *ctx)
 {
     free(ctx->frame);
     free(ctx->existing);
+    free(ctx->span);
+    ctx->span = NULL;
+    ctx->span_cap = 0;
     pack_reader_free(ctx->reader);
     ctx->frame = ctx->existing = NULL;
     ctx->reader = NULL;

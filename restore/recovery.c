@@ -227,8 +227,11 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_back
     fprintf(fp, "\n# Recovery settings added by pageback restore of backup %s\n", h->id);
     if (opts->restore_command) {
         put_setting(fp, "restore_command", opts->restore_command);
-        /* The archive-get prefetch spool has no use once recovery is over. */
-        put_setting(fp, "recovery_end_command", "rm -rf pg_wal/pageback-spool");
+        /* The archive-get prefetch spool has no use once recovery is over; the lock
+         * waits for a prefetcher still at work (bounded) so that nothing is left. */
+        put_setting(fp, "recovery_end_command",
+                    "test ! -d pg_wal/pageback-spool || flock -w 60 "
+                    "pg_wal/pageback-spool/.prefetch.lock rm -rf pg_wal/pageback-spool");
     }
     const char *name = target_setting(opts->target);
     if (opts->target == RS_TARGET_IMMEDIATE)

@@ -15,6 +15,8 @@ typedef struct rs_ctx {
     uint8_t *frame;    /* decompressed frame, PACK_MAX_FRAME_RAW */
     uint8_t *existing; /* delta: the pages already in the target */
     pack_reader *reader; /* one zstd context reused for every frame */
+    uint8_t *span;       /* adjacent frames fetched with one range read */
+    size_t span_cap;
     rs_stats *stats;
     /* rebase: every verified page/frame is handed here instead of being written */
     int (*sink)(void *sink_ctx, const mf_file *f, uint64_t offset, const uint8_t *data,
