@@ -44,14 +44,15 @@ bool arch_valid_seg_size(uint64_t size);
 
 /*
  * The archive-get spool: a directory (pg_wal/pageback-spool) where a background
- * prefetcher leaves the next segments as verbatim repository objects, so that the next
- * archive-get only verifies and decompresses locally.
+ * prefetcher leaves the next segments, verified and decompressed, named
+ * "<segment>.<hash of the content>", so that the next archive-get only reads, hashes and
+ * renames one (the spool is in the destination's file system).
  *
  * arch_spool_prepare creates the spool if needed and removes what is stale: segments
  * before `name` (consumed or skipped), temp files of dead prefetchers, and everything
  * when the spool was filled from another repository (repo_id differs).
- * arch_spool_take serves `name` from the spool into dest_path (atomic rename, verified
- * against the object's own hashes); PB_ENOENT when not spooled (a spooled copy that
+ * arch_spool_take serves `name` from the spool into dest_path (its hash checked against
+ * the name, then an atomic rename); PB_ENOENT when not spooled (a spooled copy that
  * fails verification is removed and also reported as PB_ENOENT, with a warning).
  * arch_prefetch fetches up to count segments following `name` (same timeline) into the
  * spool, skipping those present, and stops quietly at the end of the archive. Only one

@@ -164,18 +164,30 @@ refused "unreadable time" "cannot read --target-time" --target-time "yesterday n
 G=$PB_WORK/get
 mkdir -p "$G/pg_wal" && _pb_chown_pg "$G"
 START=$(pb_info_field "$F1" start_wal)
+pb_archive_cat() { pb archive-get "$1" "$G/pg_wal/CHECK" && cat "$G/pg_wal/CHECK"; }
 next_seg() { printf '%s%08X' "${1:0:16}" $((16#${1:16:8} + $2)); }
 pb_check "archive-get of a segment" pb archive-get "$START" "$G/pg_wal/RECOVERYXLOG"
 pb_assert_eq "$(stat -c %s "$G/pg_wal/RECOVERYXLOG")" $((16 << 20)) "a whole segment was written"
 NEXT=$(next_seg "$START" 1)
+spooled() { compgen -G "$G/pg_wal/pageback-spool/$1.*" >/dev/null; }
 for i in $(seq 1 100); do
-    [ -f "$G/pg_wal/pageback-spool/$NEXT" ] && break
+    spooled "$NEXT" && break
     sleep 0.1
 done
-pb_check "the next segment was prefetched into the spool" test -f "$G/pg_wal/pageback-spool/$NEXT"
+pb_check "the next segment was prefetched into the spool" spooled "$NEXT"
 pb_check "archive-get of the next segment" pb archive-get "$NEXT" "$G/pg_wal/RECOVERYXLOG"
-pb_check "it was taken from the spool" test ! -f "$G/pg_wal/pageback-spool/$NEXT"
-pb_archive_cat() { pb archive-get "$1" "$G/pg_wal/CHECK" && cat "$G/pg_wal/CHECK"; }
+pb_check "it was taken from the spool" eval '! spooled "$NEXT"'
+AFTER=$(next_seg "$START" 2)
+for i in $(seq 1 100); do
+    spooled "$AFTER" && break
+    sleep 0.1
+done
+SPOOLED=$(compgen -G "$G/pg_wal/pageback-spool/$AFTER.*")
+printf 'XXXX' | dd of="$SPOOLED" bs=1 seek=100000 conv=notrunc status=none
+pb_check "a damaged spooled segment is refetched" pb archive-get "$AFTER" "$G/pg_wal/AFTER"
+pb_assert_eq "$(md5sum <"$G/pg_wal/AFTER")" \
+    "$(PAGEBACK_ARCHIVE_PREFETCH=0 pb_archive_cat "$AFTER" | md5sum)" \
+    "the refetched segment is the archived one"
 pb_assert_eq "$(md5sum <"$G/pg_wal/RECOVERYXLOG")" \
     "$(PAGEBACK_ARCHIVE_PREFETCH=0 pb_archive_cat "$NEXT" | md5sum)" \
     "the spooled copy equals the archived segment"
