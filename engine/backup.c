@@ -284,6 +284,11 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     }
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
     ctx.checksums = info.data_checksums;
+    /* Leftovers of an interrupted earlier run (temp files, unfinished multipart
+     * uploads) go first; failing to remove them does not block a backup. */
+    pb_error clean_err = PB_ERROR_INIT;
+    if (repo_cleanup(r, &clean_err) != 0)
+        pb_warn("could not clean up after earlier interrupted runs: %s", clean_err.msg);
     rc = chain_check_identity(r, info.system_id, true, err);
     if (rc == 0)
         rc = plan_type(r, opts, &info, &plan, err);
