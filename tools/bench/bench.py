@@ -234,6 +234,7 @@ def report_incr(recs):
         rows = [r for r in fulls if r["tool"] == t]
         out["full"][t] = {k: _med(rows, k) for k in ("wall_s", "stored_bytes")}
     out["raw"] = {k: _med(raws, k) for k in ("wall_s", "fio_s", "mib_s")}
+    out["raw"]["reads"] = len(raws)
     headers = ["rows updated", "tool", "reps", "pages really changed", "pages shipped",
                "stored KiB", "manifest KiB", "total KiB", "B/changed page", "wall s",
                "own timer s", "wall vs full", "wall vs raw read"]
@@ -255,8 +256,17 @@ def report_incr(recs):
                                                                 "wall_s")}
             full_wall = out["full"].get(t, {}).get("wall_s")
             s["wall_vs_full"] = s["wall_s"] / full_wall if full_wall and s["wall_s"] else None
+            # Against the raw read of the same round when there is one (median of the
+            # per-round ratios), else against the one before the full backups.
+            per_round = []
+            for r in rs:
+                raw_r = [x["fio_s"] for x in raws if x.get("pct") == p and x.get("rep") == r["rep"]]
+                if raw_r and raw_r[0]:
+                    per_round.append(r["wall_s"] / raw_r[0])
             raw = out["raw"].get("fio_s")
-            s["wall_vs_raw"] = s["wall_s"] / raw if raw and s["wall_s"] else None
+            s["wall_vs_raw"] = (statistics.median(per_round) if per_round else
+                                s["wall_s"] / raw if raw and s["wall_s"] else None)
+            s["raw_fio_s"] = _med([x for x in raws if x.get("pct") == p], "fio_s")
             fr[t] = s
             kib = lambda b: b / 1024.0 if b is not None else None  # noqa: E731
             rows.append([f"{p}% ({_fmt(int(s['rows']))})", t, s["reps"], s["pages_differ"],
@@ -277,7 +287,8 @@ def report_incr(recs):
         f"{t} {_fmt(v['wall_s'], 2)} s ({_fmt((v['stored_bytes'] or 0) / MIB)} MiB)"
         for t, v in out["full"].items())
     if out["raw"].get("fio_s"):
-        text += (f"; raw O_DIRECT read of the relation files (fio) {_fmt(out['raw']['fio_s'], 2)} s"
+        text += (f"; raw O_DIRECT read of the relation files (fio, median of "
+                 f"{out['raw']['reads']}) {_fmt(out['raw']['fio_s'], 2)} s"
                  f" ({_fmt(out['raw']['mib_s'])} MiB/s)")
     for p, fr in out["fractions"].items():
         bits = []

@@ -37,18 +37,20 @@ trap '_pb_rc=$?; cg_cleanup; _pb_s3_cleanup; (exit $_pb_rc); _pb_cleanup' EXIT
 bench_pgbr_prepare
 bench_cluster "$SCALE"
 
-# in_cg CMD...: run CMD (as root) inside the cgroup.
-in_cg() { sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG" "$@"; }
+# in_cg CMD...: run CMD (as root) inside the cgroup; a script, so /usr/bin/time can run it.
+IN_CG=$BENCH_TMP/in_cg
+printf '#!/bin/sh\necho $$ >"%s/cgroup.procs" && exec "$@"\n' "$CG" >"$IN_CG"
+chmod 0755 "$IN_CG"
 
 # Restart the server inside the cgroup: every backend's page cache is charged there.
 pg_stop "$SRC" || pb_die "stop failed"
-in_cg runuser -u postgres -- "$PB_PGBIN/pg_ctl" -D "$SRC" -l "$(pg_logfile "$SRC")" -w start \
+"$IN_CG" runuser -u postgres -- "$PB_PGBIN/pg_ctl" -D "$SRC" -l "$(pg_logfile "$SRC")" -w start \
     >/dev/null || pb_die "start in the cgroup failed"
 
-HOT_ROWS=$((HOT_MIB * 1024 * 1024 / 120))
+HOT_ROWS=$((HOT_MIB * 1024 * 1024 / 80))
 pg_psql "$SRC" "CREATE TABLE hot AS SELECT g AS id, md5(g::text) AS v, now() AS t
                 FROM generate_series(1, $HOT_ROWS) g" >/dev/null || pb_die "hot table"
-pg_psql "$SRC" "VACUUM ANALYZE hot; CHECKPOINT" >/dev/null
+pg_psql "$SRC" "VACUUM ANALYZE hot" >/dev/null && pg_psql "$SRC" "CHECKPOINT" >/dev/null
 HOT_FILE=$SRC/$(pg_psql "$SRC" "SELECT pg_relation_filepath('hot')")
 pb_log "hot table: $(du -cm "$HOT_FILE"* | tail -n 1 | cut -f1) MiB, cgroup limit $CG_MIB MiB," \
     "relation files $(du -sm "$SRC/base" | cut -f1) MiB"
@@ -69,22 +71,22 @@ hot_scan_s() {
 }
 
 read_pageback() {
-    bench_time in_cg runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" \
+    bench_time "$IN_CG" runuser -u postgres -- env PGHOST="$PGHOST" PGPORT="$PGPORT" \
         PGUSER=postgres "$PB_BIN" backup "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" \
         --type full --pgdata "$SRC" >"$BENCH_TMP/pb.out" 2>&1
 }
 read_basebackup() {
     rm -rf "$BENCH_TMP/bb"
-    bench_time in_cg runuser -u postgres -- "$PB_PGBIN/pg_basebackup" -D "$BENCH_TMP/bb" -Fp \
+    bench_time "$IN_CG" runuser -u postgres -- "$PB_PGBIN/pg_basebackup" -D "$BENCH_TMP/bb" -Fp \
         -X stream -c fast -h "$PGHOST" -p "$PGPORT" -U postgres >"$BENCH_TMP/bb.out" 2>&1
     rm -rf "$BENCH_TMP/bb"
 }
 read_cat() {
     bench_relfiles "$SRC" >"$BENCH_TMP/files"
-    bench_time in_cg xargs -a "$BENCH_TMP/files" -d '\n' cat >/dev/null
+    bench_time "$IN_CG" xargs -a "$BENCH_TMP/files" -d '\n' cat >/dev/null
 }
 read_pgbackrest() {
-    bench_time in_cg runuser -u postgres -- pgbackrest --config="$PGBR_CONF" --stanza=bench \
+    bench_time "$IN_CG" runuser -u postgres -- pgbackrest --config="$PGBR_CONF" --stanza=bench \
         backup --type=full >"$BENCH_TMP/pgbr.out" 2>&1
 }
 

@@ -13,7 +13,9 @@
 # really-changed pages concatenated and compressed once.
 #
 # Each fraction runs BENCH_REPS rounds, each an incremental on top of the previous
-# backup of the same tool; within a round the tools alternate which goes first.
+# backup of the same tool; within a round the tools alternate which goes first, and
+# fio reads the same relation files (pageback's request size and queue depth) between
+# them: "wall vs raw read" is pageback's wall time over that round's fio time.
 #
 #   tools/bench/incr.sh                    # scale 100 (10 M rows), fractions 0.1 1 10
 #   BENCH_FRACTIONS="1" BENCH_REPS=2 tools/bench/incr.sh
@@ -42,7 +44,7 @@ pg_psql "$SRC" "CHECKPOINT" >/dev/null
 bench_wait_archived "$SRC"
 bench_drop_caches
 bench_fio "$SRC" "$BENCH_READ_KIB" "$BENCH_QD" || pb_die "fio failed"
-bench_rec kind=raw wall_s="$T_WALL" fio_s="$RAW_S" mib_s="$RAW_MIBS" bytes="$RAW_BYTES"
+bench_rec kind=raw pct=full wall_s="$T_WALL" fio_s="$RAW_S" mib_s="$RAW_MIBS" bytes="$RAW_BYTES"
 pb_log "raw O_DIRECT read: $(mib "$RAW_BYTES") MiB in ${T_WALL}s (fio ${RAW_S}s)"
 
 bench_drop_caches
@@ -97,6 +99,16 @@ run_pgbackrest_incr() {
     pb_log "  pgbackrest: stored $dir B, ${T_WALL}s"
 }
 
+# The raw read of this round: fio over the same relation files, same request size
+# and queue depth as pageback.
+run_raw_read() {
+    bench_drop_caches
+    bench_fio "$SRC" "$BENCH_READ_KIB" "$BENCH_QD" || return 1
+    bench_rec kind=raw pct="$PCT" rep="$REP" wall_s="$T_WALL" fio_s="$RAW_S" \
+        mib_s="$RAW_MIBS" bytes="$RAW_BYTES"
+    pb_log "  raw read (fio): ${RAW_S}s, $RAW_MIBS MiB/s"
+}
+
 ROUND=0
 for PCT in $FRACTIONS; do
     ROWS=$(awk -v n="$ROWS_TOTAL" -v p="$PCT" 'BEGIN {printf "%d", n * p / 100}')
@@ -118,9 +130,9 @@ for PCT in $FRACTIONS; do
         pb_log "  really changed: $DIFFER pages ($NEW new), zstd -1 of them $ZSTD_BYTES B"
         bench_wait_archived "$SRC"
         if [ $((REP % 2)) = 1 ]; then
-            run_pageback_incr && run_pgbackrest_incr || pb_die "backup failed"
+            run_pageback_incr && run_raw_read && run_pgbackrest_incr || pb_die "backup failed"
         else
-            run_pgbackrest_incr && run_pageback_incr || pb_die "backup failed"
+            run_pgbackrest_incr && run_raw_read && run_pageback_incr || pb_die "backup failed"
         fi
     done
 done

@@ -51,7 +51,7 @@ bench_setup() {
         pageback_bin="$PB_BIN" pageback_commit="$commit" tracked_files_modified="$dirty" \
         pageback_bin_built="$(date -u -r "$PB_BIN" +%Y-%m-%dT%H:%M:%SZ)" \
         reps="$BENCH_REPS" loadavg_start="$(cut -d' ' -f1-3 /proc/loadavg)" \
-        cmdline="$0 $*"
+        cmdline="$0" settings="$(env | grep "^BENCH_" | sort | tr "\n" " ")"
 }
 
 bench_disk_of() {
