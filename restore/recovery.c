@@ -542,14 +542,37 @@ static void explain_choice(const rs_opts *opts, const rs_target_val *tv, const m
     }
 }
 
+/* Name the newest backup and, when another, the oldest with their reasons: a time or LSN
+ * before every backup shows in the oldest, a timeline mismatch in the newest. */
 static int refuse(repo *r, const rs_opts *opts, const char *newest, const char *newest_why,
-                  pb_error *err)
+                  const char *oldest, const char *oldest_why, pb_error *err)
 {
+    char more[600] = "";
+    if (strcmp(newest, oldest) != 0)
+        snprintf(more, sizeof(more), "; the oldest, %s, because %s", oldest, oldest_why);
     return pb_fail(err, PB_ENOENT, "no backup in repository %s can reach the recovery target "
-                   "%s%s%s: the newest, %s, cannot because %s", repo_location(r),
+                   "%s%s%s: the newest, %s, cannot because %s%s", repo_location(r),
                    opts->target_value ? "'" : "", opts->target_value ? opts->target_value
                                                                      : "(end of backup)",
-                   opts->target_value ? "'" : "", newest, newest_why);
+                   opts->target_value ? "'" : "", newest, newest_why, more);
+}
+
+/* PostgreSQL ends with "recovery ended before configured recovery target was reached"
+ * when the target lies beyond the archived WAL; a target in the future always does. The
+ * margin allows for a database host whose clock runs ahead of this one. */
+static int check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err)
+{
+    int64_t now = (int64_t)time(NULL);
+    if (opts->target != RS_TARGET_TIME || tv->time <= now)
+        return 0;
+    if (tv->time > now + 300)
+        return pb_fail(err, PB_EINVAL, "the target time %s is in the future: recovery could "
+                       "never reach it (PostgreSQL would stop with \"recovery ended before "
+                       "configured recovery target was reached\"); use --target-end to replay "
+                       "all archived WAL", tv->time_text);
+    pb_warn("the target time %s is later than this host's clock: recovery reaches it only "
+            "if WAL up to then is archived", tv->time_text);
+    return 0;
 }
 
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
@@ -562,6 +585,8 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
     int rc = parse_target(opts, &tv, err);
     bool explicit = opts->set && strcmp(opts->set, "latest") != 0;
     if (rc == 0)
+        rc = check_future(opts, &tv, err);
+    if (rc == 0)
         rc = view_load(&v, r, ARCH_LIST_HISTORY, err);
     if (rc == 0)
         rc = chain_list(r, &ids, err);
@@ -571,7 +596,8 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
         rc = pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
         goto out;
     }
-    char first_why[400] = "", newest[MF_ID_LEN] = "";
+    char first_why[400] = "", newest[MF_ID_LEN] = "", last_why[400] = "",
+         oldest[MF_ID_LEN] = "";
     rc = PB_ENOENT;
     for (size_t i = ids.count; i-- > 0 && rc == PB_ENOENT;) {
         if (explicit && strcmp(ids.ids[i], opts->set) != 0)
@@ -591,6 +617,8 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
                 snprintf(newest, sizeof(newest), "%s", ids.ids[i]);
                 snprintf(first_why, sizeof(first_why), "%s", skip);
             }
+            snprintf(oldest, sizeof(oldest), "%s", ids.ids[i]);
+            snprintf(last_why, sizeof(last_why), "%s", skip);
             rc = PB_ENOENT;
         } else {
             rc = ok;
@@ -604,7 +632,7 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
         rc = pb_fail(err, PB_ENOENT, "backup %s cannot reach the recovery target '%s': %s",
                      opts->set, opts->target_value ? opts->target_value : "", first_why);
     else if (rc == PB_ENOENT)
-        rc = refuse(r, opts, newest, first_why, err);
+        rc = refuse(r, opts, newest, first_why, oldest, last_why, err);
 out:
     chain_ids_free(&ids);
     view_free(&v);

@@ -242,16 +242,11 @@ static void fix_owner(const char *dir)
         pb_warn("could not give %s to uid %u", dir, (unsigned)st.st_uid);
 }
 
-static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, pb_error *err)
+static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, unsigned jobs, pb_error *err)
 {
-    for (size_t i = 0; i < mf_count(m); i++) {
-        const mf_file *f = mf_at(m, i);
-        if (f->kind != MF_REL && f->kind != MF_FILE)
-            continue;
-        int rc = rs_rebuild_file(ctx, f, err);
-        if (rc)
-            return pb_error_wrap(err, "restoring backup %s", mf_header_c(m)->id);
-    }
+    int rc = rs_rebuild_parallel(ctx, m, jobs, err);
+    if (rc)
+        return pb_error_wrap(err, "restoring backup %s", mf_header_c(m)->id);
     return 0;
 }
 
@@ -285,9 +280,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.target_dir = opts->target_dir;
     ctx.delta = opts->delta;
     ctx.stats = stats;
-    rc = rs_ctx_buffers(&ctx, err);
-    if (rc == 0)
-        rc = rebuild_all(&ctx, m, err);
+    rc = rebuild_all(&ctx, m, opts->jobs, err);
     if (rc == 0 && opts->delta) {
         prune_ctx pc = {opts->target_dir, m, stats, err, 0};
         prune_dir(&pc, "");
@@ -314,7 +307,7 @@ out:
     return rc;
 }
 
-int rs_verify(repo *r, const char *set, rs_stats *stats, pb_error *err)
+int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
 {
     chain c = {0};
     rs_ctx ctx;
@@ -333,11 +326,9 @@ int rs_verify(repo *r, const char *set, rs_stats *stats, pb_error *err)
     ctx.repo = r;
     ctx.chain = &c;
     ctx.stats = stats;
-    rc = rs_ctx_buffers(&ctx, err);
+    rc = check_wal(r, mf_header_c(m), err);
     if (rc == 0)
-        rc = check_wal(r, mf_header_c(m), err);
-    if (rc == 0)
-        rc = rebuild_all(&ctx, m, err);
+        rc = rebuild_all(&ctx, m, jobs, err);
     snprintf(stats->id, sizeof(stats->id), "%s", id);
     stats->chain_length = c.count;
     stats->seconds = pb_now() - t0;

@@ -42,10 +42,11 @@ typedef struct rs_opts {
     const rs_tblspc_map *tblspc;
     size_t ntblspc;
     const char *restore_command;/* the restore_command line PostgreSQL will run */
+    unsigned jobs;              /* files rebuilt in parallel */
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL}
+                      NULL, NULL, 0, NULL, 4}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];
@@ -58,7 +59,7 @@ typedef struct rs_stats {
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);
 
 /* Read every frame a backup needs and check every page hash, without writing. */
-int rs_verify(repo *r, const char *set, rs_stats *stats, pb_error *err);
+int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err);
 
 /* Build a synthetic full backup from the chain ending at set (no database read). */
 int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], pb_error *err);

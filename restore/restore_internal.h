@@ -38,6 +38,11 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_back
 int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, pb_error *err);
 
 
+/* Rebuild every regular file of m with `jobs` workers copying proto's settings; the
+ * workers' statistics are added to proto->stats. */
+int rs_rebuild_parallel(const rs_ctx *proto, const mf_manifest *m, unsigned jobs,
+                        pb_error *err);
+
 /* Allocate / free the buffers and decoder of a context. */
 int rs_ctx_buffers(rs_ctx *ctx, pb_error *err);
 void rs_ctx_free_buffers(rs_ctx *ctx);

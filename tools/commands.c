@@ -140,7 +140,7 @@ int cmd_verify(pb_options *o)
     rs_stats st;
     int rc = open_repo(o, &r, &err);
     if (rc == 0)
-        rc = rs_verify(r, o->restore.set, &st, &err);
+        rc = rs_verify(r, o->restore.set, o->restore.jobs, &st, &err);
     if (rc == 0)
         printf("backup %s verified: chain of %zu, %" PRIu64 " frames read and checked, "
                "WAL present\n", st.id, st.chain_length, st.frames_read);

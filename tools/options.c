@@ -15,7 +15,7 @@ enum {
     O_S3_PART, O_S3_STYLE, O_STATE, O_CONFIG, O_LOG, O_PGDATA, O_DBNAME, O_TYPE, O_READ_SIZE,
     O_QD, O_NO_URING, O_NO_DIRECT, O_ON_CKSUM, O_LEVEL, O_FULL_EVERY, O_FULL_AFTER, O_WAL_TIMEOUT,
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
-    O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP, O_MAX_RATE, O_NICE,
+    O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP, O_MAX_RATE, O_NICE, O_JOBS,
 };
 
 static const struct option long_opts[] = {
@@ -37,7 +37,7 @@ static const struct option long_opts[] = {
     {"target-action", 1, 0, O_T_ACTION}, {"target-timeline", 1, 0, O_T_TLI},
     {"tablespace-map", 1, 0, O_TS_MAP}, {"json", 0, 0, O_JSON},
     {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
-    {"max-rate", 1, 0, O_MAX_RATE}, {"nice", 1, 0, O_NICE}, {0, 0, 0, 0},
+    {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE}, {0, 0, 0, 0},
 };
 
 void opts_usage(void)
@@ -51,6 +51,7 @@ void opts_usage(void)
           "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
           "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
           "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
+          "           [--jobs N (files rebuilt in parallel, default 4)]\n"
           "  archive-push WAL_PATH            (archive_command = 'pageback archive-push %p')\n"
           "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"
           "  info [--json] | verify [--set ID] | expire --retain-full N | rebase [--set ID] | tune\n"
@@ -263,6 +264,11 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
     case O_T_TLI: o->restore.target_timeline = arg; break;
     case O_TS_MAP: return add_tblspc(o, arg, err);
     case O_JSON: o->json = true; break;
+    case O_JOBS:
+        if (parse_uint(arg, &u) || u == 0 || u > 64)
+            return pb_fail(err, PB_EINVAL, "--jobs must be 1..64");
+        o->restore.jobs = u;
+        break;
     case O_RETAIN_FULL:
         if (parse_uint(arg, &u) || u == 0)
             return pb_fail(err, PB_EINVAL, "--retain-full must be at least 1");
