@@ -92,6 +92,12 @@ TSOID=$(pg_psql "$SRC" "SELECT oid FROM pg_tablespace WHERE spcname = 'ts1'")
 n=0
 for id in "${IDS[@]}"; do
     n=$((n + 1))
+    # Against S3 (slower per request) the full and the newest are enough; the posix
+    # run restores every backup of the chain.
+    if [ "$PB_REPO_KIND" = s3 ] && [ "$id" != "$FULL" ] && [ "$id" != "$LAST" ] &&
+        [ "$n" != 1 ]; then
+        continue
+    fi
     d=$PB_WORK/r$n
     if pb_restore_start "$d" --set "$id" --tablespace-map "$TSOID=$(tsdir r$n)"; then
         pb_assert_eq "$(pg_digest_all "$d")" "${DIGEST[$id]}" "restore of $id: digests equal the source at its stop point"
