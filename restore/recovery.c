@@ -316,7 +316,8 @@ static int view_load(wal_view *v, repo *r, unsigned kinds, pb_error *err)
                        repo_location(r));
     if (rc)
         return pb_error_wrap(err, "listing the WAL archive");
-    qsort(v->segs, v->nsegs, sizeof(*v->segs), cmp_seg);
+    if (v->nsegs)
+        qsort(v->segs, v->nsegs, sizeof(*v->segs), cmp_seg);
     return 0;
 }
 
@@ -338,7 +339,7 @@ static bool has_history(const wal_view *v, uint32_t tli)
 
 static bool has_segment(const wal_view *v, const char *name)
 {
-    return bsearch(name, v->segs, v->nsegs, sizeof(*v->segs), cmp_seg) != NULL;
+    return v->nsegs && bsearch(name, v->segs, v->nsegs, sizeof(*v->segs), cmp_seg) != NULL;
 }
 
 static int add_entry(wal_view *v, uint32_t tli, uint64_t begin, uint64_t end)
