@@ -37,7 +37,8 @@ pb_log "backup $F: WAL $START..$STOP; removing $GAP, then $START"
 # del_wal NAME: remove the archived object of a WAL segment.
 del_wal() {
     if [ "$PB_REPO_KIND" = s3 ]; then
-        python3 "$PB_SRCDIR/tests/s3server/s3tool.py" request DELETE \
+        AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
+            python3 "$PB_SRCDIR/tests/s3server/s3tool.py" request DELETE \
             "$S3_ENDPOINT/${PB_REPO#s3://}/wal/${1:0:8}/$1.zst" >/dev/null
     else
         rm "$PB_REPO/wal/${1:0:8}/$1.zst"

@@ -121,6 +121,19 @@ pitr "exclusive time (UTC)" $((K_C - 1)) "$I1" --target-time "$T_C" --target-exc
 TZ=Asia/Tokyo pitr "time without zone read in the local zone (TZ=Asia/Tokyo)" "$K_B" "$F1" \
     --target-time "$(time_in "$K_B" Asia/Tokyo plain)"
 
+# Other spellings of the same instant choose the same backup (restored, not started).
+chosen() {
+    local d=$PB_WORK/chosen
+    mkdir -p "$d" && _pb_chown_pg "$d"
+    pb restore --target-dir "$d" "$@" 2>/dev/null | sed -n 's/^restored backup \([^ ]*\) .*/\1/p'
+    rm -rf "$d"
+}
+ISO=${T_C% *}T${T_C#* }
+pb_assert_eq "$(chosen --target-time "${ISO%+00}Z")" "$I1" "time as ISO 8601 with Z (${ISO%+00}Z)"
+pb_assert_eq "$(chosen --target-time "${T_C%+00} UTC")" "$I1" "time with a UTC suffix"
+KOL=$(time_in "$K_C" Asia/Kolkata)
+pb_assert_eq "$(chosen --target-time "${KOL/+05:30/+0530}")" "$I1" "time with a +0530 offset"
+
 # ---- LSN targets
 pitr "LSN between full and incr 1" "$K_B" "$F1" --target-lsn "$L_B"
 pitr "LSN after the last backup, exclusive" "$K_D" "$I2" --target-lsn "$L_D" \
