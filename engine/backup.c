@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -261,11 +263,28 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     return rc;
 }
 
+/* One backup at a time per catalog: a second one would race for the chain head. */
+static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/backup.lock", state_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot open lock file %s", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return pb_fail(err, PB_ESTATE, "another backup is running (lock %s is held)", path);
+    }
+    *fd_out = fd;
+    return 0;
+}
+
 int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
 {
     pgc *conn = NULL;
     pgc_info info;
     bk_plan plan = {0};
+    int lock_fd = -1;
     bk_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     ctx.opts = opts;
@@ -292,6 +311,8 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     rc = chain_check_identity(r, info.system_id, true, err);
     if (rc == 0)
         rc = plan_type(r, opts, &info, &plan, err);
+    if (rc == 0)
+        rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
         rc = mf_catalog_open(&ctx.cat, opts->state_dir, err);
     if (rc)
@@ -334,6 +355,8 @@ out:
     mf_free(plan.parent);
     mf_catalog_close(ctx.cat);
     pgc_free(conn);
+    if (lock_fd >= 0)
+        close(lock_fd);
     return rc;
 }
 
