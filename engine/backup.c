@@ -93,22 +93,6 @@ out:
     return 0;
 }
 
-/* Ids are UTC timestamps; they must sort after every existing backup. */
-static void make_id(char out[MF_ID_LEN], char type, const char *after)
-{
-    for (;;) {
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        char stamp[24];
-        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        snprintf(out, MF_ID_LEN, "%s%c", stamp, type);
-        if (!after || strncmp(out, after, 15) > 0)
-            return;
-        sleep(1);
-    }
-}
-
 /* Rule 4: the backup needs WAL from the start segment to the one holding stop_lsn-1. */
 static int wait_for_wal(repo *r, const mf_backup *h, unsigned timeout, pb_error *err)
 {
@@ -206,7 +190,7 @@ static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info,
 {
     mf_backup hdr;
     memset(&hdr, 0, sizeof(hdr));
-    make_id(hdr.id, plan->type, plan->parent ? mf_header_c(plan->parent)->id : NULL);
+    chain_new_id(hdr.id, plan->type, plan->parent ? mf_header_c(plan->parent)->id : NULL);
     if (plan->parent)
         snprintf(hdr.parent, sizeof(hdr.parent), "%s", mf_header_c(plan->parent)->id);
     hdr.type = plan->type;

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define IDENTITY_KEY "pageback.repo"
 #define IDENTITY_MAGIC "PAGEBACK-REPO 1"
@@ -230,4 +232,19 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
                        "identifier %" PRIu64 ", but this cluster's is %" PRIu64,
                        repo_location(r), stored, system_id);
     return 0;
+}
+
+void chain_new_id(char out[MF_ID_LEN], char type, const char *after)
+{
+    for (;;) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        char stamp[24];
+        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+        snprintf(out, MF_ID_LEN, "%s%c", stamp, type);
+        if (!after || strncmp(out, after, 15) > 0)
+            return;
+        sleep(1);
+    }
 }

@@ -96,21 +96,6 @@ static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, 
     return 0;
 }
 
-static void synthetic_id(char out[MF_ID_LEN], const char *after)
-{
-    for (;;) {
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        char stamp[24];
-        strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        snprintf(out, MF_ID_LEN, "%sS", stamp);
-        if (strncmp(out, after, 15) > 0)
-            return;
-        sleep(1);
-    }
-}
-
 int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], pb_error *err)
 {
     rs_opts o = RS_OPTS_INIT;
@@ -133,7 +118,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], 
     rc = chain_list(r, &ids, err);
     if (rc)
         goto out;
-    synthetic_id(hdr.id, ids.count ? ids.ids[ids.count - 1] : "");
+    chain_new_id(hdr.id, 'S', ids.count ? ids.ids[ids.count - 1] : NULL);
     chain_ids_free(&ids);
     hdr.parent[0] = '\0';
     hdr.type = 'S';
