@@ -321,16 +321,16 @@ pgbench_init() {
 # pgbench_run_bg DIR SECONDS [CLIENTS]: TPC-B-like load in the background; the pid is
 # in PB_PGBENCH_PID and its output in $PB_WORK/pgbench.<pid>.log.
 pgbench_run_bg() {
-    local d=${1%/} secs=$2 clients=${3:-2} port sock log
+    local d=${1%/} secs=$2 clients=${3:-2} port sock
     _pb_in_main_shell pgbench_run_bg
     _pb_need_work
     port=$(pg_port "$d") && sock=$(pg_sockdir "$d") || return 1
-    log=$PB_WORK/pgbench.$RANDOM.log
-    "$PB_PGBIN/pgbench" -n -T "$secs" -c "$clients" -j $((clients < 2 ? clients : 2)) \
-        -h "$sock" -p "$port" -U postgres postgres >"$log" 2>&1 &
+    # The child names its own log after its pid, so the name is known before it writes.
+    bash -c 'exec "$1" -n -T "$2" -c "$3" -j "$4" -h "$5" -p "$6" -U postgres postgres \
+        >"$7.$$.log" 2>&1' pgbench "$PB_PGBIN/pgbench" "$secs" "$clients" \
+        $((clients < 2 ? clients : 2)) "$sock" "$port" "$PB_WORK/pgbench" &
     PB_PGBENCH_PID=$!
     _PB_BG_PIDS+=("$PB_PGBENCH_PID")
-    mv "$log" "$PB_WORK/pgbench.$PB_PGBENCH_PID.log"
 }
 
 # pgbench_wait [PID]: wait for a background run (default the last one); fails, showing
