@@ -214,13 +214,19 @@ def report_full(recs):
     for t in ("pg_basebackup", "pgbackrest"):
         if pb.get("wall_s") and summary.get(t, {}).get("wall_s"):
             ratios[f"pageback_wall_vs_{t}"] = pb["wall_s"] / summary[t]["wall_s"]
+    # sweep.sh: "pageback 1024k qd8" against "fio 1024k qd8" (own timers).
+    for t in tools:
+        if t.startswith("pageback ") and "fio " + t[9:] in summary:
+            f = summary["fio " + t[9:]].get("mib_s_inner")
+            if f and summary[t].get("mib_s_inner"):
+                ratios[f"{t} / fio {t[9:]}"] = summary[t]["mib_s_inner"] / f
     headers = ["tool", "reps", "wall s", "MiB/s (wall)", "MiB/s (own timer)", "CPU s",
                "peak RSS MiB", "read MiB", "stored MiB", "PGDATA cached MiB", "cached %"]
     rows = [[t, s["reps"], s["wall_s"], s["mib_s_wall"], s["mib_s_inner"], s["cpu_s"],
              s["rss_mib"], s["read_mib"], s["stored_mib"], s["cached_mib"], s["cached_pct"]]
             for t, s in summary.items()]
     text = _table(headers, rows)
-    text += "\n\nratios (medians): " + ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items())
+    text += "\n\nratios (of medians): " + ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items())
     return {"tools": summary, "ratios": ratios}, text
 
 
@@ -345,17 +351,24 @@ def report_cache(recs):
     rows = []
     for t in [r["tool"] for r in runs if r.get("rep") == 1] or sorted({r["tool"] for r in runs}):
         rs = [r for r in runs if r["tool"] == t]
-        s = {k: _med(rs, k) for k in ("hot_before_pct", "hot_after_pct", "wall_s",
+        s = {k: _med(rs, k) for k in ("hot_before_pct", "hot_after_pct", "hot_min_pct",
+                                     "hot_mean_pct", "wall_s",
                                      "data_cached_mib", "cg_limit_mib", "cg_max_usage_mib",
                                      "hot_scan_warm_s", "hot_scan_after_s")}
         s["reps"] = len(rs)
         s["values"] = [r.get("hot_after_pct") for r in rs]
         out[t] = s
-        rows.append([t, s["reps"], s["cg_limit_mib"], s["hot_before_pct"], s["hot_after_pct"],
-                     s["hot_scan_warm_s"], s["hot_scan_after_s"], s["data_cached_mib"],
+        s["min_values"] = [r.get("hot_min_pct") for r in rs]
+        kept = [100.0 * r["hot_min_pct"] / r["hot_before_pct"] for r in rs
+                if r.get("hot_before_pct") and isinstance(r.get("hot_min_pct"), (int, float))]
+        s["kept_pct"] = statistics.median(kept) if kept else None
+        rows.append([t, s["reps"], s["cg_limit_mib"], s["hot_before_pct"], s["hot_min_pct"],
+                     s["kept_pct"], s["hot_mean_pct"], s["hot_after_pct"], s["hot_scan_warm_s"], s["hot_scan_after_s"], s["data_cached_mib"],
                      s["cg_max_usage_mib"], s["wall_s"]])
     text = _table(["reader (in the memory cgroup)", "reps", "cgroup limit MiB",
-                   "hot table resident before %", "after %", "hot scan warm s",
+                   "hot table resident before %", "lowest during %",
+                   "lowest / before %", "mean during %",
+                   "after %", "hot scan warm s",
                    "first hot scan after s", "relation files cached after MiB",
                    "cgroup peak MiB", "reader wall s"], rows)
     return {"tools": out}, text

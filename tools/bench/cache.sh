@@ -102,17 +102,30 @@ for REP in $(seq 1 "$BENCH_REPS"); do
         warm_s=$(hot_scan_s)
         before=$(hot_pct)
         echo 0 >"$CG/memory.max_usage_in_bytes" 2>/dev/null
+        # Sample the hot table's residency while the reader runs: the buffered readers
+        # also read the hot table itself at some point, which brings it back, so the
+        # residency at the end alone would hide an eviction in the middle.
+        : >"$BENCH_TMP/samples"
+        touch "$BENCH_TMP/sampling"
+        (while [ -e "$BENCH_TMP/sampling" ]; do hot_pct >>"$BENCH_TMP/samples"; echo >>"$BENCH_TMP/samples"; sleep 0.2; done) &
+        sampler=$!
         "read_$r"
+        rm -f "$BENCH_TMP/sampling"
+        wait "$sampler"
+        read -r hot_min hot_mean <<<"$(awk 'NF {n++; s += $1; if (n == 1 || $1 < m) m = $1}
+            END {printf "%.1f %.1f\n", m, n ? s / n : 0}' "$BENCH_TMP/samples")"
         [ "$T_RC" = 0 ] || pb_die "reader $r failed (exit $T_RC)"
         after=$(hot_pct)
         after_s=$(hot_scan_s)
         read -r res _ <<<"$(bench_cached "$SRC")"
         bench_rec kind=cache tool="$r" rep="$REP" hot_before_pct="$before" hot_after_pct="$after" \
+            hot_min_pct="$hot_min" hot_mean_pct="$hot_mean" \
             hot_scan_warm_s="$warm_s" hot_scan_after_s="$after_s" wall_s="$T_WALL" \
             data_cached_mib="$(awk -v b="$res" 'BEGIN {printf "%.1f", b / 1048576}')" \
             cg_limit_mib="$CG_MIB" \
             cg_max_usage_mib="$(awk '{printf "%.1f", $1 / 1048576}' "$CG/memory.max_usage_in_bytes")"
-        pb_log "rep $REP $r: hot table resident $before% -> $after%, first scan after" \
+        pb_log "rep $REP $r: hot table resident $before% -> $after% (lowest during $hot_min%," \
+            "mean $hot_mean%), first scan after" \
             "${after_s}s (warm ${warm_s}s), reader ${T_WALL}s"
     done
 done
