@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FILES_PER_GRAB 32
+
 typedef struct par_state {
     const rs_ctx *proto;
     const mf_manifest *m;
@@ -47,16 +49,23 @@ static void *par_run(void *vw)
     ctx.stats = &w->stats;
     ctx.frame = ctx.existing = ctx.span = NULL;
     ctx.span_cap = 0;
+    ctx.cached = false;
+    ctx.readahead = 0;
     ctx.reader = NULL;
     pb_error err = PB_ERROR_INIT;
     int rc = rs_ctx_buffers(&ctx, &err);
+    /* Files are taken in runs of FILES_PER_GRAB in manifest order (which is pack order
+     * for a full backup), so each worker reads its part of a pack sequentially. */
     while (rc == 0 && !atomic_load(&st->failed)) {
-        size_t i = atomic_fetch_add(&st->next, 1);
-        if (i >= mf_count(st->m))
+        size_t first = atomic_fetch_add(&st->next, FILES_PER_GRAB);
+        if (first >= mf_count(st->m))
             break;
-        const mf_file *f = mf_at(st->m, i);
-        if (f->kind == MF_REL || f->kind == MF_FILE)
-            rc = rs_rebuild_file(&ctx, f, &err);
+        for (size_t i = first; rc == 0 && i < first + FILES_PER_GRAB && i < mf_count(st->m);
+             i++) {
+            const mf_file *f = mf_at(st->m, i);
+            if (f->kind == MF_REL || f->kind == MF_FILE)
+                rc = rs_rebuild_file(&ctx, f, &err);
+        }
     }
     if (rc)
         record_failure(st, rc, &err);

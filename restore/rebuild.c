@@ -55,23 +55,6 @@ static int map_sources(const rs_ctx *ctx, const mf_file *f, page_src *src, pb_er
     return 0;
 }
 
-static int fetch_frame(rs_ctx *ctx, const char *id, const mf_run *run, pb_error *err)
-{
-    char dir[128];
-    chain_backup_dir(dir, sizeof(dir), id);
-    pack_loc loc = {run->pack_no, run->offset, run->clen, run->rlen};
-    if (run->rlen > PACK_MAX_FRAME_RAW)
-        return pb_fail(err, PB_ECORRUPT, "frame of %u bytes in backup %s exceeds the limit",
-                       run->rlen, id);
-    int rc = pack_reader_read(ctx->reader, ctx->repo, dir, &loc, ctx->frame, PACK_MAX_FRAME_RAW,
-                              err);
-    if (rc == 0) {
-        ctx->stats->frames_read++;
-        ctx->stats->bytes_fetched += run->clen;
-    }
-    return rc;
-}
-
 static int write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
                       size_t len, pb_error *err)
 {
@@ -156,6 +139,79 @@ static int grow_span(rs_ctx *ctx, size_t need, pb_error *err)
     return 0;
 }
 
+#define READAHEAD_MAX (4u << 20)
+
+/* Bytes [start, start + span) of a pack. Small files of a full backup sit back to back
+ * in pack order, so when requests run sequentially through a pack the read grows
+ * ahead (doubling up to READAHEAD_MAX) and the next files are served from memory:
+ * one request instead of one per file, which is what object storage needs. Random
+ * access (an incremental chain) never reads ahead. */
+static int fetch_span(rs_ctx *ctx, const char *key, uint32_t bidx, uint32_t pack_no,
+                      uint64_t start, size_t span, const uint8_t **out, pb_error *err)
+{
+    bool same = ctx->cached && ctx->cache_backup == bidx && ctx->cache_pack == pack_no;
+    if (same && start >= ctx->cache_start && start + span <= ctx->cache_start + ctx->cache_len) {
+        *out = ctx->span + (start - ctx->cache_start);
+        return 0;
+    }
+    uint64_t end = ctx->cache_start + ctx->cache_len;
+    bool sequential = same && start >= end && start - end <= 65536;
+    size_t ahead = ctx->readahead ? ctx->readahead * 2 : 256u << 10;
+    ctx->readahead = sequential ? (ahead > READAHEAD_MAX ? READAHEAD_MAX : ahead) : 0;
+    size_t want = span;
+    int rc = 0;
+    if (ctx->readahead) {
+        if (!same || !ctx->cache_obj_size)
+            rc = repo_stat(ctx->repo, key, &ctx->cache_obj_size, err);
+        if (rc)
+            return rc;
+        uint64_t room = ctx->cache_obj_size > start ? ctx->cache_obj_size - start : 0;
+        want = span + ctx->readahead < room ? span + ctx->readahead : (size_t)room;
+        if (want < span)
+            want = span;
+    }
+    ctx->cached = false;
+    rc = grow_span(ctx, want, err);
+    if (rc == 0)
+        rc = repo_get_range(ctx->repo, key, start, want, ctx->span, err);
+    if (rc)
+        return rc;
+    if (!same)
+        ctx->cache_obj_size = ctx->readahead ? ctx->cache_obj_size : 0;
+    ctx->cached = true;
+    ctx->cache_backup = bidx;
+    ctx->cache_pack = pack_no;
+    ctx->cache_start = start;
+    ctx->cache_len = want;
+    ctx->stats->bytes_fetched += want;
+    *out = ctx->span;
+    return 0;
+}
+
+/* One frame of a whole file, through the same readahead as relation frames. */
+static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *err)
+{
+    const char *id = mf_header_c(ctx->chain->items[bidx])->id;
+    char dir[128], key[256], what[400];
+    chain_backup_dir(dir, sizeof(dir), id);
+    pack_key(key, sizeof(key), dir, run->pack_no);
+    if (run->rlen > PACK_MAX_FRAME_RAW)
+        return pb_fail(err, PB_ECORRUPT, "frame of %u bytes in %s exceeds the limit", run->rlen,
+                       key);
+    const uint8_t *base = NULL;
+    size_t got = 0;
+    int rc = fetch_span(ctx, key, bidx, run->pack_no, run->offset, run->clen, &base, err);
+    snprintf(what, sizeof(what), "%s frame at offset %llu", key, (unsigned long long)run->offset);
+    if (rc == 0)
+        rc = pack_reader_decode(ctx->reader, base, run->clen, ctx->frame, PACK_MAX_FRAME_RAW, &got,
+                                what, err);
+    if (rc == 0 && got != run->rlen)
+        rc = pb_fail(err, PB_ECORRUPT, "%s holds %zu bytes, expected %u", what, got, run->rlen);
+    if (rc == 0)
+        ctx->stats->frames_read++;
+    return rc;
+}
+
 /* Frames of one backup that sit back to back in one pack are fetched with one range
  * read (a whole file of a full backup usually is), then decoded one by one. */
 static int apply_batch(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
@@ -168,18 +224,16 @@ static int apply_batch(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
     pack_key(key, sizeof(key), dir, runs[0]->pack_no);
     uint64_t start = runs[0]->offset;
     size_t span = (size_t)(runs[n - 1]->offset + runs[n - 1]->clen - start);
-    int rc = grow_span(ctx, span, err);
-    if (rc == 0)
-        rc = repo_get_range(ctx->repo, key, start, span, ctx->span, err);
+    const uint8_t *base = NULL;
+    int rc = fetch_span(ctx, key, bidx, runs[0]->pack_no, start, span, &base, err);
     if (rc)
         return rc;
-    ctx->stats->bytes_fetched += span;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const mf_run *run = runs[i];
         size_t got = 0;
         snprintf(what, sizeof(what), "%s frame at offset %llu", key,
                  (unsigned long long)run->offset);
-        rc = pack_reader_decode(ctx->reader, ctx->span + (run->offset - start), run->clen,
+        rc = pack_reader_decode(ctx->reader, base + (run->offset - start), run->clen,
                                 ctx->frame, PACK_MAX_FRAME_RAW, &got, what, err);
         if (rc == 0 && (got != run->rlen || got != (size_t)run->count * PB_PAGE_SIZE))
             rc = pb_fail(err, PB_ECORRUPT, "%s of %s holds %zu bytes, expected %u pages", what,
@@ -236,7 +290,13 @@ static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
 
 static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
 {
-    const mf_manifest *holder = chain_find(ctx->chain, f->stored_in);
+    uint32_t bidx = 0;
+    const mf_manifest *holder = NULL;
+    for (size_t i = 0; i < ctx->chain->count && !holder; i++)
+        if (strcmp(mf_header_c(ctx->chain->items[i])->id, f->stored_in) == 0) {
+            holder = ctx->chain->items[i];
+            bidx = (uint32_t)i;
+        }
     const mf_file *fs = holder ? mf_find(holder, f->path) : NULL;
     if (!fs || fs->kind != MF_FILE || fs->hash != f->hash)
         return pb_fail(err, PB_ECORRUPT, "%s: content recorded in backup %s is missing from "
@@ -250,7 +310,7 @@ static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
         off = 0;
         for (uint32_t r = 0; rc == 0 && r < fs->nruns; r++) {
-            rc = fetch_frame(ctx, f->stored_in, &fs->runs[r], err);
+            rc = fetch_frame(ctx, bidx, &fs->runs[r], err);
             if (rc)
                 break;
             if (pass == 0)
@@ -345,6 +405,7 @@ void rs_ctx_free_buffers(rs_ctx *ctx)
     free(ctx->span);
     ctx->span = NULL;
     ctx->span_cap = 0;
+    ctx->cached = false;
     pack_reader_free(ctx->reader);
     ctx->frame = ctx->existing = NULL;
     ctx->reader = NULL;

@@ -17,6 +17,11 @@ typedef struct rs_ctx {
     pack_reader *reader; /* one zstd context reused for every frame */
     uint8_t *span;       /* adjacent frames fetched with one range read */
     size_t span_cap;
+    /* What span holds, for sequential readahead across files (see rebuild.c). */
+    bool cached;
+    uint32_t cache_backup, cache_pack;
+    uint64_t cache_start, cache_len, cache_obj_size;
+    size_t readahead;
     rs_stats *stats;
     /* rebase: every verified page/frame is handed here instead of being written */
     int (*sink)(void *sink_ctx, const mf_file *f, uint64_t offset, const uint8_t *data,
