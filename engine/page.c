@@ -68,20 +68,25 @@ void page_read_header(const uint8_t *page, page_header *out)
 
 /* pg_checksum_block() with pd_checksum taken as zero. The page may be unaligned and
  * is never modified (the server zeroes pd_checksum in place; we zero a row copy). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* An AVX2 clone chosen at run time: 8 lanes per instruction (vpmulld). */
+__attribute__((target_clones("avx2", "default")))
+#endif
 static uint32_t checksum_block(const uint8_t *page)
 {
     uint32_t sums[N_SUMS];
     uint32_t row[N_SUMS];
     memcpy(sums, checksum_base_offsets, sizeof(sums));
 
-    for (size_t i = 0; i < ROWS; i++) {
+    /* Row 0 apart, so the loop over the other rows has no branch and vectorizes. */
+    memcpy(row, page, sizeof(row));
+    uint8_t *w = (uint8_t *)row; /* pd_checksum: the 16 bits at byte offset 8 */
+    w[OFF_CHECKSUM] = 0;
+    w[OFF_CHECKSUM + 1] = 0;
+    for (size_t j = 0; j < N_SUMS; j++)
+        sums[j] = checksum_comp(sums[j], row[j]);
+    for (size_t i = 1; i < ROWS; i++) {
         memcpy(row, page + i * sizeof(row), sizeof(row));
-        if (i == 0) {
-            /* pd_checksum is the 16 bits at byte offset 8, inside word 2. */
-            uint8_t *w = (uint8_t *)row;
-            w[OFF_CHECKSUM] = 0;
-            w[OFF_CHECKSUM + 1] = 0;
-        }
         for (size_t j = 0; j < N_SUMS; j++)
             sums[j] = checksum_comp(sums[j], row[j]);
     }
