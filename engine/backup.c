@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -248,9 +250,29 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
 }
 
 /* One backup at a time per catalog: a second one would race for the chain head. */
+static int make_state_dir(const char *dir, pb_error *err)
+{
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return pb_fail_errno(err, PB_EIO, "cannot create state directory %s", buf);
+        *p = saved;
+        if (!saved)
+            return 0;
+    }
+}
+
 static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
 {
     char path[4200];
+    int rc = make_state_dir(state_dir, err);
+    if (rc)
+        return rc;
     snprintf(path, sizeof(path), "%s/backup.lock", state_dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
