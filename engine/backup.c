@@ -24,6 +24,7 @@
 typedef struct bk_plan {
     char type;           /* 'F' or 'I' */
     char reason[1400];
+    char latest[MF_ID_LEN]; /* newest backup in the repository ("" if none) */
     mf_manifest *parent; /* chain head when incremental */
 } bk_plan;
 
@@ -55,6 +56,7 @@ static int plan_type(repo *r, const bk_opts *opts, const pgc_info *info, bk_plan
         goto out;
     }
     const char *latest = ids.ids[ids.count - 1];
+    snprintf(plan->latest, sizeof(plan->latest), "%s", latest);
     if (opts->type == 'F') {
         snprintf(plan->reason, sizeof(plan->reason), "full backup requested");
         goto out;
@@ -192,7 +194,8 @@ static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info,
 {
     mf_backup hdr;
     memset(&hdr, 0, sizeof(hdr));
-    chain_new_id(hdr.id, plan->type, plan->parent ? mf_header_c(plan->parent)->id : NULL);
+    /* After every backup in the repository, full or not: an id is never reused. */
+    chain_new_id(hdr.id, plan->type, plan->latest[0] ? plan->latest : NULL);
     if (plan->parent)
         snprintf(hdr.parent, sizeof(hdr.parent), "%s", mf_header_c(plan->parent)->id);
     hdr.type = plan->type;

@@ -12,6 +12,7 @@
 #include "tools/commands.h"
 
 #include "engine/archive.h"
+#include "engine/chain.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -36,6 +37,27 @@ static int open_repo(pb_options *o, repo **r, pb_error *err)
     return repo_open(r, &o->repo, err);
 }
 
+/* A WAL segment's first page has the long header, whose xlp_sysid (offset 24) names
+ * the cluster: a segment of another cluster must not enter this repository. The
+ * first segment pushed to a new repository records the identity. */
+static int check_wal_identity(repo *r, const char *path, pb_error *err)
+{
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    if (strlen(name) != 24 || strspn(name, "0123456789ABCDEF") != 24)
+        return 0; /* history, .partial and .backup files carry no long header */
+    uint8_t head[32];
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return pb_fail_errno(err, PB_EIO, "cannot read WAL file %s", path);
+    size_t n = fread(head, 1, sizeof(head), fp);
+    fclose(fp);
+    if (n != sizeof(head) || pb_get_u16(head) < 0xD000) /* xlp_magic of PostgreSQL >= 9 */
+        return pb_fail(err, PB_EINVAL, "%s does not look like a WAL segment", path);
+    int rc = chain_check_identity(r, pb_get_u64(head + 24), true, err);
+    return rc ? pb_error_wrap(err, "refusing to archive %s", name) : 0;
+}
+
 int cmd_archive_push(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
@@ -45,6 +67,8 @@ int cmd_archive_push(pb_options *o)
     }
     repo *r = NULL;
     int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = check_wal_identity(r, o->args[0], &err);
     if (rc == 0)
         rc = arch_push(r, o->args[0], &err);
     repo_free(r);

@@ -96,9 +96,17 @@ if [ "$PB_REPO_KIND" = posix ]; then
 
     # archive-push of a different segment under an existing name fails loudly.
     SEG=$(ls "$PB_REPO/wal/00000001/" | head -n 1)
-    head -c 16777216 /dev/urandom >"$PB_WORK/${SEG%.zst}"
-    expect_fail "archive-push refuses different content for an archived segment" "${SEG%.zst}" \
-        "$PB_BIN" archive-push "$PB_WORK/${SEG%.zst}" --repo "$PB_REPO"
+    SEG=${SEG%.zst}
+    "$PB_BIN" archive-get "$SEG" "$PB_WORK/$SEG" --repo "$PB_REPO" ||
+        pb_test_fail "archive-get of $SEG"
+    printf 'Z' | dd of="$PB_WORK/$SEG" bs=1 seek=100000 conv=notrunc status=none
+    expect_fail "archive-push refuses different content for an archived segment" "$SEG" \
+        "$PB_BIN" archive-push "$PB_WORK/$SEG" --repo "$PB_REPO"
+    # A segment of another cluster is refused by its system identifier.
+    cp "$OTHER/pg_wal/000000010000000000000001" "$PB_WORK/other-seg"
+    mkdir -p "$PB_WORK/o" && cp "$PB_WORK/other-seg" "$PB_WORK/o/000000010000000000000001"
+    expect_fail "archive-push refuses another cluster's WAL" "wrong repository" \
+        "$PB_BIN" archive-push "$PB_WORK/o/000000010000000000000001" --repo "$PB_REPO"
 fi
 
 # The good backup still restores to the reference state.
