@@ -18,6 +18,7 @@ Subcommands (the bash scripts in this folder call them):
   report KIND RECORDS OUT      medians, ratios and a table for KIND (full, incr,
                                restore, cache); writes OUT (JSON) and prints the table
   show RESULTS.json            print the table of a results file again
+  rereport IN.json OUT.json    recompute the summary of a results file (prints the table)
 
 Everything reported is a median over repetitions: the machine is shared and noisy,
 so the scripts alternate tools within each repetition and compare ratios.
@@ -332,6 +333,14 @@ def report_restore(recs):
     if f and c and f["total_s"]:
         out["ratio_chain_vs_full"] = c["total_s"] / f["total_s"]
         out["ratio_chain_vs_full_command_only"] = c["wall_s"] / f["wall_s"]
+        # The same ratio within each repetition (both restores ran back to back).
+        per = []
+        for rep in sorted({r["rep"] for r in runs}):
+            fr = [r["total_s"] for r in runs if r["rep"] == rep and r["what"] == "full"]
+            cr = [r["total_s"] for r in runs if r["rep"] == rep and r["what"] == "chain"]
+            if fr and cr and fr[0]:
+                per.append(round(cr[0] / fr[0], 3))
+        out["ratio_chain_vs_full_per_rep"] = per
     incr = [b for b in backups if b.get("type") == "incr"]
     out["backups"] = {"incrementals": len(incr),
                       "incr_wall_s_median": _med(incr, "wall_s"),
@@ -341,7 +350,11 @@ def report_restore(recs):
                    "total s", "MiB/s", "CPU s", "peak RSS MiB"], rows)
     if "ratio_chain_vs_full" in out:
         text += (f"\n\nchain/full restore time: {out['ratio_chain_vs_full']:.2f} (with sync), "
-                 f"{out['ratio_chain_vs_full_command_only']:.2f} (command only)")
+                 f"{out['ratio_chain_vs_full_command_only']:.2f} (command only); per repetition: "
+                 + ", ".join(f"{x:.2f}" for x in out["ratio_chain_vs_full_per_rep"]))
+    fr = {r["what"]: r.get("frames_read") for r in runs}
+    if fr.get("chain"):
+        text += f"\nframes read: full {fr.get('full')}, full + incrementals {fr['chain']}"
     return out, text
 
 
@@ -390,6 +403,22 @@ def cmd_report(args):
     print(text)
 
 
+def cmd_rereport(args):
+    """Recompute a results JSON's summary with this bench.py: rereport IN.json OUT.json."""
+    with open(args[0]) as f:
+        doc = json.load(f)
+    tmp = args[1] + ".records"
+    with open(tmp, "w") as f:
+        f.write(json.dumps(dict(doc["meta"], kind="meta")) + "\n")
+        for r in doc["records"]:
+            f.write(json.dumps(r) + "\n")
+    kind = {"restore": "restore", "incr": "incr", "cache": "cache"}.get(doc["benchmark"], "full")
+    try:
+        cmd_report([kind, tmp, args[1]])
+    finally:
+        os.unlink(tmp)
+
+
 def cmd_show(args):
     """Print the table of a results JSON again (e.g. a committed copy)."""
     with open(args[0]) as f:
@@ -405,7 +434,7 @@ def main():
         sys.exit(__doc__)
     cmds = {"rec": cmd_rec, "pagehash": cmd_pagehash, "fio-json": cmd_fio_json,
             "pgbr-info": cmd_pgbr_info, "info-field": cmd_info_field, "report": cmd_report,
-            "show": cmd_show}
+            "show": cmd_show, "rereport": cmd_rereport}
     if sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
