@@ -92,14 +92,17 @@ static void print_backup_json(const mf_backup *h, const chain *c, bool first)
            "\"system_id\": \"%" PRIu64 "\", \"pg_version\": %u, \"data_checksums\": %s, "
            "\"files\": %" PRIu64 ", \"pages_scanned\": %" PRIu64 ", \"pages_changed\": %" PRIu64
            ", \"pages_in_window\": %" PRIu64 ", \"wal_bytes_in_window\": %" PRIu64
-           ", \"bytes_read\": %" PRIu64 ", \"bytes_stored\": %" PRIu64 ", \"checksum_errors\": %"
+           ", \"bytes_read\": %" PRIu64 ", \"bytes_stored\": %" PRIu64
+           ", \"compression_ratio\": %.2f, \"checksum_errors\": %"
            PRIu64 ", \"collisions\": %" PRIu64 ", \"seconds\": %.3f, \"restore_needs\": [",
            first ? "" : ",", h->id,
            h->type == 'F' ? "full" : h->type == 'S' ? "synthetic-full" : "incr", h->parent,
            h->timeline, a, b, h->start_wal, h->stop_wal, h->start_time, h->stop_time,
            h->system_id, h->pg_version, h->data_checksums ? "true" : "false", h->files,
            h->pages_scanned, h->pages_changed, h->pages_in_window, h->stop_lsn - h->start_lsn,
-           h->bytes_read, h->bytes_stored, h->checksum_errors, h->collisions, h->seconds);
+           h->bytes_read, h->bytes_stored,
+           h->bytes_stored ? (double)h->pages_changed * 8192.0 / (double)h->bytes_stored : 0.0,
+           h->checksum_errors, h->collisions, h->seconds);
     for (size_t i = 0; i < c->count; i++)
         printf("%s\"%s\"", i ? ", " : "", mf_header_c(c->items[i])->id);
     printf("]}");
