@@ -1,5 +1,6 @@
 /* engine/chain.c — listing, loading and resolving backup chains in a repository. */
 #include "engine/chain.h"
+#include "engine/pack.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -90,8 +91,13 @@ int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err)
         return rc;
     char what[300];
     snprintf(what, sizeof(what), "%s/%s", repo_location(r), key);
-    rc = mf_parse(data, len, what, out, err);
+    void *raw = NULL;
+    size_t raw_len = 0;
+    rc = pack_object_decode(data, len, what, &raw, &raw_len, err);
     free(data);
+    if (rc == 0)
+        rc = mf_parse(raw, raw_len, what, out, err);
+    free(raw);
     if (rc == 0 && strcmp(mf_header(*out)->id, id) != 0) {
         rc = pb_fail(err, PB_ECORRUPT, "manifest %s names backup %s, not %s", what,
                      mf_header(*out)->id, id);
@@ -103,14 +109,18 @@ int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err)
 
 int chain_commit(repo *r, const mf_manifest *m, pb_error *err)
 {
-    pb_buf buf = {0};
+    pb_buf buf = {0}, packed = {0};
     int rc = mf_serialize(m, &buf, err);
+    /* Manifests compress ~10x (paths, runs); small incrementals are mostly manifest. */
+    if (rc == 0)
+        rc = pack_object_encode(buf.data, buf.len, 3, &packed, err);
     if (rc == 0) {
         char key[256];
         manifest_key(key, sizeof(key), mf_header_c(m)->id);
-        rc = repo_put(r, key, buf.data, buf.len, err);
+        rc = repo_put(r, key, packed.data, packed.len, err);
     }
     pb_buf_free(&buf);
+    pb_buf_free(&packed);
     return rc;
 }
 

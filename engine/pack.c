@@ -366,3 +366,49 @@ int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *
     }
     return read_frame(rd->dctx, rd->frame, r, dir, loc, out, err);
 }
+
+/* ---- whole compressed objects ---- */
+
+#define OBJECT_HEADER 32u
+
+int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_error *err)
+{
+    size_t bound = ZSTD_compressBound(len);
+    if (pb_buf_reserve(out, OBJECT_HEADER + bound))
+        return pb_fail(err, PB_ENOMEM, "out of memory compressing a %zu-byte object", len);
+    uint8_t *h = out->data + out->len;
+    size_t n = ZSTD_compress(h + OBJECT_HEADER, bound, raw, len, level);
+    if (ZSTD_isError(n))
+        return pb_fail(err, PB_EIO, "zstd: %s", ZSTD_getErrorName(n));
+    memcpy(h, PACK_OBJECT_MAGIC, 8);
+    pb_put_u64(h + 8, len);
+    pb_put_u64(h + 16, pb_hash64(raw, len));
+    pb_put_u64(h + 24, pb_hash64(h + OBJECT_HEADER, n));
+    out->len += OBJECT_HEADER + n;
+    return 0;
+}
+
+int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
+                       size_t *out_len, pb_error *err)
+{
+    const uint8_t *h = obj;
+    if (len < OBJECT_HEADER || memcmp(h, PACK_OBJECT_MAGIC, 8) != 0)
+        return pb_fail(err, PB_ECORRUPT, "%s is not a compressed pageback object", what);
+    uint64_t raw_len = pb_get_u64(h + 8);
+    if (pb_hash64(h + OBJECT_HEADER, len - OBJECT_HEADER) != pb_get_u64(h + 24))
+        return pb_fail(err, PB_ECORRUPT, "%s: payload checksum mismatch", what);
+    unsigned long long content = ZSTD_getFrameContentSize(h + OBJECT_HEADER, len - OBJECT_HEADER);
+    if (content != raw_len || raw_len > (1ull << 36))
+        return pb_fail(err, PB_ECORRUPT, "%s: bad raw length %" PRIu64, what, raw_len);
+    void *buf = malloc(raw_len ? raw_len : 1);
+    if (!buf)
+        return pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
+    size_t n = ZSTD_decompress(buf, raw_len, h + OBJECT_HEADER, len - OBJECT_HEADER);
+    if (ZSTD_isError(n) || n != raw_len || pb_hash64(buf, n) != pb_get_u64(h + 16)) {
+        free(buf);
+        return pb_fail(err, PB_ECORRUPT, "%s: content does not match its checksum", what);
+    }
+    *out = buf;
+    *out_len = n;
+    return 0;
+}

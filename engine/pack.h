@@ -63,4 +63,12 @@ int pack_reader_decode(pack_reader *rd, const uint8_t *frame, size_t frame_len, 
 int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *loc, void *out,
                      size_t cap, pb_error *err);
 
+/* Whole small objects (manifests): "PBZOBJ01", u64 raw length, u64 XXH3 of the raw
+ * bytes, u64 XXH3 of the payload, then one zstd frame. encode appends to out. */
+#define PACK_OBJECT_MAGIC "PBZOBJ01"
+int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_error *err);
+/* Verify and decompress; *out is malloc'd (caller frees). what names the object. */
+int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
+                       size_t *out_len, pb_error *err);
+
 #endif

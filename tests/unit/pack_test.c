@@ -271,6 +271,37 @@ static void test_corruption(void)
     repo_free(r);
 }
 
+/* Whole compressed objects (manifests): round trip, and every corruption detected. */
+static void test_object_codec(void)
+{
+    size_t len = 3u << 20; /* larger than one frame */
+    uint8_t *raw = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        raw[i] = (uint8_t)((i * 7) % 251 + (i / 4096));
+    pb_buf obj = {0};
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(pack_object_encode(raw, len, 3, &obj, &err) == 0);
+    PBT_CHECK(obj.len < len / 4);
+    void *back = NULL;
+    size_t back_len = 0;
+    PBT_CHECK(pack_object_decode(obj.data, obj.len, "m", &back, &back_len, &err) == 0);
+    PBT_CHECK(back_len == len && back && memcmp(back, raw, len) == 0);
+    free(back);
+    size_t spots[] = {0, 9, 17, 25, 40, obj.len / 2, obj.len - 1};
+    for (size_t i = 0; i < sizeof(spots) / sizeof(spots[0]); i++) {
+        obj.data[spots[i]] ^= 0x40;
+        back = NULL;
+        PBT_CHECK(pack_object_decode(obj.data, obj.len, "backup/X/manifest", &back, &back_len,
+                                     &err) == PB_ECORRUPT);
+        PBT_CHECK(strstr(err.msg, "backup/X/manifest") != NULL);
+        PBT_CHECK(back == NULL);
+        obj.data[spots[i]] ^= 0x40;
+    }
+    PBT_CHECK(pack_object_decode(obj.data, 20, "m", &back, &back_len, &err) == PB_ECORRUPT);
+    pb_buf_free(&obj);
+    free(raw);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -280,6 +311,7 @@ int main(void)
     PBT_RUN(test_round_trip);
     PBT_RUN(test_small_cases);
     PBT_RUN(test_corruption);
+    PBT_RUN(test_object_codec);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
 }
