@@ -178,14 +178,16 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
         rc = bk_memory_file(ctx, "tablespace_map", spcmap, strlen(spcmap), err);
     free(label);
     free(spcmap);
-    if (rc == 0)
-        rc = pack_writer_finish(ctx->packs, err);
+    for (unsigned i = 0; rc == 0 && i < ctx->nwriters; i++)
+        rc = pack_writer_finish(ctx->writers[i], err);
     if (rc)
         return rc;
     pgc_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
     pgc_walfile_name(h->stop_wal, h->timeline, h->stop_lsn - 1, h->wal_segment_size);
     rc = wait_for_wal(ctx->repo, h, ctx->opts->wal_timeout_secs, err);
-    h->bytes_stored = pack_writer_stored_bytes(ctx->packs);
+    h->bytes_stored = 0;
+    for (unsigned i = 0; i < ctx->nwriters; i++)
+        h->bytes_stored += pack_writer_stored_bytes(ctx->writers[i]);
     h->stop_time = (int64_t)time(NULL);
     return rc;
 }
@@ -227,10 +229,22 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
         ctx->prev_stop_lsn = 0;
     }
     chain_backup_dir(dir, sizeof(dir), h->id);
-    rc = pack_writer_open(&ctx->packs, ctx->repo, dir, ctx->opts->pack_size,
-                          ctx->opts->zstd_level, err);
+    /* Compression is the CPU cost of a full backup: one worker per vCPU on small
+     * hosts, half of them elsewhere (the database keeps the rest). Each worker has its
+     * own pack writer, numbered apart: worker k writes packs k*100000+1, ... */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned n = cpus <= 2 ? (cpus < 1 ? 1u : (unsigned)cpus) : (unsigned)cpus / 2;
+    if (n > BK_PIPE_MAX_WORKERS)
+        n = BK_PIPE_MAX_WORKERS;
+    for (ctx->nwriters = 0; rc == 0 && ctx->nwriters < n; ctx->nwriters++) {
+        rc = pack_writer_open(&ctx->writers[ctx->nwriters], ctx->repo, dir,
+                              ctx->opts->pack_size, ctx->opts->zstd_level, err);
+        if (rc == 0)
+            pack_writer_set_first(ctx->writers[ctx->nwriters], ctx->nwriters * 100000u + 1);
+    }
+    ctx->packs = ctx->writers[0];
     if (rc == 0)
-        rc = bk_pipe_start(&ctx->pipe, ctx->packs, err);
+        rc = bk_pipe_start(&ctx->pipe, ctx->writers, ctx->nwriters, err);
     if (rc)
         return rc;
     ctx->start_lsn = h->start_lsn;
@@ -358,7 +372,8 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     }
 out:
     bk_pipe_free(ctx.pipe);
-    pack_writer_free(ctx.packs);
+    for (unsigned i = 0; i < ctx.nwriters; i++)
+        pack_writer_free(ctx.writers[i]);
     scan_free(ctx.scan);
     mf_free(ctx.m);
     mf_free(plan.parent);

@@ -16,7 +16,9 @@ typedef struct bk_ctx {
     repo *repo;
     mf_catalog *cat;     /* NULL for a full backup */
     scanner *scan;
-    pack_writer *packs;
+    pack_writer *packs;  /* writers[0]: also used directly while the pipe is idle */
+    pack_writer *writers[BK_PIPE_MAX_WORKERS]; /* one per compression worker */
+    unsigned nwriters;
     mf_manifest *m;      /* being built */
     const char *pgdata;
     uint64_t start_lsn;

@@ -7,7 +7,8 @@
 #include <string.h>
 
 struct bk_pipe {
-    pthread_t thread;
+    pthread_t threads[BK_PIPE_MAX_WORKERS];
+    unsigned nthreads;
     pthread_mutex_t mu;
     pthread_cond_t work, idle, freed;
     bk_job *head, *tail; /* submitted, not yet stored */
@@ -16,33 +17,32 @@ struct bk_pipe {
     bool stop;
     int rc;              /* first failure, sticky */
     pb_error err;
-    pack_writer *packs;
-    mf_run *done;        /* stored runs since the last take, in submission order */
-    uint32_t ndone, done_cap;
+    pack_writer *packs[BK_PIPE_MAX_WORKERS];
+    unsigned next_worker; /* hands each starting worker its writer */
+    mf_run *done;        /* stored runs since the last take, indexed by submission order */
+    uint32_t nsubmitted, done_cap;
     bk_job jobs[BK_PIPE_JOBS];
 };
 
-/* Called with the lock held. */
-static void record_run(bk_pipe *p, const mf_run *run)
+/* Called with the lock held, at submit time, so workers only write into place. */
+static int reserve_run(bk_pipe *p)
 {
-    if (p->ndone == p->done_cap) {
-        uint32_t cap = p->done_cap ? p->done_cap * 2 : 64;
-        mf_run *n = realloc(p->done, cap * sizeof(*n));
-        if (!n) {
-            if (!p->rc)
-                p->rc = pb_fail(&p->err, PB_ENOMEM, "out of memory recording frames");
-            return;
-        }
-        p->done = n;
-        p->done_cap = cap;
-    }
-    p->done[p->ndone++] = *run;
+    if (p->nsubmitted < p->done_cap)
+        return 0;
+    uint32_t cap = p->done_cap ? p->done_cap * 2 : 64;
+    mf_run *n = realloc(p->done, cap * sizeof(*n));
+    if (!n)
+        return PB_ENOMEM;
+    p->done = n;
+    p->done_cap = cap;
+    return 0;
 }
 
 static void *worker(void *vp)
 {
     bk_pipe *p = vp;
     pthread_mutex_lock(&p->mu);
+    pack_writer *packs = p->packs[p->next_worker++];
     for (;;) {
         while (!p->head && !p->stop)
             pthread_cond_wait(&p->work, &p->mu);
@@ -56,7 +56,7 @@ static void *worker(void *vp)
         pthread_mutex_unlock(&p->mu);
         pack_loc loc;
         pb_error err = PB_ERROR_INIT;
-        int rc = failed ? 0 : pack_write_frame(p->packs, job->data, job->len, &loc, &err);
+        int rc = failed ? 0 : pack_write_frame(packs, job->data, job->len, &loc, &err);
         pthread_mutex_lock(&p->mu);
         if (rc && !p->rc) {
             p->rc = rc;
@@ -67,7 +67,7 @@ static void *worker(void *vp)
             job->run.offset = loc.offset;
             job->run.clen = loc.clen;
             job->run.rlen = loc.rlen;
-            record_run(p, &job->run);
+            p->done[job->seq] = job->run;
         }
         job->next = p->free_list;
         p->free_list = job;
@@ -79,12 +79,16 @@ static void *worker(void *vp)
     return NULL;
 }
 
-int bk_pipe_start(bk_pipe **out, pack_writer *packs, pb_error *err)
+int bk_pipe_start(bk_pipe **out, pack_writer **packs, unsigned nworkers, pb_error *err)
 {
+    if (nworkers < 1 || nworkers > BK_PIPE_MAX_WORKERS)
+        return pb_fail(err, PB_EINVAL, "%u compression workers: must be 1..%d", nworkers,
+                       BK_PIPE_MAX_WORKERS);
     bk_pipe *p = calloc(1, sizeof(*p));
     if (!p)
         return pb_fail(err, PB_ENOMEM, "out of memory for the compression pipeline");
-    p->packs = packs;
+    for (unsigned i = 0; i < nworkers; i++)
+        p->packs[i] = packs[i];
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->idle, NULL);
@@ -98,10 +102,12 @@ int bk_pipe_start(bk_pipe **out, pack_writer *packs, pb_error *err)
         p->jobs[i].next = p->free_list;
         p->free_list = &p->jobs[i];
     }
-    if (pthread_create(&p->thread, NULL, worker, p) != 0) {
-        p->thread = 0;
-        bk_pipe_free(p);
-        return pb_fail(err, PB_ENOMEM, "cannot start the compression thread");
+    for (unsigned i = 0; i < nworkers; i++) {
+        if (pthread_create(&p->threads[i], NULL, worker, p) != 0) {
+            bk_pipe_free(p);
+            return pb_fail(err, PB_ENOMEM, "cannot start compression thread %u", i);
+        }
+        p->nthreads++;
     }
     *out = p;
     return 0;
@@ -111,12 +117,13 @@ void bk_pipe_free(bk_pipe *p)
 {
     if (!p)
         return;
-    if (p->thread) {
+    if (p->nthreads) {
         pthread_mutex_lock(&p->mu);
         p->stop = true;
         pthread_cond_broadcast(&p->work);
         pthread_mutex_unlock(&p->mu);
-        pthread_join(p->thread, NULL);
+        for (unsigned i = 0; i < p->nthreads; i++)
+            pthread_join(p->threads[i], NULL);
     }
     for (int i = 0; i < BK_PIPE_JOBS; i++)
         free(p->jobs[i].data);
@@ -149,6 +156,9 @@ void bk_pipe_submit(bk_pipe *p, bk_job *job, uint32_t first, uint32_t count, siz
     job->len = len;
     job->next = NULL;
     pthread_mutex_lock(&p->mu);
+    if (reserve_run(p) != 0 && !p->rc)
+        p->rc = pb_fail(&p->err, PB_ENOMEM, "out of memory recording frames");
+    job->seq = p->rc ? 0 : p->nsubmitted++;
     if (p->tail)
         p->tail->next = job;
     else
@@ -167,10 +177,12 @@ int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err)
     int rc = p->rc;
     if (rc && err)
         *err = p->err;
-    *runs = p->done;
-    *count = p->ndone;
+    *runs = rc ? NULL : p->done;
+    *count = rc ? 0 : p->nsubmitted;
+    if (rc)
+        free(p->done);
     p->done = NULL;
-    p->ndone = p->done_cap = 0;
+    p->nsubmitted = p->done_cap = 0;
     pthread_mutex_unlock(&p->mu);
     return rc;
 }

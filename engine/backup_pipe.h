@@ -11,19 +11,24 @@
 #include "engine/pack.h"
 #include "manifest/manifest.h"
 
-#define BK_PIPE_JOBS 8
+#define BK_PIPE_JOBS 12
 
 typedef struct bk_job {
     uint8_t *data;   /* PACK_MAX_FRAME_RAW bytes, 4096-aligned */
     size_t len;
     mf_run run;      /* first/count from the submitter; location from the worker */
+    uint32_t seq;    /* submission order since the last take */
     struct bk_job *next;
 } bk_job;
 
 typedef struct bk_pipe bk_pipe;
 
-/* Start the worker; packs stays owned by the caller and must outlive the pipe. */
-int bk_pipe_start(bk_pipe **out, pack_writer *packs, pb_error *err);
+#define BK_PIPE_MAX_WORKERS 8
+
+/* Start one worker per pack writer (nworkers <= BK_PIPE_MAX_WORKERS); the writers stay
+ * owned by the caller and must outlive the pipe. Frames of one file may land in
+ * different writers' packs: each run records its pack. */
+int bk_pipe_start(bk_pipe **out, pack_writer **packs, unsigned nworkers, pb_error *err);
 /* Stop the worker and free the pool. Accepts NULL. */
 void bk_pipe_free(bk_pipe *p);
 /* A free buffer (waits while all are in flight). */

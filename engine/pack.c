@@ -84,6 +84,12 @@ uint64_t pack_writer_stored_bytes(const pack_writer *w)
     return w->stored;
 }
 
+void pack_writer_set_first(pack_writer *w, uint32_t first)
+{
+    if (w && w->packs == 0 && first > 0)
+        w->pack_no = first - 1;
+}
+
 uint32_t pack_writer_packs(const pack_writer *w)
 {
     return w->packs;

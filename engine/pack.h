@@ -31,6 +31,9 @@ typedef struct pack_loc {
  * one exceeds target_size bytes. level: zstd level (1 = fast). */
 int pack_writer_open(pack_writer **out, repo *r, const char *dir, uint64_t target_size,
                      int level, pb_error *err);
+/* Number the packs of this writer from first (default 1), so several writers can
+ * share one backup directory. Call before the first frame. */
+void pack_writer_set_first(pack_writer *w, uint32_t first);
 /* Compress and append one frame (len <= PACK_MAX_FRAME_RAW). */
 int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out,
                      pb_error *err);
