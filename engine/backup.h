@@ -22,7 +22,7 @@ typedef struct bk_opts {
     const char *state_dir;  /* local catalog directory */
     char type;              /* 'F' full, 'I' incremental, 0 = automatic */
     size_t read_size;       /* 0 = detected stripe size */
-    unsigned queue_depth;
+    unsigned queue_depth;   /* 0 = automatic: 8 on an md array, 2 on a single device */
     bool use_uring;
     bool direct;
     bk_checksum_policy on_checksum_error;
@@ -35,7 +35,7 @@ typedef struct bk_opts {
     int nice;                /* scheduler niceness for the backup process (0 = unchanged) */
 } bk_opts;
 
-#define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 8, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
+#define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
                       300, 256ull << 20, 0, 10}
 
 /* Run one backup into r. On success out_id names the committed backup. */

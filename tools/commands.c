@@ -169,9 +169,13 @@ int cmd_tune(pb_options *o)
     size_t rs = scan_default_read_size(path ? path : ".", why, sizeof(why));
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     printf("data directory     %s\n", path ? path : "(not given; using the current directory)");
-    printf("read size          %zu KiB  (%s)\n", rs / 1024, why);
-    printf("queue depth        %u  (enough requests in flight to keep every device busy)\n",
-           o->backup.queue_depth);
+    bool single = strstr(why, "default") != NULL;
+    printf("read size          %zu KiB  (%s)\n", single ? 512 : rs / 1024,
+           single ? "single device: small requests keep the database's reads from queueing"
+                  : why);
+    printf("queue depth        %u  (%s)\n",
+           o->backup.queue_depth ? o->backup.queue_depth : (single ? 2u : 8u),
+           single ? "1 MiB in flight on one device" : "enough in flight to keep every disk busy");
     printf("vCPUs              %ld\n", cpus);
     printf("reader threads     %ld  (direct I/O: all vCPUs on hosts with <= 2 vCPUs, half "
            "elsewhere)\n", cpus <= 2 ? cpus : cpus / 2);
