@@ -117,6 +117,10 @@ const uint8_t *pb_rd_bytes(pb_reader *r, size_t n);
 int pb_lsn_parse(const char *text, uint64_t *out);
 void pb_lsn_format(uint64_t lsn, char out[32]);
 
+/* mkdir -p: missing parents are created 0700, the last component with mode; an
+ * existing directory is fine. */
+int pb_mkdir_p(const char *path, unsigned mode, pb_error *err);
+
 /* Monotonic seconds, for progress and summaries. */
 double pb_now(void);
 

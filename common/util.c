@@ -1,10 +1,12 @@
 /* common/util.c — logging, hashing, buffers, LSN text. */
 #include "pb.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -181,6 +183,24 @@ int pb_lsn_parse(const char *text, uint64_t *out)
 void pb_lsn_format(uint64_t lsn, char out[32])
 {
     snprintf(out, 32, "%X/%X", (unsigned)(lsn >> 32), (unsigned)lsn);
+}
+
+int pb_mkdir_p(const char *path, unsigned mode, pb_error *err)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return pb_fail(err, PB_EINVAL, "path too long: %.64s...", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return pb_fail_errno(err, PB_EIO, "cannot create directory %s", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
+        return pb_fail_errno(err, PB_EIO, "cannot create directory %s", buf);
+    return 0;
 }
 
 double pb_now(void)

@@ -134,22 +134,12 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
     return rc;
 }
 
-static int delete_key(void *vr, const char *key, uint64_t size)
-{
-    pb_error err = PB_ERROR_INIT;
-    repo_delete(vr, key, &err);
-    return 0;
-}
-
 /* A failed backup never committed its manifest, so it is invisible already; removing
- * its packs just gives the space back. */
+ * its packs and stale temporary objects just gives the space back. */
 static void drop_partial(repo *r, const char *id)
 {
-    char dir[128];
-    chain_backup_dir(dir, sizeof(dir), id);
-    strcat(dir, "/");
     pb_error err = PB_ERROR_INIT;
-    repo_list(r, dir, delete_key, r, &err);
+    chain_drop(r, id, &err);
     repo_cleanup(r, &err);
 }
 
@@ -278,27 +268,10 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
 }
 
 /* One backup at a time per catalog: a second one would race for the chain head. */
-static int make_state_dir(const char *dir, pb_error *err)
-{
-    char buf[4096];
-    snprintf(buf, sizeof(buf), "%s", dir);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return pb_fail_errno(err, PB_EIO, "cannot create state directory %s", buf);
-        *p = saved;
-        if (!saved)
-            return 0;
-    }
-}
-
 static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
 {
     char path[4200];
-    int rc = make_state_dir(state_dir, err);
+    int rc = pb_mkdir_p(state_dir, 0700, err);
     if (rc)
         return rc;
     snprintf(path, sizeof(path), "%s/backup.lock", state_dir);

@@ -244,6 +244,26 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
     return 0;
 }
 
+static int drop_object(void *vr, const char *key, uint64_t size)
+{
+    pb_error err = PB_ERROR_INIT;
+    int rc = repo_delete(vr, key, &err);
+    if (rc && rc != PB_ENOENT)
+        pb_warn("%s", err.msg);
+    return 0;
+}
+
+int chain_drop(repo *r, const char *id, pb_error *err)
+{
+    char key[256];
+    manifest_key(key, sizeof(key), id);
+    int rc = repo_delete(r, key, err);
+    if (rc && rc != PB_ENOENT)
+        return rc;
+    snprintf(key, sizeof(key), "backup/%s/", id);
+    return repo_list(r, key, drop_object, r, err);
+}
+
 void chain_new_id(char out[MF_ID_LEN], char type, const char *after)
 {
     for (;;) {

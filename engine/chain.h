@@ -46,6 +46,10 @@ int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, 
  * repository holding another cluster's backups is refused. */
 int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err);
 
+/* Remove a backup: its manifest first (it is invisible from then on), then every other
+ * object under backup/<id>/. Missing objects are fine; other failures are logged. */
+int chain_drop(repo *r, const char *id, pb_error *err);
+
 /* A new backup id: the UTC time now and its type letter ('F', 'I', 'S'), sorting after
  * `after` (waits for the next second when needed). after may be NULL. */
 void chain_new_id(char out[MF_ID_LEN], char type, const char *after);

@@ -12,29 +12,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fts.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int mkdir_p(const char *path, mode_t mode, pb_error *err)
-{
-    char buf[4096];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return pb_fail_errno(err, PB_EIO, "cannot create directory %s", buf);
-        *p = '/';
-    }
-    if (mkdir(buf, mode) != 0 && errno != EEXIST)
-        return pb_fail_errno(err, PB_EIO, "cannot create directory %s", buf);
-    return 0;
-}
 
 static bool dir_is_empty(const char *path, bool *exists)
 {
@@ -60,26 +44,6 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path) == 0 ? 0 : -1;
 }
 
-/* The WAL a restore needs must be in the repository before anything is written. */
-static int check_wal(repo *r, const mf_backup *h, pb_error *err)
-{
-    uint64_t seg = h->wal_segment_size;
-    for (uint64_t s = h->start_lsn / seg; s <= (h->stop_lsn - 1) / seg; s++) {
-        char name[25];
-        bool present = false;
-        pgc_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
-        int rc = arch_exists(r, name, &present, err);
-        if (rc)
-            return rc;
-        if (!present)
-            return pb_fail(err, PB_ENOENT,
-                           "WAL segment %s needed to make backup %s consistent is missing "
-                           "from repository %s; nothing was written",
-                           name, h->id, repo_location(r));
-    }
-    return 0;
-}
-
 static const char *mapped_dir(const rs_opts *opts, const mf_file *f)
 {
     unsigned oid = (unsigned)strtoul(f->path + strlen("pg_tblspc/"), NULL, 10);
@@ -95,7 +59,7 @@ static int make_link(const rs_opts *opts, const mf_file *f, const char *path, pb
     if (!dir || dir[0] != '/')
         return pb_fail(err, PB_EINVAL, "tablespace %s has no absolute target directory; use "
                        "--tablespace-map OID=DIR", f->path);
-    int rc = mkdir_p(dir, 0700, err);
+    int rc = pb_mkdir_p(dir, 0700, err);
     if (rc)
         return rc;
     char cur[4096];
@@ -136,7 +100,7 @@ static int lay_out(const rs_opts *opts, const mf_manifest *m, pb_error *err)
         snprintf(path, sizeof(path), "%s/%s", opts->target_dir, f->path);
         int rc = 0;
         if (f->kind == MF_DIR) {
-            rc = mkdir_p(path, f->mode & 07777, err);
+            rc = pb_mkdir_p(path, f->mode & 07777, err);
             if (rc == 0)
                 chmod(path, f->mode & 07777);
         } else if (f->kind == MF_LINK) {
@@ -216,7 +180,7 @@ static int prepare_target(const rs_opts *opts, pb_error *err)
 {
     bool exists = false;
     if (dir_is_empty(opts->target_dir, &exists))
-        return exists ? 0 : mkdir_p(opts->target_dir, 0700, err);
+        return exists ? 0 : pb_mkdir_p(opts->target_dir, 0700, err);
     if (opts->delta)
         return 0;
     if (!opts->force)
@@ -229,17 +193,28 @@ static int prepare_target(const rs_opts *opts, pb_error *err)
 }
 
 /* Run as root, give the files to whoever owns the target directory (the DBA creates it
- * for the postgres user), so the restored cluster can start. */
+ * for the postgres user), so the restored cluster can start. The walk follows the
+ * pg_tblspc links (the only links a restore creates) so tablespaces are included. */
 static void fix_owner(const char *dir)
 {
     struct stat st;
     if (geteuid() != 0 || stat(dir, &st) != 0 || st.st_uid == 0)
         return;
-    char cmd[8300];
-    snprintf(cmd, sizeof(cmd), "chown -R --no-dereference %u:%u '%s'", (unsigned)st.st_uid,
-             (unsigned)st.st_gid, dir);
-    if (system(cmd) != 0)
-        pb_warn("could not give %s to uid %u", dir, (unsigned)st.st_uid);
+    char *const roots[] = {(char *)dir, NULL};
+    FTS *fts = fts_open(roots, FTS_LOGICAL | FTS_NOCHDIR, NULL);
+    FTSENT *e;
+    bool failed = fts == NULL;
+    while (fts && (e = fts_read(fts)) != NULL) {
+        if (e->fts_info == FTS_DP)
+            continue;
+        if (lchown(e->fts_path, st.st_uid, st.st_gid) != 0 ||
+            chown(e->fts_path, st.st_uid, st.st_gid) != 0)
+            failed = true;
+    }
+    if (fts)
+        fts_close(fts);
+    if (failed)
+        pb_warn("could not give everything under %s to uid %u", dir, (unsigned)st.st_uid);
 }
 
 static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, unsigned jobs, pb_error *err)
@@ -326,7 +301,7 @@ int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error
     ctx.repo = r;
     ctx.chain = &c;
     ctx.stats = stats;
-    rc = check_wal(r, mf_header_c(m), err);
+    rc = rs_check_wal(r, &o, mf_header_c(m), err); /* start..stop, one listing */
     if (rc == 0)
         rc = rebuild_all(&ctx, m, jobs, err);
     snprintf(stats->id, sizeof(stats->id), "%s", id);

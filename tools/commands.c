@@ -32,11 +32,7 @@ static const char *state_dir(pb_options *o, char *buf, size_t cap)
     const char *home = getenv("HOME");
     snprintf(buf, cap, "%s/.local/state/pageback/%016" PRIx64, home ? home : "/tmp",
              pb_hash64(o->repo.location, strlen(o->repo.location)));
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "mkdir -p '%s'", buf);
-    if (system(tmp) != 0)
-        pb_warn("cannot create state directory %s", buf);
-    return buf;
+    return buf; /* created by the backup when missing */
 }
 
 static void human(double bytes, char *out, size_t cap)

@@ -185,17 +185,6 @@ static int delete_one(void *vr, const char *key, uint64_t size)
     return 0;
 }
 
-static int drop_backup(repo *r, const char *id, pb_error *err)
-{
-    char key[256];
-    /* The manifest goes first: the backup is invisible before its packs disappear. */
-    snprintf(key, sizeof(key), "backup/%s/manifest", id);
-    int rc = repo_delete(r, key, err);
-    if (rc && rc != PB_ENOENT)
-        return rc;
-    snprintf(key, sizeof(key), "backup/%s/", id);
-    return repo_list(r, key, delete_one, r, err);
-}
 
 typedef struct wal_expire {
     repo *r;
@@ -242,7 +231,7 @@ int cmd_expire(pb_options *o)
     if (rc == 0 && fulls < (size_t)o->retain_full)
         keep_from = 0;
     for (size_t i = 0; rc == 0 && i < keep_from; i++) {
-        rc = drop_backup(r, ids.ids[i], &err);
+        rc = chain_drop(r, ids.ids[i], &err);
         if (rc == 0)
             printf("expired backup %s\n", ids.ids[i]);
     }
