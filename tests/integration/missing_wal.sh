@@ -29,6 +29,10 @@ for i in $(seq 1 300); do
     [[ "$LAST" < "$SEG" ]] || break
     sleep 0.1
 done
+# Backup stop times are recorded in whole seconds, so a target in the same second as
+# the backup's end cannot be shown to follow it (the choice then refuses, rightly):
+# take the target in a later second.
+sleep 1.1
 NOW=$(PGTZ=UTC q "SELECT now()")
 # The segment two after the backup's last one.
 GAP=$(printf '%s%08X' "${STOP:0:16}" $((16#${STOP:16:8} + 2)))
