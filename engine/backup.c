@@ -55,8 +55,14 @@ static int plan_type(repo *r, const bk_opts *opts, const pgc_info *info, bk_plan
         snprintf(plan->reason, sizeof(plan->reason), "no backup in the repository yet");
         goto out;
     }
-    const char *latest = ids.ids[ids.count - 1];
-    snprintf(plan->latest, sizeof(plan->latest), "%s", latest);
+    /* plan->latest (the last id) keeps new ids unique; the parent is the chain head by
+     * stop LSN (a rebase's synthetic full of an older state has the last id). */
+    snprintf(plan->latest, sizeof(plan->latest), "%s", ids.ids[ids.count - 1]);
+    char head[MF_ID_LEN];
+    pb_error herr = PB_ERROR_INIT;
+    if (chain_head(r, head, &herr) != 0)
+        snprintf(head, sizeof(head), "%s", plan->latest);
+    const char *latest = head;
     if (opts->type == 'F') {
         snprintf(plan->reason, sizeof(plan->reason), "full backup requested");
         goto out;

@@ -576,12 +576,14 @@ static int check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *
     return 0;
 }
 
+/* Backups are tried newest state first (history order, never id order: a rebase's
+ * synthetic full of an older state has the last id). */
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
                   size_t why_len, pb_error *err)
 {
     rs_target_val tv;
     wal_view v;
-    chain_ids ids = {0};
+    chain_history hist = {0};
     memset(&v, 0, sizeof(v));
     int rc = parse_target(opts, &tv, err);
     bool explicit = opts->set && strcmp(opts->set, "latest") != 0;
@@ -590,41 +592,39 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
     if (rc == 0)
         rc = view_load(&v, r, ARCH_LIST_HISTORY, err);
     if (rc == 0)
-        rc = chain_list(r, &ids, err);
+        rc = chain_history_load(r, &hist, err);
     if (rc)
         goto out;
-    if (ids.count == 0) {
+    if (hist.count == 0) {
         rc = pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
         goto out;
     }
     char first_why[400] = "", newest[MF_ID_LEN] = "", last_why[400] = "",
          oldest[MF_ID_LEN] = "";
     rc = PB_ENOENT;
-    for (size_t i = ids.count; i-- > 0 && rc == PB_ENOENT;) {
-        if (explicit && strcmp(ids.ids[i], opts->set) != 0)
+    for (size_t i = hist.count; i-- > 0 && rc == PB_ENOENT;) {
+        const mf_backup *h = &hist.items[i];
+        if (explicit && strcmp(h->id, opts->set) != 0)
             continue;
-        mf_manifest *m = NULL;
         char skip[400] = "";
-        rc = chain_load(r, ids.ids[i], &m, err);
-        int ok = rc ? rc : can_reach(&v, opts, &tv, mf_header(m), skip, sizeof(skip), err);
+        int ok = can_reach(&v, opts, &tv, h, skip, sizeof(skip), err);
         if (ok == 1) {
-            snprintf(out_id, MF_ID_LEN, "%s", ids.ids[i]);
-            explain_choice(opts, &tv, mf_header(m), i > 0 ? ids.ids[i - 1] : NULL, explicit,
-                           why, why_len);
+            snprintf(out_id, MF_ID_LEN, "%s", h->id);
+            explain_choice(opts, &tv, h, i > 0 ? hist.items[i - 1].id : NULL, explicit, why,
+                           why_len);
             rc = 0;
         } else if (ok == 0) {
-            pb_debug("backup %s cannot reach the target: %s", ids.ids[i], skip);
+            pb_debug("backup %s cannot reach the target: %s", h->id, skip);
             if (!newest[0]) {
-                snprintf(newest, sizeof(newest), "%s", ids.ids[i]);
+                snprintf(newest, sizeof(newest), "%s", h->id);
                 snprintf(first_why, sizeof(first_why), "%s", skip);
             }
-            snprintf(oldest, sizeof(oldest), "%s", ids.ids[i]);
+            snprintf(oldest, sizeof(oldest), "%s", h->id);
             snprintf(last_why, sizeof(last_why), "%s", skip);
             rc = PB_ENOENT;
         } else {
             rc = ok;
         }
-        mf_free(m);
     }
     if (rc == PB_ENOENT && explicit && !newest[0])
         rc = pb_fail(err, PB_ENOENT, "backup set %s not found in repository %s", opts->set,
@@ -635,7 +635,7 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
     else if (rc == PB_ENOENT)
         rc = refuse(r, opts, newest, first_why, oldest, last_why, err);
 out:
-    chain_ids_free(&ids);
+    chain_history_free(&hist);
     view_free(&v);
     return rc;
 }
