@@ -229,6 +229,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
 {
     char id[MF_ID_LEN], why[512];
     chain c = {0};
+    rs_timeline tl;
     rs_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     memset(stats, 0, sizeof(*stats));
@@ -241,7 +242,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     if (rc)
         return rc;
     const mf_manifest *m = c.items[c.count - 1];
-    rc = rs_check_wal(r, opts, mf_header_c(m), err);
+    rc = rs_check_wal(r, opts, mf_header_c(m), &tl, err);
     if (rc == 0)
         rc = check_tablespaces(opts, m, err);
     if (rc == 0)
@@ -264,7 +265,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     if (rc == 0)
         rc = write_tablespace_map(opts, m, err);
     if (rc == 0)
-        rc = rs_write_recovery(opts->target_dir, opts, mf_header_c(m), err);
+        rc = rs_write_recovery(opts->target_dir, opts, mf_header_c(m), &tl, err);
     if (rc == 0) {
         fix_owner(opts->target_dir);
         snprintf(stats->id, sizeof(stats->id), "%s", id);
@@ -276,36 +277,6 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
         }
     }
 out:
-    stats->seconds = pb_now() - t0;
-    rs_ctx_free_buffers(&ctx);
-    chain_free(&c);
-    return rc;
-}
-
-int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
-{
-    chain c = {0};
-    rs_ctx ctx;
-    memset(&ctx, 0, sizeof(ctx));
-    memset(stats, 0, sizeof(*stats));
-    rs_opts o = RS_OPTS_INIT;
-    o.set = set;
-    char id[MF_ID_LEN], why[512];
-    double t0 = pb_now();
-    int rc = rs_choose_set(r, &o, id, why, sizeof(why), err);
-    if (rc == 0)
-        rc = chain_resolve(r, id, &c, err);
-    if (rc)
-        return rc;
-    const mf_manifest *m = c.items[c.count - 1];
-    ctx.repo = r;
-    ctx.chain = &c;
-    ctx.stats = stats;
-    rc = rs_check_wal(r, &o, mf_header_c(m), err); /* start..stop, one listing */
-    if (rc == 0)
-        rc = rebuild_all(&ctx, m, jobs, err);
-    snprintf(stats->id, sizeof(stats->id), "%s", id);
-    stats->chain_length = c.count;
     stats->seconds = pb_now() - t0;
     rs_ctx_free_buffers(&ctx);
     chain_free(&c);
