@@ -109,4 +109,19 @@ else
 fi
 pitr "time on timeline 1 past the branch, --target-timeline 1" --target-time "$T" \
     --target-timeline 1
+
+# verify reads both timelines and the history file (defect 8).
+pb_check "verify passes with two timelines in the archive" pb verify
+if [ "$PB_REPO_KIND" = posix ]; then
+    H=$PB_REPO/wal/history/00000002.history.zst
+    cp "$H" "$PB_WORK/history.orig"
+    printf 'ZZ' | dd of="$H" bs=1 seek=40 conv=notrunc status=none
+    out=$(pb verify 2>&1)
+    if [ $? != 0 ] && grep -q "00000002.history" <<<"$out"; then
+        pb_test_ok "verify names the damaged history file"
+    else
+        pb_test_fail "damaged history file: $(tail -n 3 <<<"$out")"
+    fi
+    cp "$PB_WORK/history.orig" "$H"
+fi
 pb_test_summary
