@@ -317,7 +317,8 @@ static bool lived_on(const rs_wal_view *v, uint32_t b, uint64_t branch, uint32_t
     return last[0] != '\0';
 }
 
-/* An LSN past the branch: the timeline whose archived WAL goes on past it. */
+/* An LSN past the branch: the timeline whose archived WAL goes on past it; refused when
+ * both do (the user must say which) or neither does (recovery could not reach it). */
 static int place_lsn(rs_wal_view *v, const mf_backup *h, uint64_t lsn, size_t at,
                      bool *stay, pb_error *err)
 {
@@ -332,11 +333,16 @@ static int place_lsn(rs_wal_view *v, const mf_backup *h, uint64_t lsn, size_t at
     if (rc)
         return rc;
     *stay = on_b && !on_later;
-    if (!(on_b && on_later))
+    if (on_b != on_later)
         return 0;
     char a[32], b[32];
     pb_lsn_format(lsn, a);
     pb_lsn_format(v->tl[at].end, b);
+    if (!on_b)
+        return pb_fail(err, PB_ENOENT, "the target LSN %s lies after %s, where timeline %u "
+                       "branched off timeline %u, and the archived WAL of neither timeline "
+                       "reaches it: recovery would end before the target; nothing was "
+                       "written", a, b, later, h->timeline);
     return pb_fail(err, PB_EINVAL, "the target LSN %s lies after %s, where timeline %u "
                    "branched off timeline %u, and the archive holds WAL at that LSN on both: "
                    "say which with --target-timeline %u (stay on timeline %u) or "

@@ -147,7 +147,10 @@ int cmd_verify(pb_options *o)
     int rc = open_repo(o, &r, &err);
     if (rc == 0)
         rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, NULL, &st, &err);
-    if (rc == 0 || rc == PB_ECORRUPT)
+    if ((rc == 0 || rc == PB_ECORRUPT) && o->restore.set)
+        printf("verify %s: %zu problems in %.1f s\n", rc ? "FAILED" : "passed", st.problems,
+               st.seconds);
+    else if (rc == 0 || rc == PB_ECORRUPT)
         printf("verify %s: %zu backups (%zu failed), %" PRIu64 " frames, %" PRIu64
                " WAL segments, %" PRIu64 " history files checked; %zu problems in %.1f s\n",
                rc ? "FAILED" : "passed", st.backups, st.backups_failed, st.frames_read,
