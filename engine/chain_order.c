@@ -39,8 +39,10 @@ void chain_history_sort(chain_history *h)
         qsort(h->items, h->count, sizeof(*h->items), cmp_entry);
 }
 
-/* A manifest that cannot be read is left out with a warning: it cannot be restored,
- * and verify names it; one bad object must not stop restores of the others. */
+/* A corrupt manifest (or one removed since the listing) is left out with a warning: it
+ * cannot be restored, and verify names it; one bad object must not stop restores of the
+ * others. A failure to read (I/O, remote) fails the whole load: deciding "newest" or
+ * retention without a backup that is really there would be wrong. */
 int chain_history_load(repo *r, chain_history *out, pb_error *err)
 {
     memset(out, 0, sizeof(*out));
@@ -58,8 +60,8 @@ int chain_history_load(repo *r, chain_history *out, pb_error *err)
         mf_manifest *m = NULL;
         pb_error lerr = PB_ERROR_INIT;
         int lrc = chain_load(r, ids.ids[i], &m, &lerr);
-        if (lrc == PB_ENOMEM) {
-            rc = pb_fail(err, lrc, "%s", lerr.msg);
+        if (lrc && lrc != PB_ECORRUPT && lrc != PB_ENOENT) {
+            rc = pb_fail(err, lrc, "%s", lerr.msg); /* I/O, remote: not a verdict */
             break;
         }
         if (lrc) {
