@@ -5,8 +5,9 @@
  * through the restore path (every needed frame read once, every page hash checked) and
  * the WAL from its start to its stop. rs_verify_repo with no set checks the repository
  * as a whole, as pgBackRest's verify does: each manifest is loaded once; each backup's
- * own frames (the runs its manifest lists, which live in its own packs) are read once,
- * so a frame that many backups of a chain rely on is read once per run; and each chain
+ * own frames (the runs its manifest lists, which live in its own packs) are read once
+ * (verify_frames.c), so a frame that many backups of a chain rely on is read once per
+ * run; and each chain
  * is checked to be complete (every page of every file has a source, every whole file
  * its stored copy). A restore reads only frames of its chain, so together these cover
  * what any restore of any listed backup would read. The WAL archive is verify_wal.c.
@@ -66,126 +67,6 @@ void vfy_problem(vfy_run *v, const char *id, const char *fmt, ...)
         v->note(v->note_ctx, id, true, msg);
 }
 
-/* Remember a failed frame (out of memory only loses the naming of later chains). */
-static int add_bad(vfy_run *v, const mf_manifest *m, const mf_run *run)
-{
-    if (v->nbad == v->bad_cap) {
-        size_t cap = v->bad_cap ? v->bad_cap * 2 : 16;
-        vfy_bad *p = realloc(v->bad, cap * sizeof(*p));
-        if (!p)
-            return PB_ENOMEM;
-        v->bad = p;
-        v->bad_cap = cap;
-    }
-    v->bad[v->nbad++] = (vfy_bad){m, run->pack_no, run->offset};
-    return 0;
-}
-
-static bool is_bad(const vfy_run *v, const mf_manifest *m, const mf_run *run)
-{
-    for (size_t i = 0; i < v->nbad; i++)
-        if (v->bad[i].m == m && v->bad[i].pack_no == run->pack_no &&
-            v->bad[i].offset == run->offset)
-            return true;
-    return false;
-}
-
-/* ---- one backup's own frames ------------------------------------------------------- */
-
-typedef struct own_ctx {
-    vfy_run *v;
-    const mf_manifest *m;
-    pack_reader *rd;
-    uint8_t *frame;
-    char dir[128];
-} own_ctx;
-
-/* Read and decode one frame; a failure is a problem of the backup (0 returned, *ok false)
- * unless verify itself cannot go on (out of memory). */
-static int read_run(own_ctx *o, const mf_file *f, const mf_run *run, bool *ok)
-{
-    pb_error e = PB_ERROR_INIT;
-    pack_loc loc = {run->pack_no, run->offset, run->clen, run->rlen};
-    int rc = pack_reader_read(o->rd, o->v->r, o->dir, &loc, o->frame, PACK_MAX_FRAME_RAW, &e);
-    *ok = rc == 0;
-    if (rc == PB_ENOMEM)
-        return rc;
-    if (rc == 0) {
-        o->v->stats->frames_read++;
-        return 0;
-    }
-    vfy_problem(o->v, mf_header_c(o->m)->id, "%s (frame of %s): %s", o->dir, f->path, e.msg);
-    return add_bad(o->v, o->m, run);
-}
-
-static int check_rel(own_ctx *o, const mf_file *f)
-{
-    const char *id = mf_header_c(o->m)->id;
-    uint32_t h = 0;
-    int rc = 0;
-    for (uint32_t r = 0; rc == 0 && r < f->nruns; r++) {
-        const mf_run *run = &f->runs[r];
-        bool ok = false, sized = run->rlen == (uint64_t)run->count * PB_PAGE_SIZE;
-        rc = sized ? read_run(o, f, run, &ok) : add_bad(o->v, o->m, run);
-        if (!sized)
-            vfy_problem(o->v, id, "%s blocks %u..%u: the manifest records a frame of %u bytes "
-                        "for %u pages (pack %u, offset %llu)", f->path, run->first,
-                        run->first + run->count - 1, run->rlen, run->count, run->pack_no,
-                        (unsigned long long)run->offset);
-        uint32_t k = 0;
-        while (ok && k < run->count &&
-               pb_hash64(o->frame + (size_t)k * PB_PAGE_SIZE, PB_PAGE_SIZE) ==
-                   f->page_hashes[h + k])
-            k++;
-        if (ok && k < run->count) {
-            vfy_problem(o->v, id, "%s block %u fails its hash check (%s/pack/%06u, frame at "
-                        "offset %llu)", f->path, run->first + k, o->dir, run->pack_no,
-                        (unsigned long long)run->offset);
-            rc = add_bad(o->v, o->m, run);
-        }
-        h += run->count;
-    }
-    return rc;
-}
-
-static int check_whole(own_ctx *o, const mf_file *f)
-{
-    pb_hasher *hs = pb_hasher_new();
-    if (!hs)
-        return PB_ENOMEM;
-    uint64_t size = 0;
-    bool ok = true;
-    int rc = 0;
-    for (uint32_t r = 0; rc == 0 && ok && r < f->nruns; r++) {
-        rc = read_run(o, f, &f->runs[r], &ok);
-        if (ok)
-            pb_hasher_update(hs, o->frame, f->runs[r].rlen);
-        size += f->runs[r].rlen;
-    }
-    if (rc == 0 && ok && (pb_hasher_digest(hs) != f->hash || size != f->size)) {
-        vfy_problem(o->v, mf_header_c(o->m)->id, "%s fails its hash check (stored in %s)",
-                    f->path, o->dir);
-        rc = f->nruns ? add_bad(o->v, o->m, &f->runs[0]) : 0;
-    }
-    pb_hasher_free(hs);
-    return rc;
-}
-
-static int check_own_frames(vfy_run *v, const mf_manifest *m, pack_reader *rd, uint8_t *frame)
-{
-    own_ctx o = {v, m, rd, frame, ""};
-    chain_backup_dir(o.dir, sizeof(o.dir), mf_header_c(m)->id);
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < mf_count(m); i++) {
-        const mf_file *f = mf_at(m, i);
-        if (f->kind == MF_REL)
-            rc = check_rel(&o, f);
-        else if (f->kind == MF_FILE && strcmp(f->stored_in, mf_header_c(m)->id) == 0)
-            rc = check_whole(&o, f);
-    }
-    return rc;
-}
-
 /* ---- each chain complete ------------------------------------------------------------ */
 
 typedef struct loaded {
@@ -239,7 +120,7 @@ static int rel_covered(vfy_run *v, const mf_manifest *const *c, size_t n, const 
         if (!fi || fi->kind != MF_REL)
             break;
         for (uint32_t r = 0; r < fi->nruns; r++) {
-            bool bad = i > 0 && v->nbad && is_bad(v, c[i], &fi->runs[r]);
+            bool bad = i > 0 && v->nbad && vfy_is_bad(v, c[i], &fi->runs[r]);
             for (uint32_t k = 0; k < fi->runs[r].count; k++) {
                 uint32_t p = fi->runs[r].first + k;
                 if (p < f->npages && !seen[p]) {
@@ -278,7 +159,7 @@ static int check_chain(vfy_run *v, const loaded *l, const mf_manifest *m)
                     fs = mf_find(c[k], f->path);
             bool bad = false;
             for (uint32_t k = 0; fs && fs != f && v->nbad && k < fs->nruns && !bad; k++)
-                bad = is_bad(v, find_loaded(l, f->stored_in), &fs->runs[k]);
+                bad = vfy_is_bad(v, find_loaded(l, f->stored_in), &fs->runs[k]);
             if (!fs || fs->kind != MF_FILE || fs->hash != f->hash)
                 vfy_problem(v, mf_header_c(m)->id, "%s: its content, recorded in backup %s, "
                             "is missing from the chain", f->path, f->stored_in);
@@ -356,7 +237,7 @@ static int verify_all(vfy_run *v, pb_error *err)
         size_t before = v->stats->problems;
         uint64_t f0 = v->stats->frames_read;
         v->subject_problems = 0;
-        rc = check_own_frames(v, l.ms[i], rd, frame);
+        rc = vfy_own_frames(v, l.ms[i], rd, frame);
         found[i] = v->stats->problems - before;
         frames[i] = v->stats->frames_read - f0;
     }

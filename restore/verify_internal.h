@@ -29,6 +29,15 @@ typedef struct vfy_run {
 void vfy_problem(vfy_run *v, const char *id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Remember a failed frame of backup m / ask whether one failed (verify_frames.c). */
+int vfy_add_bad(vfy_run *v, const mf_manifest *m, const mf_run *run);
+bool vfy_is_bad(const vfy_run *v, const mf_manifest *m, const mf_run *run);
+
+/* Read every frame backup m stored (each once), check every page and whole-file hash;
+ * problems are noted and failed frames remembered. Returns PB_ENOMEM or 0. frame is a
+ * PACK_MAX_FRAME_RAW buffer. */
+int vfy_own_frames(vfy_run *v, const mf_manifest *m, pack_reader *rd, uint8_t *frame);
+
 /* Backup h's own WAL (start to stop on its timeline, as the backup was completed by):
  * a missing segment is a problem of h. */
 void vfy_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup *h);
