@@ -171,6 +171,8 @@ static int step(const rs_target *t, int dfd, const char *name, const char *rel, 
                 return pb_fail_errno(err, PB_EIO, "cannot create directory %s/%s", t->dir, rel);
         } else if ((errno == ELOOP || errno == ENOTDIR) && (how & RS_DIR_REPLACE)) {
             rc = replace_with_dir(t, dfd, name, rel, err);
+            if (rc == 0 && mkdirat(dfd, name, 0700) != 0 && errno != EEXIST)
+                return pb_fail_errno(err, PB_EIO, "cannot create directory %s/%s", t->dir, rel);
         } else if (errno == ELOOP || errno == ENOTDIR) {
             return pb_fail(err, PB_EINVAL, "%s/%s is a symbolic link or not a directory: "
                            "restore does not write through links it did not create",
