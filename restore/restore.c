@@ -160,6 +160,9 @@ static int prune_entry(prune_ctx *pc, int dfd, const char *name, const char *rel
     snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", name);
     snprintf(shown, sizeof(shown), "%s/%s", rs_target_path(pc->t), child);
     const mf_file *f = mf_find(pc->m, child);
+    unsigned oid;
+    if (!f && rs_link_oid(rel, &oid))
+        return 0; /* a tablespace location is shared by each major version's PG_* dir */
     struct stat st;
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? 0 : pb_fail_errno(pc->err, PB_EIO, "cannot stat %s", shown);

@@ -10,6 +10,12 @@ SRC=$PB_WORK/src
 pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
 pg_env "$SRC"
 pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+mkdir -p "$PB_WORK/ts1" "$PB_WORK/ts-r" && _pb_chown_pg "$PB_WORK/ts1" && _pb_chown_pg "$PB_WORK/ts-r"
+pg_psql "$SRC" "CREATE TABLESPACE ts1 LOCATION '$PB_WORK/ts1'" >/dev/null
+pg_psql "$SRC" "CREATE TABLE in_ts TABLESPACE ts1 AS SELECT g AS id FROM generate_series(1, 1000) g" \
+    >/dev/null
+TSOID=$(pg_psql "$SRC" "SELECT oid FROM pg_tablespace WHERE spcname = 'ts1'")
+TSMAP=(--tablespace-map "$TSOID=$PB_WORK/ts-r")
 pg_psql "$SRC" "CHECKPOINT" >/dev/null
 pb backup --type full >"$PB_WORK/backup.out" 2>&1 || { cat "$PB_WORK/backup.out"; pb_die "backup failed"; }
 DIGEST=$(pg_digest_all "$SRC")
@@ -35,11 +41,11 @@ restored_ok() {
 }
 
 delta() {
-    pb restore --target-dir "$R" --delta >"$PB_WORK/restore.out" 2>&1 ||
+    pb restore --target-dir "$R" --delta "${TSMAP[@]}" >"$PB_WORK/restore.out" 2>&1 ||
         { cat "$PB_WORK/restore.out" >&2; return 1; }
 }
 
-if pb_restore_start "$R"; then
+if pb_restore_start "$R" "${TSMAP[@]}"; then
     pb_assert_eq "$(pg_digest_all "$R")" "$DIGEST" "first restore: digests equal"
     pg_stop "$R"
 else
@@ -51,7 +57,7 @@ cp "$SRC/postmaster.pid" "$R/postmaster.pid" && _pb_chown_pg "$R/postmaster.pid"
 SRCPID=$(head -n 1 "$SRC/postmaster.pid")
 BEFORE=$(tree_sum "$R")
 for mode in --delta --force; do
-    if pb restore --target-dir "$R" $mode >"$PB_WORK/live.out" 2>&1; then
+    if pb restore --target-dir "$R" $mode "${TSMAP[@]}" >"$PB_WORK/live.out" 2>&1; then
         pb_test_fail "restore $mode into a target with a live postmaster.pid succeeded"
     else
         pb_check "restore $mode refused naming postmaster.pid and PID $SRCPID" \
@@ -65,6 +71,11 @@ pg_is_running "$SRC" && pb_test_ok "the source cluster still runs" ||
 (exit 0) &
 wait $!
 echo "$!" >"$R/postmaster.pid"
+
+# Another major version's directory in the tablespace location (they share it, each
+# in its own PG_<version>_<catversion>) is not the restore's to prune.
+mkdir -p "$PB_WORK/ts-r/PG_99_209901011" && echo other >"$PB_WORK/ts-r/PG_99_209901011/f"
+OTHER=$(tree_sum "$PB_WORK/ts-r/PG_99_209901011")
 
 # (a) base/<db> is a link to a directory outside the target, whose relation files
 # differ from the backup (one page damaged) and which holds a canary.
@@ -84,6 +95,8 @@ pb_assert_eq "$(tree_sum "$OUT_BASE")" "$BEFORE" "outside base/$DBOID: untouched
     pb_test_ok "base/$DBOID is a real directory again" ||
     pb_test_fail "base/$DBOID is not a real directory"
 restored_ok "delta over a base/$DBOID link"
+pb_assert_eq "$(tree_sum "$PB_WORK/ts-r/PG_99_209901011")" "$OTHER" \
+    "another version's directory in the tablespace location: kept"
 
 # (b) pg_wal is a link outside (initdb -X style) while the source had a plain pg_wal:
 # the link is replaced by a directory as in the backup, the outside stays as it was

@@ -128,6 +128,41 @@ static void test_replace_link(void)
     rs_target_free(NULL);
 }
 
+/* As root: the tree and the registered tablespace go to the target's owner; a link's
+ * own owner changes, never what a foreign link points to. */
+static void test_fix_owner(void)
+{
+    if (geteuid() != 0) {
+        printf("skip test_fix_owner: not root\n");
+        return;
+    }
+    char p[512], to[512], ts[512];
+    path_of(p, sizeof(p), "t");
+    PBT_CHECK(chown(p, 4242, 4242) == 0);
+    path_of(to, sizeof(to), "outside");
+    path_of(p, sizeof(p), "t/base/foreign");
+    PBT_CHECK(symlink(to, p) == 0);
+    path_of(ts, sizeof(ts), "ts");
+    path_of(p, sizeof(p), "t/pg_tblspc/16401");
+    PBT_CHECK(symlink(ts, p) == 0);
+    rs_target *t = NULL;
+    pb_error err = PB_ERROR_INIT;
+    path_of(p, sizeof(p), "t");
+    PBT_CHECK(rs_target_open(&t, p, true, &err) == 0);
+    PBT_CHECK(rs_target_add_link(t, "pg_tblspc/16401", ts, &err) == 0);
+    PBT_CHECK(rs_target_fix_owner(t, &err) == 0);
+    rs_target_free(t);
+    struct stat st;
+    PBT_CHECK(stat(to, &st) == 0 && st.st_uid == 0); /* not followed */
+    path_of(p, sizeof(p), "outside/canary");
+    PBT_CHECK(stat(p, &st) == 0 && st.st_uid == 0);
+    path_of(p, sizeof(p), "t/base/foreign");
+    PBT_CHECK(lstat(p, &st) == 0 && st.st_uid == 4242);
+    path_of(p, sizeof(p), "t/base/1");
+    PBT_CHECK(stat(p, &st) == 0 && st.st_uid == 4242);
+    PBT_CHECK(stat(ts, &st) == 0 && st.st_uid == 4242); /* the restore's own link */
+}
+
 static void test_check_entry(void)
 {
     const struct {
@@ -186,6 +221,7 @@ int main(void)
     PBT_RUN(test_resolve_walk);
     PBT_RUN(test_replace_link);
     PBT_RUN(test_check_entry);
+    PBT_RUN(test_fix_owner);
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     if (system(cmd) != 0)
