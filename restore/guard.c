@@ -69,8 +69,8 @@ static int read_pid(const char *path, long *pid, pb_error *err)
 {
     *pid = 0;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT)
-        return 0;
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+        return 0; /* no pid file, or no target directory yet */
     if (fd < 0)
         return pb_fail_errno(err, PB_ESTATE, "cannot read %s, so cannot tell whether a server "
                              "is running in the target", path);

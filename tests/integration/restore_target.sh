@@ -52,6 +52,15 @@ else
     pb_test_fail "first restore"
 fi
 
+# Another major version's directory in the tablespace location (they share it, each
+# in its own PG_<version>_<catversion>) is not the restore's to prune.
+mkdir -p "$PB_WORK/ts-r/PG_99_209901011" && echo other >"$PB_WORK/ts-r/PG_99_209901011/f" &&
+    chown -R postgres: "$PB_WORK/ts-r/PG_99_209901011"
+OTHER=$(tree_sum "$PB_WORK/ts-r/PG_99_209901011")
+pb_check "plain delta restore" delta
+pb_assert_eq "$(tree_sum "$PB_WORK/ts-r/PG_99_209901011")" "$OTHER" \
+    "another version's directory in the tablespace location: kept"
+
 # (d) A live server's pid file (the running source's) in the target: refused, untouched.
 cp "$SRC/postmaster.pid" "$R/postmaster.pid" && _pb_chown_pg "$R/postmaster.pid"
 SRCPID=$(head -n 1 "$SRC/postmaster.pid")
@@ -72,11 +81,6 @@ pg_is_running "$SRC" && pb_test_ok "the source cluster still runs" ||
 wait $!
 echo "$!" >"$R/postmaster.pid"
 
-# Another major version's directory in the tablespace location (they share it, each
-# in its own PG_<version>_<catversion>) is not the restore's to prune.
-mkdir -p "$PB_WORK/ts-r/PG_99_209901011" && echo other >"$PB_WORK/ts-r/PG_99_209901011/f"
-OTHER=$(tree_sum "$PB_WORK/ts-r/PG_99_209901011")
-
 # (a) base/<db> is a link to a directory outside the target, whose relation files
 # differ from the backup (one page damaged) and which holds a canary.
 OUT_BASE=$PB_WORK/outside-base
@@ -95,8 +99,6 @@ pb_assert_eq "$(tree_sum "$OUT_BASE")" "$BEFORE" "outside base/$DBOID: untouched
     pb_test_ok "base/$DBOID is a real directory again" ||
     pb_test_fail "base/$DBOID is not a real directory"
 restored_ok "delta over a base/$DBOID link"
-pb_assert_eq "$(tree_sum "$PB_WORK/ts-r/PG_99_209901011")" "$OTHER" \
-    "another version's directory in the tablespace location: kept"
 
 # (b) pg_wal is a link outside (initdb -X style) while the source had a plain pg_wal:
 # the link is replaced by a directory as in the backup, the outside stays as it was

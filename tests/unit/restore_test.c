@@ -335,6 +335,11 @@ static void test_delta_through_link(void)
     write_file(path, "canary\n");
     snprintf(path, sizeof(path), "%s/100", outside);
     write_file(path, "stale relation\n");
+    char pgv[400];
+    snprintf(pgv, sizeof(pgv), "%s/PG_VERSION", outside);
+    write_file(pgv, "99\n");
+    snprintf(path, sizeof(path), "%s/PG_VERSION", target);
+    PBT_CHECK(symlink(pgv, path) == 0); /* a file's place taken by a link */
     rs_opts o = RS_OPTS_INIT;
     o.target_dir = target;
     o.delta = true;
@@ -344,12 +349,15 @@ static void test_delta_through_link(void)
     PBT_CHECK(rc == 0);
     if (rc)
         fprintf(stderr, "restore: %s\n", err.msg);
+    struct stat sb;
     snprintf(path, sizeof(path), "%s/canary", outside);
     PBT_CHECK(file_equals(path, "canary\n", 7));
     snprintf(path, sizeof(path), "%s/100", outside);
     PBT_CHECK(file_equals(path, "stale relation\n", 15));
-    PBT_CHECK(count_entries(outside) == 2);
-    struct stat sb;
+    PBT_CHECK(file_equals(pgv, "99\n", 3));
+    PBT_CHECK(count_entries(outside) == 3);
+    snprintf(path, sizeof(path), "%s/PG_VERSION", target);
+    PBT_CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && file_equals(path, "15\n", 3));
     snprintf(path, sizeof(path), "%s/base/1", target);
     PBT_CHECK(lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
     snprintf(path, sizeof(path), "%s/base/1/100", target);
