@@ -6,6 +6,7 @@
  * files rs_write_recovery and tablespace_map wrote. fsync rather than one syncfs():
  * syncfs covers one file system (tablespaces may sit on others) and, before Linux
  * 5.8, does not report writeback errors; an fsync result names the path at fault.
+ * (docs/DESIGN.md rule 8: everything written reaches stable storage first.)
  */
 #include "restore/restore_internal.h"
 

@@ -1,7 +1,8 @@
 /*
  * restore/guard.c — checks a restore makes before it writes anything: every manifest
  * path is one that may be created beneath the target (links only where PostgreSQL
- * has them), and no server is running in the target directory.
+ * has them, docs/DESIGN.md "Invariants of what is stored"), and no server is running
+ * in the target directory (docs/DESIGN.md rule 8).
  */
 #include "restore/restore_internal.h"
 

@@ -3,12 +3,10 @@
  * the WAL it needs and the target before writing anything, lay out directories and
  * tablespace links, rebuild every file from the chain, remove what should not exist
  * (delta), write recovery settings, and bring it all to stable storage. Every path
- * beneath the target is resolved without following links (restore/target.c).
+ * beneath the target is resolved without following links (restore/target.c), as
+ * docs/DESIGN.md rule 8 asks.
  */
 #include "restore/restore_internal.h"
-
-#include "engine/archive.h"
-#include "engine/pgconn.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -10,6 +10,7 @@
  * cannot climb out either. The only links followed are those the restore itself made
  * (pg_tblspc/<oid>, and pg_wal when the backup recorded it as a link): they are
  * registered with rs_target_add_link and resolved from the fd of their directory.
+ * (docs/DESIGN.md rule 8: only beneath the target, no link followed.)
  */
 
 #include "restore/restore_internal.h"
