@@ -433,6 +433,46 @@ static void test_hostile_manifest(void)
     }
 }
 
+/* A backup that recorded pg_wal as a link (the one other place a link may be): the
+ * restore makes the link and lays out pg_wal/archive_status through it. */
+static void test_wal_link(void)
+{
+    char dir[300], target[300], walto[300], path[400];
+    snprintf(dir, sizeof(dir), "%s/repo-wal", root);
+    snprintf(target, sizeof(target), "%s/target-wal", root);
+    snprintf(walto, sizeof(walto), "%s/wal-elsewhere", root);
+    repo *r = open_repo(dir);
+    pb_error err = PB_ERROR_INIT;
+    mf_manifest *m = new_backup("20260101-000000F", "", 'F');
+    add_dir(m, "base");
+    mf_file l = {0};
+    l.path = strdup("pg_wal");
+    l.kind = MF_LINK;
+    l.mode = 0777;
+    l.link_target = strdup(walto);
+    PBT_CHECK(mf_add_file(m, &l, &err) == 0);
+    add_dir(m, "pg_wal/archive_status");
+    mf_sort(m);
+    PBT_CHECK(chain_commit(r, m, &err) == 0);
+    mf_free(m);
+    push_wal(r, "000000010000000000000001");
+    rs_opts o = RS_OPTS_INIT;
+    o.target_dir = target;
+    rs_stats st;
+    int rc = rs_restore(r, &o, &st, &err);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "restore: %s\n", err.msg);
+    char to[400] = "";
+    snprintf(path, sizeof(path), "%s/pg_wal", target);
+    ssize_t n = readlink(path, to, sizeof(to) - 1);
+    to[n > 0 ? n : 0] = '\0';
+    PBT_CHECK(strcmp(to, walto) == 0);
+    snprintf(path, sizeof(path), "%s/archive_status", walto);
+    PBT_CHECK(access(path, F_OK) == 0);
+    repo_free(r);
+}
+
 static pid_t dead_pid(void)
 {
     pid_t pid = fork();
@@ -529,6 +569,7 @@ int main(void)
     PBT_RUN(test_corrupt_hash_and_missing_wal);
     PBT_RUN(test_delta_through_link);
     PBT_RUN(test_hostile_manifest);
+    PBT_RUN(test_wal_link);
     PBT_RUN(test_running_cluster);
     PBT_RUN(test_durability);
     char cmd[400];
