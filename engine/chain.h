@@ -36,8 +36,9 @@ typedef struct chain_history {
 
 /* < 0, 0, > 0 as a's state comes before, is, or comes after b's. */
 int chain_cmp_history(const mf_backup *a, const mf_backup *b);
-/* Load every committed backup's header in history order (unreadable manifests are left
- * out with a warning). Free with chain_history_free (accepts NULL). */
+/* Load every committed backup's header in history order. A damaged manifest fails the
+ * load (PB_ECORRUPT naming it); one removed since the listing is skipped. Free with
+ * chain_history_free (accepts NULL). */
 int chain_history_load(repo *r, chain_history *out, pb_error *err);
 void chain_history_sort(chain_history *h);
 void chain_history_free(chain_history *h);

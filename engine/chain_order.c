@@ -39,10 +39,11 @@ void chain_history_sort(chain_history *h)
         qsort(h->items, h->count, sizeof(*h->items), cmp_entry);
 }
 
-/* A corrupt manifest (or one removed since the listing) is left out with a warning: it
- * cannot be restored, and verify names it; one bad object must not stop restores of the
- * others. A failure to read (I/O, remote) fails the whole load: deciding "newest" or
- * retention without a backup that is really there would be wrong. */
+/* Every manifest must be read: "newest" or retention decided without a backup that is
+ * there, because its manifest is damaged, could silently pick an older state, so a
+ * damaged manifest fails the load and names the object (verify reports it among the
+ * rest; restore --set of another backup does not need this list). A manifest removed
+ * since the listing (expire at work) is skipped. */
 int chain_history_load(repo *r, chain_history *out, pb_error *err)
 {
     memset(out, 0, sizeof(*out));
@@ -56,19 +57,15 @@ int chain_history_load(repo *r, chain_history *out, pb_error *err)
         return pb_fail(err, PB_ENOMEM, "out of memory listing backups in %s",
                        repo_location(r));
     }
-    for (size_t i = 0; i < ids.count; i++) {
+    for (size_t i = 0; rc == 0 && i < ids.count; i++) {
         mf_manifest *m = NULL;
-        pb_error lerr = PB_ERROR_INIT;
-        int lrc = chain_load(r, ids.ids[i], &m, &lerr);
-        if (lrc && lrc != PB_ECORRUPT && lrc != PB_ENOENT) {
-            rc = pb_fail(err, lrc, "%s", lerr.msg); /* I/O, remote: not a verdict */
-            break;
-        }
-        if (lrc) {
-            pb_warn("backup %s is left out: %s", ids.ids[i], lerr.msg);
+        int lrc = chain_load(r, ids.ids[i], &m, err);
+        if (lrc == PB_ENOENT)
             continue;
-        }
-        out->items[out->count++] = *mf_header(m);
+        if (lrc)
+            rc = lrc;
+        else
+            out->items[out->count++] = *mf_header(m);
         mf_free(m);
     }
     chain_ids_free(&ids);

@@ -112,6 +112,20 @@ static int check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *
     return 0;
 }
 
+/* --set names one backup: only its manifest is needed (another's damage is verify's). */
+static int load_one(repo *r, const char *id, chain_history *out, pb_error *err)
+{
+    mf_manifest *m = NULL;
+    memset(out, 0, sizeof(*out));
+    int rc = chain_load(r, id, &m, err);
+    if (rc == 0 && !(out->items = malloc(sizeof(*out->items))))
+        rc = pb_fail(err, PB_ENOMEM, "out of memory loading backup %s", id);
+    if (rc == 0)
+        out->items[out->count++] = *mf_header(m);
+    mf_free(m);
+    return rc;
+}
+
 /* Backups are tried newest state first (history order, never id order: a rebase's
  * synthetic full of an older state has the last id). */
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
@@ -133,7 +147,7 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
         rc = rs_view_load(&v, r, ARCH_LIST_HISTORY | ARCH_LIST_SEGMENTS, err);
     }
     if (rc == 0)
-        rc = chain_history_load(r, &hist, err);
+        rc = explicit ? load_one(r, opts->set, &hist, err) : chain_history_load(r, &hist, err);
     if (rc)
         goto out;
     if (hist.count == 0) {

@@ -42,7 +42,9 @@ int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error
     ctx.chain = &c;
     ctx.stats = stats;
     rs_timeline tl;
-    rc = rs_check_wal(r, &o, mf_header_c(m), &tl, err); /* start..stop, one listing */
+    rc = rs_check_manifest(m, err);
+    if (rc == 0)
+        rc = rs_check_wal(r, &o, mf_header_c(m), &tl, err); /* start..stop, one listing */
     if (rc == 0)
         rc = rs_rebuild_parallel(&ctx, m, jobs, err);
     if (rc)
@@ -148,6 +150,10 @@ static int check_chain(vfy_run *v, const loaded *l, const mf_manifest *m)
     const mf_manifest *c[4096];
     size_t n = chain_of(v, l, m, c, sizeof(c) / sizeof(c[0]));
     int rc = 0;
+    pb_error e = PB_ERROR_INIT;
+    if (rs_check_manifest(m, &e) != 0) /* what a restore refuses before writing */
+        vfy_problem(v, mf_header_c(m)->id, "backup/%s/manifest: %s", mf_header_c(m)->id,
+                    e.msg);
     for (size_t i = 0; n && rc == 0 && i < mf_count(m); i++) {
         const mf_file *f = mf_at(m, i);
         if (f->kind == MF_REL) {
