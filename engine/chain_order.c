@@ -9,6 +9,7 @@
  * backup it was built from: both restore the same state, and the synthetic one is the
  * shorter chain, so the next incremental builds on it and the older chain can expire
  * (which is what rebase is for). The id breaks any remaining tie, so the order is total.
+ * (docs/DESIGN.md, rule 9.)
  */
 #include "engine/chain.h"
 

@@ -9,7 +9,8 @@
  * the backup's timeline, and the backup must end before that timeline branched off.
  * Each WAL segment is looked for on the newest timeline of the history that had begun
  * by then, falling back to older ones as PostgreSQL does. A target past a branch point
- * is placed on the timeline that holds it (rs_follow_timeline) or refused.
+ * is placed on the timeline that holds it (rs_follow_timeline) or refused: the check
+ * follows the timeline path recovery will follow (docs/DESIGN.md, rule 9).
  */
 #include "restore/recovery_internal.h"
 
