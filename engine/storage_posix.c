@@ -14,6 +14,7 @@
  * (postgres) and backup (possibly root) must both be able to write into it.
  */
 #include "engine/storage_internal.h"
+#include "common/fault.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -148,12 +149,15 @@ static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, 
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (close(fd) < 0 && !rc)
         rc = pb_fail_errno(err, PB_EIO, "close of %s/%s failed", pr->root, tmp);
+    if (!rc)
+        PB_FAULT_POINT("put.after-temp-write");
     if (!rc && renameat(pr->dirfd, tmp, pr->dirfd, key) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot rename %s/%s to %s", pr->root, tmp, key);
     if (rc) {
         (void)unlinkat(pr->dirfd, tmp, 0);
         return rc;
     }
+    PB_FAULT_POINT("put.after-rename");
     char parent[PATH_MAX];
     parent_of(key, parent, sizeof(parent));
     return fsync_dir(pr, parent, err);
@@ -527,6 +531,7 @@ static int writer_flush(posix_writer *w, pb_error *err)
         return pb_fail_errno(err, PB_EIO, "cannot write %s/%s", w->pr->root, w->tmp);
     w->written += w->buf_len;
     w->buf_len = 0;
+    PB_FAULT_POINT("writer.mid-object");
     if (w->written - w->started_upto >= WRITER_SYNC_EVERY)
         return writer_drop_cache(w, err);
     return 0;
@@ -573,6 +578,8 @@ static int posix_writer_commit(void *wp, pb_error *err)
     }
     rc = finish_tmp(w->pr, w->fd, w->tmp, w->key, err);
     writer_free(w);
+    if (rc == 0)
+        PB_FAULT_POINT("writer.after-commit");
     return rc;
 }
 
