@@ -132,6 +132,10 @@ static int open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int 
         *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (*fd >= 0)
             return 0;
+        if (errno == ENOENT && (rc = make_parents(pr, key, err)) == 0)
+            continue; /* a delete pruned the emptied directory meanwhile */
+        if (rc)
+            return rc;
         if (errno != EEXIST)
             return pb_fail_errno(err, PB_EIO, "cannot create %s/%s", pr->root, tmp);
     }
@@ -328,6 +332,23 @@ static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err
     return 0;
 }
 
+/* Keys have no directories on S3; here the last object of a deleted backup leaves
+ * backup/<id>/pack/ and backup/<id>/ behind, and an empty backup/<id>/ would read as a
+ * backup without a manifest. Empty parents are removed up to, not including, the
+ * top-level directory; a writer that loses the race recreates them (open_tmp). */
+static void prune_empty_parents(posix_repo *pr, const char *key)
+{
+    char dir[PATH_MAX], up[PATH_MAX];
+    pb_error ignored = PB_ERROR_INIT;
+    parent_of(key, dir, sizeof(dir));
+    while (strchr(dir, '/') && unlinkat(pr->dirfd, dir, AT_REMOVEDIR) == 0) {
+        parent_of(dir, up, sizeof(up));
+        if (fsync_dir(pr, up, &ignored) != 0)
+            return;
+        memcpy(dir, up, sizeof(dir));
+    }
+}
+
 static int posix_del(void *impl, const char *key, pb_error *err)
 {
     posix_repo *pr = impl;
@@ -338,7 +359,10 @@ static int posix_del(void *impl, const char *key, pb_error *err)
     }
     char parent[PATH_MAX];
     parent_of(key, parent, sizeof(parent));
-    return fsync_dir(pr, parent, err);
+    int rc = fsync_dir(pr, parent, err);
+    if (rc == 0)
+        prune_empty_parents(pr, key);
+    return rc;
 }
 
 /* ---- walking ------------------------------------------------------------------ */

@@ -232,7 +232,9 @@ int cmd_expire(pb_options *o)
     }
     if (rc == 0 && fulls < (size_t)o->retain_full)
         keep_from = 0;
-    for (size_t i = 0; rc == 0 && i < keep_from; i++) {
+    /* Newest first: an incremental goes before the backups it needs, so a kill at any
+     * moment leaves every listed backup with its whole chain. */
+    for (size_t i = keep_from; rc == 0 && i-- > 0;) {
         rc = chain_drop(r, ids.ids[i], &err);
         if (rc == 0)
             printf("expired backup %s\n", ids.ids[i]);
