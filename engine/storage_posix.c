@@ -142,6 +142,16 @@ static int open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int 
     return pb_fail(err, PB_EIO, "cannot create a unique temp file for %s/%s", pr->root, key);
 }
 
+static void prune_empty_parents(posix_repo *pr, const char *key);
+
+/* A failed or abandoned write: its temp file goes, and so do the directories it was
+ * the last entry of (a failed backup must not leave an empty backup/<id>/ behind). */
+static void remove_tmp(posix_repo *pr, const char *tmp)
+{
+    if (unlinkat(pr->dirfd, tmp, 0) == 0)
+        prune_empty_parents(pr, tmp);
+}
+
 /* fdatasync, drop from cache, close, rename over key, fsync the directory.
  * Closes fd in every case; the temp file is removed on failure. */
 static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, pb_error *err)
@@ -158,7 +168,7 @@ static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, 
     if (!rc && renameat(pr->dirfd, tmp, pr->dirfd, key) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot rename %s/%s to %s", pr->root, tmp, key);
     if (rc) {
-        (void)unlinkat(pr->dirfd, tmp, 0);
+        remove_tmp(pr, tmp);
         return rc;
     }
     PB_FAULT_POINT("put.after-rename");
@@ -234,7 +244,7 @@ static int posix_put(void *impl, const char *key, const void *data, size_t len, 
     if (write_all(fd, data, len) < 0) {
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
         close(fd);
-        (void)unlinkat(pr->dirfd, tmp, 0);
+        remove_tmp(pr, tmp);
         return rc;
     }
     return finish_tmp(pr, fd, tmp, key, err);
@@ -588,7 +598,7 @@ static void posix_writer_abort(void *wp)
     if (!w)
         return;
     close(w->fd);
-    (void)unlinkat(w->pr->dirfd, w->tmp, 0);
+    remove_tmp(w->pr, w->tmp);
     writer_free(w);
 }
 

@@ -13,6 +13,8 @@
 #            PostgreSQL has retried (it stays in pg_wal until then).
 # Ends with a table: point -> trials, killed, and each outcome; then "N passed, N failed".
 #   PB_TRIALS   trials per command (default 30)
+#   PB_TRIALS_LEFTOVERS=warn  count leftovers in the table only, not as failures (for
+#               a tree without the removal of a killed writer's objects, issue 8 item 9)
 source "$(dirname "$0")/pb_lib.sh"
 if [ "$PB_REPO_KIND" != posix ]; then
     echo "crash trials use the posix repository (the fault points of puts are posix ones)"
@@ -186,7 +188,15 @@ trial() {
     t2=$EPOCHREALTIME
     rerun_$cmd >"$PB_WORK/rerun.out" 2>&1 || { r=0; why+=" rerun failed: $(tail -n 1 "$PB_WORK/rerun.out");"; }
     t3=$EPOCHREALTIME
-    bad=$(leftovers) || { c=0; why+=" leftovers: $bad;"; remove_leftovers; }
+    if ! bad=$(leftovers); then
+        c=0
+        remove_leftovers
+        if [ "${PB_TRIALS_LEFTOVERS:-fail}" = warn ]; then
+            echo "warn $cmd trial $TRIAL_NO ($point): leftovers: $bad"
+        else
+            why+=" leftovers: $bad;"
+        fi
+    fi
     CMD_TRIALS[$cmd]=$((${CMD_TRIALS[$cmd]:-0} + 1))
     if [ "$cmd" != archive-push ] && [ $((CMD_TRIALS[$cmd] % 10)) = 0 ] && [ "$r" = 1 ]; then
         if restore_latest; then res=1; else res=0; why+=" restore of the newest backup differs;"; fi
@@ -328,16 +338,19 @@ TABLE=$(sed -n 's/^    {"\([a-z.-]*\)", .*/\1/p' "$PB_SRCDIR/common/fault.c" | p
 DOCS=$(sed -n 's/^| `\([a-z.-]*\)` |.*/\1/p' "$PB_SRCDIR/docs/GUIDE.md" | points_in)
 pb_assert_eq "$TABLE" "$CALLS" "the fault point table lists exactly the points in the source"
 pb_assert_eq "$DOCS" "$CALLS" "docs/GUIDE.md lists exactly the points in the source"
-KILLED_AT=$(for k in "${ROWS[@]}"; do
-    [ "${T_KILLED[$k]}" -gt 0 ] && p=${k#* } && echo "${p%%:*}"; done | grep -v '^random$' | points_in)
-pb_assert_eq "$KILLED_AT" "$CALLS" "every fault point was reached and killed its command"
+if [ "$TRIALS" -ge ${#BACKUP_POINTS[@]} ]; then # every point was armed
+    KILLED_AT=$(for k in "${ROWS[@]}"; do
+        [ "${T_KILLED[$k]}" -gt 0 ] && p=${k#* } && echo "${p%%:*}"; done | grep -v '^random$' | points_in)
+    pb_assert_eq "$KILLED_AT" "$CALLS" "every fault point was reached and killed its command"
+fi
 
 # ---- the table ------------------------------------------------------------------------
 echo
 echo "crash trials: $TRIAL_NO in $((T1 - T0)) s"
 printf '%-14s %-32s %6s %6s %9s %8s %10s %10s\n' command point trials killed "verify ok" \
     "rerun ok" "left none" "restore ok"
-for k in "${ROWS[@]}"; do
+for k in $(printf '%s\n' "${ROWS[@]}" | tr ' ' '|' | sort -t'|' -k1,1 -s); do
+    k=${k/|/ }
     printf '%-14s %-32s %6s %6s %9s %8s %10s %10s\n' ${k% *} ${k#* } "${T_N[$k]}" \
         "${T_KILLED[$k]}" "${T_VERIFY[$k]}" "${T_RERUN[$k]}" "${T_CLEAN[$k]}" \
         "${T_RESTORE[$k]}/${T_RESTORE_N[$k]}"

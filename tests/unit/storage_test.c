@@ -417,6 +417,13 @@ static void test_delete_prunes_empty_dirs(void)
     PBT_CHECK(stat(path, &st) == 0);
     PBT_CHECK(repo_put(r, "P/id1/pack/000001", "a", 1, &e) == 0);
     PBT_CHECK(repo_stat(r, "P/id1/pack/000001", NULL, &e) == 0);
+    /* an aborted writer (a failed backup) leaves no empty directory either */
+    repo_writer *w = NULL;
+    PBT_CHECK(repo_writer_open(r, "P/id3/pack/000001", &w, &e) == 0);
+    PBT_CHECK(w && repo_writer_write(w, "abc", 3, &e) == 0);
+    repo_writer_abort(w);
+    snprintf(path, sizeof(path), "%s/P/id3", tmpdir);
+    PBT_CHECK(stat(path, &st) != 0);
     repo_free(r);
 }
 
