@@ -81,7 +81,9 @@ pbkill() {
     local bg=$!
     sleep "$(echo "scale=3; $ms / 1000" | bc)"
     pid=$(cat "$CTL/pid" 2>/dev/null)
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+    # Only while the command still runs: pids wrap quickly here (pid_max 32768), and a
+    # finished command's pid may already belong to someone else (an archive-push).
+    kill -0 "$bg" 2>/dev/null && [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
     wait "$bg"
 }
 
