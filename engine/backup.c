@@ -8,6 +8,7 @@
 #include "engine/backup_internal.h"
 #include "engine/chain.h"
 #include "engine/pgconn.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -219,6 +220,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     int rc = pgc_backup_start(conn, label, &h->start_lsn, &h->timeline, err);
     if (rc)
         return rc;
+    PB_FAULT_POINT("backup.after-start");
     if (plan->parent && mf_header_c(plan->parent)->timeline != h->timeline) {
         /* A promotion happened since the chain's head: start a new chain. */
         pb_info("timeline changed from %u to %u since %s: taking a full backup instead",
@@ -342,15 +344,18 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
         rc = run_backup(&ctx, conn, &plan, &info, err);
     if (rc == 0) {
         mf_sort(ctx.m);
+        PB_FAULT_POINT("backup.before-manifest-commit");
         rc = chain_commit(r, ctx.m, err);
     }
     ctx.cat = cat;
     if (rc == 0) {
         snprintf(out_id, MF_ID_LEN, "%s", mf_header(ctx.m)->id);
+        PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
         if (mf_catalog_apply(ctx.cat, ctx.m, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", out_id, cerr.msg);
+        PB_FAULT_POINT("backup.after-catalog-update");
     } else if (ctx.m) {
         drop_partial(r, mf_header(ctx.m)->id);
     }

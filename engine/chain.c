@@ -1,6 +1,7 @@
 /* engine/chain.c — listing, loading and resolving backup chains in a repository. */
 #include "engine/chain.h"
 #include "engine/pack.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -260,6 +261,7 @@ int chain_drop(repo *r, const char *id, pb_error *err)
     int rc = repo_delete(r, key, err);
     if (rc && rc != PB_ENOENT)
         return rc;
+    PB_FAULT_POINT("drop.after-manifest");
     snprintf(key, sizeof(key), "backup/%s/", id);
     return repo_list(r, key, drop_object, r, err);
 }

@@ -14,6 +14,7 @@
  * (postgres) and backup (possibly root) must both be able to write into it.
  */
 #include "engine/storage_internal.h"
+#include "common/fault.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -131,10 +132,24 @@ static int open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int 
         *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (*fd >= 0)
             return 0;
+        if (errno == ENOENT && (rc = make_parents(pr, key, err)) == 0)
+            continue; /* a delete pruned the emptied directory meanwhile */
+        if (rc)
+            return rc;
         if (errno != EEXIST)
             return pb_fail_errno(err, PB_EIO, "cannot create %s/%s", pr->root, tmp);
     }
     return pb_fail(err, PB_EIO, "cannot create a unique temp file for %s/%s", pr->root, key);
+}
+
+static void prune_empty_parents(posix_repo *pr, const char *key);
+
+/* A failed or abandoned write: its temp file goes, and so do the directories it was
+ * the last entry of (a failed backup must not leave an empty backup/<id>/ behind). */
+static void remove_tmp(posix_repo *pr, const char *tmp)
+{
+    if (unlinkat(pr->dirfd, tmp, 0) == 0)
+        prune_empty_parents(pr, tmp);
 }
 
 /* fdatasync, drop from cache, close, rename over key, fsync the directory.
@@ -148,12 +163,15 @@ static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, 
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (close(fd) < 0 && !rc)
         rc = pb_fail_errno(err, PB_EIO, "close of %s/%s failed", pr->root, tmp);
+    if (!rc)
+        PB_FAULT_POINT("put.after-temp-write");
     if (!rc && renameat(pr->dirfd, tmp, pr->dirfd, key) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot rename %s/%s to %s", pr->root, tmp, key);
     if (rc) {
-        (void)unlinkat(pr->dirfd, tmp, 0);
+        remove_tmp(pr, tmp);
         return rc;
     }
+    PB_FAULT_POINT("put.after-rename");
     char parent[PATH_MAX];
     parent_of(key, parent, sizeof(parent));
     return fsync_dir(pr, parent, err);
@@ -226,7 +244,7 @@ static int posix_put(void *impl, const char *key, const void *data, size_t len, 
     if (write_all(fd, data, len) < 0) {
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
         close(fd);
-        (void)unlinkat(pr->dirfd, tmp, 0);
+        remove_tmp(pr, tmp);
         return rc;
     }
     return finish_tmp(pr, fd, tmp, key, err);
@@ -324,6 +342,23 @@ static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err
     return 0;
 }
 
+/* Keys have no directories on S3; here the last object of a deleted backup leaves
+ * backup/<id>/pack/ and backup/<id>/ behind, and an empty backup/<id>/ would read as a
+ * backup without a manifest. Empty parents are removed up to, not including, the
+ * top-level directory; a writer that loses the race recreates them (open_tmp). */
+static void prune_empty_parents(posix_repo *pr, const char *key)
+{
+    char dir[PATH_MAX], up[PATH_MAX];
+    pb_error ignored = PB_ERROR_INIT;
+    parent_of(key, dir, sizeof(dir));
+    while (strchr(dir, '/') && unlinkat(pr->dirfd, dir, AT_REMOVEDIR) == 0) {
+        parent_of(dir, up, sizeof(up));
+        if (fsync_dir(pr, up, &ignored) != 0)
+            return;
+        memcpy(dir, up, sizeof(dir));
+    }
+}
+
 static int posix_del(void *impl, const char *key, pb_error *err)
 {
     posix_repo *pr = impl;
@@ -334,7 +369,10 @@ static int posix_del(void *impl, const char *key, pb_error *err)
     }
     char parent[PATH_MAX];
     parent_of(key, parent, sizeof(parent));
-    return fsync_dir(pr, parent, err);
+    int rc = fsync_dir(pr, parent, err);
+    if (rc == 0)
+        prune_empty_parents(pr, key);
+    return rc;
 }
 
 /* ---- walking ------------------------------------------------------------------ */
@@ -527,6 +565,7 @@ static int writer_flush(posix_writer *w, pb_error *err)
         return pb_fail_errno(err, PB_EIO, "cannot write %s/%s", w->pr->root, w->tmp);
     w->written += w->buf_len;
     w->buf_len = 0;
+    PB_FAULT_POINT("writer.mid-object");
     if (w->written - w->started_upto >= WRITER_SYNC_EVERY)
         return writer_drop_cache(w, err);
     return 0;
@@ -559,7 +598,7 @@ static void posix_writer_abort(void *wp)
     if (!w)
         return;
     close(w->fd);
-    (void)unlinkat(w->pr->dirfd, w->tmp, 0);
+    remove_tmp(w->pr, w->tmp);
     writer_free(w);
 }
 
@@ -573,6 +612,8 @@ static int posix_writer_commit(void *wp, pb_error *err)
     }
     rc = finish_tmp(w->pr, w->fd, w->tmp, w->key, err);
     writer_free(w);
+    if (rc == 0)
+        PB_FAULT_POINT("writer.after-commit");
     return rc;
 }
 

@@ -3,6 +3,7 @@
 
 #include "engine/archive.h"
 #include "engine/chain.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -203,6 +204,7 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
     if (strncmp(name, ctx->oldest, 8) <= 0 && strncmp(name + 8, ctx->oldest + 8, 16) < 0) {
         delete_one(ctx->r, key, size);
         ctx->removed++;
+        PB_FAULT_POINT("expire.mid-wal");
     }
     return 0;
 }
@@ -230,10 +232,13 @@ int cmd_expire(pb_options *o)
     }
     if (rc == 0 && fulls < (size_t)o->retain_full)
         keep_from = 0;
-    for (size_t i = 0; rc == 0 && i < keep_from; i++) {
+    /* Newest first: an incremental goes before the backups it needs, so a kill at any
+     * moment leaves every listed backup with its whole chain. */
+    for (size_t i = keep_from; rc == 0 && i-- > 0;) {
         rc = chain_drop(r, ids.ids[i], &err);
         if (rc == 0)
             printf("expired backup %s\n", ids.ids[i]);
+        PB_FAULT_POINT("expire.after-backup");
     }
     if (rc == 0 && keep_from < ids.count) {
         mf_manifest *m = NULL;

@@ -392,6 +392,41 @@ static void test_cleanup(void)
     repo_free(r);
 }
 
+/* Deleting a directory's last object removes the emptied directories below the top
+ * level (an empty backup/<id>/ would read as a backup without a manifest), and a later
+ * put into the same place recreates them. */
+static void test_delete_prunes_empty_dirs(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    char path[4200];
+    struct stat st;
+    PBT_CHECK(repo_put(r, "P/id1/pack/000001", "a", 1, &e) == 0);
+    PBT_CHECK(repo_put(r, "P/id1/pack/000002", "b", 1, &e) == 0);
+    PBT_CHECK(repo_put(r, "P/id2/manifest", "c", 1, &e) == 0);
+    PBT_CHECK(repo_delete(r, "P/id1/pack/000001", &e) == 0);
+    snprintf(path, sizeof(path), "%s/P/id1/pack", tmpdir);
+    PBT_CHECK(stat(path, &st) == 0); /* 000002 is still there */
+    PBT_CHECK(repo_delete(r, "P/id1/pack/000002", &e) == 0);
+    snprintf(path, sizeof(path), "%s/P/id1", tmpdir);
+    PBT_CHECK(stat(path, &st) != 0);
+    snprintf(path, sizeof(path), "%s/P", tmpdir);
+    PBT_CHECK(stat(path, &st) == 0); /* the top level stays, and so does id2 */
+    PBT_CHECK(repo_stat(r, "P/id2/manifest", NULL, &e) == 0);
+    PBT_CHECK(repo_delete(r, "P/id2/manifest", &e) == 0);
+    PBT_CHECK(stat(path, &st) == 0);
+    PBT_CHECK(repo_put(r, "P/id1/pack/000001", "a", 1, &e) == 0);
+    PBT_CHECK(repo_stat(r, "P/id1/pack/000001", NULL, &e) == 0);
+    /* an aborted writer (a failed backup) leaves no empty directory either */
+    repo_writer *w = NULL;
+    PBT_CHECK(repo_writer_open(r, "P/id3/pack/000001", &w, &e) == 0);
+    PBT_CHECK(w && repo_writer_write(w, "abc", 3, &e) == 0);
+    repo_writer_abort(w);
+    snprintf(path, sizeof(path), "%s/P/id3", tmpdir);
+    PBT_CHECK(stat(path, &st) != 0);
+    repo_free(r);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -405,6 +440,7 @@ int main(void)
     PBT_RUN(test_list);
     PBT_RUN(test_writer);
     PBT_RUN(test_cleanup);
+    PBT_RUN(test_delete_prunes_empty_dirs);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
 }
