@@ -162,6 +162,71 @@ int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *e
     return rc ? rc : r->drv->put(r->impl, key, data, len, err);
 }
 
+/* Without the server's help: refuse when present, write, then read back. A loser that
+ * wrote first and was overwritten sees the winner's bytes and fails; a loser whose
+ * read-back came before the winner's PUT is not caught (see storage.h). */
+static int put_new_best_effort(repo *r, const char *key, const void *data, size_t len,
+                               pb_error *err)
+{
+    int rc = r->drv->stat(r->impl, key, &(uint64_t){0}, err);
+    if (rc == 0)
+        return pb_fail(err, PB_EEXIST, "object %s/%s exists already", r->location, key);
+    if (rc != PB_ENOENT)
+        return rc;
+    if ((rc = r->drv->put(r->impl, key, data, len, err)))
+        return rc;
+    void *back = NULL;
+    size_t back_len = 0;
+    rc = r->drv->get(r->impl, key, &back, &back_len, err);
+    if (rc == 0 && (back_len != len || memcmp(back, data, len) != 0))
+        rc = pb_fail(err, PB_EEXIST, "object %s/%s was written by a concurrent writer",
+                     r->location, key);
+    free(back);
+    return rc;
+}
+
+int repo_drv_put_new(repo *r, const char *key, const void *data, size_t len, int *hold_fd,
+                     pb_error *err)
+{
+    int rc = check_key(key, err);
+    if (rc)
+        return rc;
+    rc = r->drv->put_new(r->impl, key, data, len, hold_fd, err);
+    if (rc == PB_EUNSUPPORTED)
+        rc = put_new_best_effort(r, key, data, len, err);
+    return rc;
+}
+
+int repo_put_new(repo *r, const char *key, const void *data, size_t len, pb_error *err)
+{
+    return repo_drv_put_new(r, key, data, len, NULL, err);
+}
+
+int repo_drv_lock_probe(repo *r, const char *key, int *fd, pb_error *err)
+{
+    *fd = -1;
+    int rc = check_key(key, err);
+    if (rc || !r->drv->lock_probe)
+        return rc;
+    return r->drv->lock_probe(r->impl, key, fd, err);
+}
+
+bool repo_drv_has_probe(const repo *r)
+{
+    return r->drv->lock_probe != NULL;
+}
+
+int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, size_t len,
+                          pb_error *err)
+{
+    int rc = check_key(key, err);
+    if (rc)
+        return rc;
+    if (r->drv->lock_rewrite && fd >= 0)
+        return r->drv->lock_rewrite(r->impl, key, fd, data, len, err);
+    return r->drv->put(r->impl, key, data, len, err);
+}
+
 int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *err)
 {
     *out = NULL;
@@ -242,7 +307,7 @@ void repo_writer_abort(repo_writer *w)
     free(w);
 }
 
-int repo_cleanup(repo *r, pb_error *err)
+int repo_cleanup(repo *r, const repo_lock *held, pb_error *err)
 {
-    return r->drv->cleanup(r->impl, err);
+    return r->drv->cleanup(r->impl, held != NULL, err);
 }

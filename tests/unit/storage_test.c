@@ -383,7 +383,7 @@ static void test_cleanup(void)
     snprintf(name, sizeof(name), "old-alive.tmp.%ld.0000abcd", (long)getpid());
     make_tmp(name, 300);
     PBT_CHECK(count_files(tmpdir, ".tmp.") == 3);
-    PBT_CHECK(repo_cleanup(r, &e) == 0);
+    PBT_CHECK(repo_cleanup(r, NULL, &e) == 0);
     PBT_CHECK(count_files(tmpdir, ".tmp.") == 2);
     PBT_CHECK(count_files(tmpdir, "old-dead") == 0);
     PBT_CHECK(count_files(tmpdir, "new-dead") == 1);
