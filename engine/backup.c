@@ -145,12 +145,14 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
 }
 
 /* A failed backup never committed its manifest, so it is invisible already; removing
- * its packs (its id is unique: only its own objects) and its temporary objects just
- * gives the space back. */
-static void drop_partial(repo *r, const repo_lock *lock, const char *id)
+ * its packs just gives the space back. Its id is unique, so these are only its own
+ * objects; its writers removed their temp files and uploads when they were freed. No
+ * cleanup under the lock here: a backup that failed because it lost the lock must not
+ * touch what the new holder is writing. */
+static void drop_partial(repo *r, const char *id)
 {
     pb_error err = PB_ERROR_INIT;
-    if (chain_drop(r, id, &err) != 0 || repo_cleanup(r, lock, &err) != 0)
+    if (chain_drop(r, id, &err) != 0)
         pb_warn("could not remove every object of the failed backup %s: %s", id, err.msg);
 }
 
@@ -468,8 +470,8 @@ out:
         pack_writer_free(ctx.writers[i]);
     /* After the writers are gone (their unfinished uploads aborted), so nothing of this
      * backup is still being written while it is removed. */
-    if (rc && ctx.m && ctx.lock)
-        drop_partial(r, ctx.lock, mf_header(ctx.m)->id);
+    if (rc && ctx.m)
+        drop_partial(r, mf_header(ctx.m)->id);
     scan_free(ctx.scan);
     mf_free(ctx.m);
     mf_free(plan.parent);
