@@ -5,7 +5,8 @@
  *
  * The lock object is a short text ("key=value" lines) naming its holder: a random
  * token (ours or not?), the command, user, host, boot id, pid and the pid's start time
- * (so a recycled pid is not taken for the holder), and when it was last renewed.
+ * (so a recycled pid is not taken for the holder), and when it was last renewed; a
+ * last line "check=" carries the XXH3-64 of everything before it (docs/FORMAT.md).
  *
  * A lock that exists is taken over only when its holder is provably gone:
  * - on this host (same host name): another boot, a pid that is not alive or started at
@@ -117,12 +118,16 @@ static void self_info(lock_info *me, const char *owner)
 
 static size_t lock_format(const lock_info *i, char *out, size_t cap)
 {
-    int n = snprintf(out, cap,
+    char body[LOCK_TEXT_MAX - 32];
+    int n = snprintf(body, sizeof(body),
                      LOCK_MAGIC "\ntoken=%s\nowner=%s\nuser=%s\nhost=%s\nboot=%s\npid=%ld\n"
                      "pid_start=%llu\nstarted=%" PRId64 "\nrenewed=%" PRId64
                      "\nlease=%" PRId64 "\n",
                      i->token, i->owner, i->user, i->host, i->boot, i->pid, i->pid_start,
                      i->started, i->renewed, i->lease);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof(body) ? (size_t)n : sizeof(body) - 1;
+    n = snprintf(out, cap, "%.*scheck=%016" PRIx64 "\n", (int)len, body,
+                 pb_hash64(body, len));
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
@@ -145,6 +150,12 @@ static int lock_parse(const char *text, lock_info *i)
     char num[32];
     memset(i, 0, sizeof(*i));
     if (strncmp(text, LOCK_MAGIC "\n", strlen(LOCK_MAGIC) + 1) != 0)
+        return PB_ECORRUPT;
+    const char *check = strstr(text, "\ncheck=");
+    char *end = NULL;
+    if (!check ||
+        strtoull(check + 7, &end, 16) != pb_hash64(text, (size_t)(check + 1 - text)) ||
+        strcmp(end, "\n") != 0)
         return PB_ECORRUPT;
     field(text, "token", i->token, sizeof(i->token));
     field(text, "owner", i->owner, sizeof(i->owner));

@@ -553,6 +553,49 @@ static void test_lock(void)
     repo_free(r);
 }
 
+/* Writes a lock as a writer on another host would have left it, renewed age s ago. */
+static void plant_lock(const char *host, long age, bool damage)
+{
+    char body[512], text[600], path[700];
+    int n = snprintf(body, sizeof(body),
+                     "pageback-writer-lock 1\ntoken=0123456789abcdef0123456789abcdef\n"
+                     "owner=backup\nuser=someone\nhost=%s\nboot=b\npid=1\npid_start=1\n"
+                     "started=%ld\nrenewed=%ld\nlease=600\n",
+                     host, (long)time(NULL) - age, (long)time(NULL) - age);
+    n = snprintf(text, sizeof(text), "%scheck=%016llx\n", body,
+                 (unsigned long long)pb_hash64(body, (size_t)n));
+    if (damage)
+        text[30] ^= 1;
+    snprintf(path, sizeof(path), "%s/lock", tmpdir);
+    mkdir(path, 0750);
+    snprintf(path, sizeof(path), "%s/" REPO_LOCK_KEY, tmpdir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fwrite(text, 1, (size_t)n, f);
+        fclose(f);
+    }
+}
+
+/* Another host's lock is honoured while its lease runs, taken over once it ran out; a
+ * damaged lock file that no process holds is the debris of a crash. */
+static void test_lock_lease(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    repo_lock *l = NULL;
+    plant_lock("otherhost", 10, false);
+    PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == PB_ESTATE && !l);
+    PBT_CHECK(strstr(e.msg, "pid 1 on host otherhost") != NULL);
+    plant_lock("otherhost", 700, false);
+    PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == 0 && l);
+    repo_lock_release(l);
+    l = NULL;
+    plant_lock("otherhost", 10, true);
+    PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == 0 && l);
+    repo_lock_release(l);
+    repo_free(r);
+}
+
 /* Defect 9: with the lock held, a live-looking temp file under backup/ (its pid is ours,
  * it is fresh) is a dead writer's: removed, with its directories. Without the lock it is
  * kept. */
@@ -624,6 +667,7 @@ int main(void)
     PBT_RUN(test_umask_000);
     PBT_RUN(test_put_new_race);
     PBT_RUN(test_lock);
+    PBT_RUN(test_lock_lease);
     PBT_RUN(test_cleanup_locked);
     PBT_RUN(test_ids_same_second);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
