@@ -67,6 +67,23 @@ pb_assert_eq "$(find "$PB_REPO" -name '*.tmp.*' | wc -l)" 0 "no temp files after
 pb_assert_eq "$(pbx "$S1" "$PB_REPO" info --json | /usr/bin/python3 -c '
 import json, sys; print(len(json.load(sys.stdin)["backups"]))')" 2 "two backups listed"
 
+# ---- 1b. the state directory ----------------------------------------------------------
+S4=$(new_state s4)
+chmod 0777 "$S4"
+OUT=$(pbx "$S4" "$PB_REPO" backup 2>&1)
+if [ $? != 0 ] && echo "$OUT" | grep -q "state directory $S4 is writable by group or others"; then
+    pb_test_ok "a world-writable state directory is refused"
+else
+    pb_test_fail "world-writable state directory: $(echo "$OUT" | tail -n 1)"
+fi
+# The default state directory: under XDG_STATE_HOME, one for "/repo" and "/repo/".
+XDG=$PB_WORK/xdg
+mkdir -p "$XDG" && chmod 0700 "$XDG" && _pb_chown_pg "$XDG"
+for spelling in "$PB_REPO" "$PB_REPO/"; do
+    _pb_as_pg env -u PAGEBACK_STATE_DIR XDG_STATE_HOME="$XDG" PGHOST="$PGHOST" PGPORT="$PGPORT"         PGUSER=postgres PGDATABASE=postgres "$PB_BIN" backup --repo "$spelling"         >"$PB_WORK/xdg.out" 2>&1 || pb_test_fail "backup with the default state dir: $(tail -n 1 "$PB_WORK/xdg.out")"
+done
+pb_assert_eq "$(ls "$XDG/pageback" 2>/dev/null | wc -l)" 1     "default state directory: one under \$XDG_STATE_HOME for /repo and /repo/"
+
 # ---- 2. umask 000 -----------------------------------------------------------------
 _pb_as_pg env PGHOST="$PGHOST" PGPORT="$PGPORT" PGUSER=postgres PGDATABASE=postgres \
     sh -c 'umask 000; exec "$0" backup --repo "$1" --state-dir "$2"' \
