@@ -260,6 +260,10 @@ static int judge_existing(repo_lock *l, int *stale_fd, pb_error *err)
         snprintf(h.boot, sizeof(h.boot), "%s", l->me.boot);
         h.renewed = (int64_t)time(NULL);
         h.lease = REPO_LOCK_LEASE_SECS;
+    } else if (rc == PB_ECORRUPT && repo_drv_has_probe(r)) {
+        /* Held by a live process here, and caught mid-renewal (rewritten in place). */
+        return pb_fail(err, PB_ESTATE, "repository %s is locked by another writer: a live "
+                       "process on this host holds %s", repo_location(r), REPO_LOCK_KEY);
     } else if (rc) {
         return rc;
     }
