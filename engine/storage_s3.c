@@ -650,7 +650,7 @@ static int s3_put_new(void *impl, const char *key, const void *data, size_t len,
     rc = s3_do(r, &q, err);
     if (rc == PB_EUNSUPPORTED) {
         r->no_cond_put = true; /* one 501 is enough to know */
-        pb_info("%s: the server refuses conditional PUT (If-None-Match); create-if-absent "
+        pb_debug("%s: the server refuses conditional PUT (If-None-Match); create-if-absent "
                 "falls back to check, write and read back", r->location);
     }
     pb_buf_free(&q.resp);
