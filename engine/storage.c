@@ -11,6 +11,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define S3_SCHEME "s3://"
 
@@ -162,9 +163,11 @@ int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *e
     return rc ? rc : r->drv->put(r->impl, key, data, len, err);
 }
 
-/* Without the server's help: refuse when present, write, then read back. A loser that
- * wrote first and was overwritten sees the winner's bytes and fails; a loser whose
- * read-back came before the winner's PUT is not caught (see storage.h). */
+/* Without the server's help: refuse when present, write, then read back. A racing
+ * writer passed its HEAD before our PUT ended, so its PUT ends about one PUT's duration
+ * after ours at most: waiting that long (bounded) before reading back lets the loser
+ * (whose bytes were overwritten) see the winner's and fail. A much slower racing PUT
+ * can still slip through (see storage.h). */
 static int put_new_best_effort(repo *r, const char *key, const void *data, size_t len,
                                pb_error *err)
 {
@@ -173,8 +176,12 @@ static int put_new_best_effort(repo *r, const char *key, const void *data, size_
         return pb_fail(err, PB_EEXIST, "object %s/%s exists already", r->location, key);
     if (rc != PB_ENOENT)
         return rc;
+    double t0 = pb_now();
     if ((rc = r->drv->put(r->impl, key, data, len, err)))
         return rc;
+    double settle = 2 * (pb_now() - t0);
+    settle = settle < 0.05 ? 0.05 : settle > 2.0 ? 2.0 : settle;
+    usleep((useconds_t)(settle * 1e6));
     void *back = NULL;
     size_t back_len = 0;
     rc = r->drv->get(r->impl, key, &back, &back_len, err);

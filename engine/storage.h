@@ -51,9 +51,9 @@ int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *e
 /* Create-if-absent: PB_EEXIST when key exists already (nothing is written then). posix:
  * link(2) of the temp file, so exactly one of two racing writers wins. S3: a PUT with
  * If-None-Match: *; a server that does not honour it (Swift s3api answers 501) gets a
- * documented best effort instead: HEAD, PUT, then read back and compare, which catches a
- * loser that wrote first and was overwritten, but not one whose read-back came before
- * the winner's PUT. */
+ * documented best effort instead: HEAD, PUT, wait twice the PUT's duration (0.05..2 s),
+ * then read back and compare. That catches a loser whose bytes were overwritten, unless
+ * the winner's PUT took far longer than its own. */
 int repo_put_new(repo *r, const char *key, const void *data, size_t len, pb_error *err);
 int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *err);
 /* Read len bytes at offset into buf; a short object is PB_ECORRUPT. */
