@@ -11,7 +11,9 @@
  *
  * Permissions: objects 0640 and directories 0750 (storage_posix_internal.h), set at
  * creation and never widened by a lax umask; the repository holds pg_authid. Run
- * archive-push and backup as the same user (the postgres user), as the tools do.
+ * archive-push and backup as the same user (the postgres user), as the tools do; a
+ * root process writing into a repository that another user owns gives what it creates
+ * to that user, so the owner can still read and extend it.
  *
  * Create-if-absent objects and the writer lock file live in storage_posix_excl.c.
  */
@@ -99,6 +101,10 @@ static int make_parents(posix_repo *pr, const char *key, pb_error *err)
     for (char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
         *s = '\0';
         if (mkdirat(pr->dirfd, path, POSIX_DIR_MODE) == 0) {
+            if (pr->give_away &&
+                fchownat(pr->dirfd, path, pr->owner_uid, pr->owner_gid, AT_SYMLINK_NOFOLLOW))
+                return pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root,
+                                     path, (unsigned)pr->owner_uid);
             char parent[PATH_MAX];
             posix_parent_of(path, parent, sizeof(parent));
             int rc = posix_fsync_dir(pr, parent, err);
@@ -127,6 +133,13 @@ int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *
             return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
         *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
                      POSIX_FILE_MODE);
+        if (*fd >= 0 && pr->give_away && fchown(*fd, pr->owner_uid, pr->owner_gid) != 0) {
+            rc = pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root, tmp,
+                               (unsigned)pr->owner_uid);
+            close(*fd);
+            (void)unlinkat(pr->dirfd, tmp, 0);
+            return rc;
+        }
         if (*fd >= 0)
             return 0;
         if (errno != EEXIST)
@@ -197,6 +210,9 @@ int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_erro
         free(pr);
         return rc;
     }
+    pr->give_away = geteuid() == 0 && st.st_uid != 0;
+    pr->owner_uid = st.st_uid;
+    pr->owner_gid = st.st_gid;
     *impl = pr;
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "engine/storage_internal.h"
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* Modes of everything the driver creates, whatever the umask (the repository holds
@@ -17,6 +18,13 @@
 typedef struct posix_repo {
     int dirfd;  /* the repository directory; every path is resolved relative to it */
     char *root; /* for messages */
+    /* Run as root in a repository that belongs to another user (the postgres user, as
+     * the tools set it up): what we create is given to that user, so archive-push,
+     * running as postgres, can still read and extend a repository a root backup wrote
+     * into despite the 0640/0750 modes. */
+    bool give_away;
+    uid_t owner_uid;
+    gid_t owner_gid;
 } posix_repo;
 
 int posix_write_all(int fd, const void *data, size_t len);

@@ -455,6 +455,29 @@ static void test_umask_000(void)
     repo_free(r);
 }
 
+/* As root in a repository another user owns, what we create is given to that user
+ * (archive-push runs as the owner and must read and extend it). Checked only as root. */
+static void test_root_gives_away(void)
+{
+    if (geteuid() != 0)
+        return;
+    char root[600], p[700];
+    snprintf(root, sizeof(root), "%s/owned", tmpdir);
+    PBT_CHECK(mkdir(root, 0750) == 0 && chown(root, 65534, 65534) == 0);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = root;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    PBT_CHECK(r && repo_put(r, "wal/00000001/x", "x", 1, &e) == 0);
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/wal/00000001/x", root);
+    PBT_CHECK(stat(p, &st) == 0 && st.st_uid == 65534 && st.st_gid == 65534);
+    snprintf(p, sizeof(p), "%s/wal/00000001", root);
+    PBT_CHECK(stat(p, &st) == 0 && st.st_uid == 65534);
+    repo_free(r);
+}
+
 /* Defect 11 (storage level): of racing create-if-absent writers exactly one wins and
  * the object holds the winner's bytes. */
 static void test_put_new_race(void)
@@ -665,6 +688,7 @@ int main(void)
     PBT_RUN(test_writer);
     PBT_RUN(test_cleanup);
     PBT_RUN(test_umask_000);
+    PBT_RUN(test_root_gives_away);
     PBT_RUN(test_put_new_race);
     PBT_RUN(test_lock);
     PBT_RUN(test_lock_lease);
