@@ -190,6 +190,24 @@ static int collect_orphan(void *vctx, const char *key, uint64_t size)
     return 0;
 }
 
+/* Does a committed backup newer than o->ids[i] name it as its parent? Then its manifest
+ * was lost to damage, not to a killed writer, and its packs are what a repair needs.
+ * (A child's id always sorts after its parent's; chains are linked only by parents.) */
+static const char *orphan_child(repo *r, const orphan_ctx *o, size_t i)
+{
+    for (size_t j = i + 1; j < o->n; j++) {
+        mf_manifest *m = NULL;
+        pb_error lerr = PB_ERROR_INIT;
+        if (!o->committed[j] || chain_load(r, o->ids[j], &m, &lerr) != 0)
+            continue;
+        bool child = strcmp(mf_header(m)->parent, o->ids[i]) == 0;
+        mf_free(m);
+        if (child)
+            return o->ids[j];
+    }
+    return NULL;
+}
+
 /* Leftovers of killed writers (rule 9): objects under backup/<id>/ without a manifest.
  * Called with the writer lock held, before this run writes anything, so none of them
  * belongs to a writer still running. */
@@ -202,6 +220,13 @@ static int drop_orphans(repo *r, pb_error *err)
     for (size_t i = 0; rc == 0 && i < o.n; i++) {
         if (o.committed[i])
             continue;
+        const char *child = orphan_child(r, &o, i);
+        if (child) {
+            pb_warn("backup %s has no manifest, but backup %s names it as its parent: its "
+                    "objects are kept (restore the manifest, or expire the chain)", o.ids[i],
+                    child);
+            continue;
+        }
         pb_info("removing the objects of backup %s, which never committed its manifest",
                 o.ids[i]);
         rc = chain_drop(r, o.ids[i], err);

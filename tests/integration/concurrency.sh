@@ -134,6 +134,16 @@ pb_assert_eq "$(ls "$PB_REPO/backup" | while read -r id; do
     "no backup directory without a manifest is left"
 pb_assert_eq "$(ls -A "$PB_REPO/lock" 2>/dev/null)" "" "no lock is left"
 pb_check "the repository verifies after the kill" pbx "$S1" "$PB_REPO" verify
+# A manifest lost to damage is not a dead writer's leftover: a backup that names it as
+# its parent keeps its objects for a repair.
+LOST=$(pb_last_id)
+pbx "$S1" "$PB_REPO" backup >/dev/null 2>&1 || pb_test_fail "backup on top of $LOST"
+mv "$PB_REPO/backup/$LOST/manifest" "$PB_WORK/lost-manifest"
+pbx "$S1" "$PB_REPO" backup --type full >"$PB_WORK/lost.out" 2>&1 || pb_test_fail "full backup with $LOST damaged"
+pb_assert_eq "$(find "$PB_REPO/backup/$LOST" -type f | wc -l | awk '{print ($1 > 0)}')" 1 \
+    "the objects of a backup whose manifest was lost (its child needs it) are kept"
+mv "$PB_WORK/lost-manifest" "$PB_REPO/backup/$LOST/manifest"
+pb_check "the repository verifies once the manifest is back" pbx "$S1" "$PB_REPO" verify
 
 # ---- 4. concurrent archive-push of one name, different content ------------------------
 SEG0=$(ls "$SRC/pg_wal" | grep -E '^[0-9A-F]{24}$' | head -n 1)
