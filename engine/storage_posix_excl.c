@@ -71,7 +71,7 @@ int posix_lock_probe(void *impl, const char *key, int *fd, pb_error *err)
 {
     posix_repo *pr = impl;
     *fd = -1;
-    int f = openat(pr->dirfd, key, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    int f = openat(pr->dirfd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* flock needs no write */
     if (f < 0) {
         if (errno == ENOENT)
             return pb_fail(err, PB_ENOENT, "lock %s/%s does not exist", pr->root, key);
