@@ -209,7 +209,32 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
     return 0;
 }
 
+static int expire_locked(pb_options *o);
+
+/* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
+ * backup builds on a parent it is removing, and no rebase reads one. */
 int cmd_expire(pb_options *o)
+{
+    if (o->retain_full <= 0)
+        return expire_locked(o); /* usage error, reported there */
+    pb_error err = PB_ERROR_INIT;
+    repo *r = NULL;
+    repo_lock *lock = NULL;
+    int rc = repo_open(&r, &o->repo, &err);
+    if (rc == 0)
+        rc = repo_lock_acquire(r, "expire", &lock, &err);
+    if (rc == 0)
+        rc = expire_locked(o);
+    repo_lock_release(lock);
+    repo_free(r);
+    if (rc < 0) {
+        pb_log(PB_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return rc;
+}
+
+static int expire_locked(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
     if (o->retain_full <= 0) {
