@@ -3,6 +3,7 @@
 
 #include "engine/archive.h"
 #include "engine/chain.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -211,6 +212,7 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
     if (strncmp(name, ctx->oldest, 8) <= 0 && strncmp(name + 8, ctx->oldest + 8, 16) < 0) {
         delete_one(ctx->r, key, size);
         ctx->removed++;
+        PB_FAULT_POINT("expire.mid-wal");
     }
     return 0;
 }
@@ -234,10 +236,35 @@ static int expire_wal_before(repo *r, const chain_history *hist, const bool *kee
     return rc;
 }
 
+static int expire_locked(pb_options *o);
+
+/* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
+ * backup builds on a parent it is removing, and no rebase reads one. */
+int cmd_expire(pb_options *o)
+{
+    if (o->retain_full <= 0)
+        return expire_locked(o); /* usage error, reported there */
+    pb_error err = PB_ERROR_INIT;
+    repo *r = NULL;
+    repo_lock *lock = NULL;
+    int rc = repo_open(&r, &o->repo, &err);
+    if (rc == 0)
+        rc = repo_lock_acquire(r, "expire", &lock, &err);
+    if (rc == 0)
+        rc = expire_locked(o);
+    repo_lock_release(lock);
+    repo_free(r);
+    if (rc < 0) {
+        pb_log(PB_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return rc;
+}
+
 /* Retention follows history order and parentage (chain_retain): the newest N full or
  * synthetic backups, everything after the oldest of them, and every ancestor a kept
  * backup needs; a backup whose descendant is kept is never removed. */
-int cmd_expire(pb_options *o)
+static int expire_locked(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
     if (o->retain_full <= 0) {
@@ -254,12 +281,15 @@ int cmd_expire(pb_options *o)
         rc = pb_fail(&err, PB_ENOMEM, "out of memory planning expire");
     if (rc == 0)
         chain_retain(&hist, (unsigned)o->retain_full, keep);
-    for (size_t i = 0; rc == 0 && i < hist.count; i++) {
+    /* Newest first: an incremental goes before the backups it needs, so a kill at any
+     * moment leaves every listed backup with its whole chain. */
+    for (size_t i = hist.count; rc == 0 && i-- > 0;) {
         if (keep[i])
             continue;
         rc = chain_drop(r, hist.items[i].id, &err);
         if (rc == 0)
             printf("expired backup %s\n", hist.items[i].id);
+        PB_FAULT_POINT("expire.after-backup");
     }
     if (rc == 0)
         rc = expire_wal_before(r, &hist, keep, &err);
