@@ -66,10 +66,21 @@ static void note_gap(vfy_run *v, uint32_t tli, uint64_t from, uint64_t to, uint3
                 to - from + 1);
 }
 
+/* Where timeline tli begins (its branch point, from its history file), as a segment;
+ * 0 when unknown (timeline 1, or no readable history: check_histories names that). */
+static uint64_t timeline_begin(rs_wal_view *w, uint32_t tli, uint32_t seg)
+{
+    pb_error e = PB_ERROR_INIT;
+    if (tli == 1 || !rs_view_has_history(w, tli) || rs_view_history(w, tli, &e) != 0 ||
+        w->ntl == 0)
+        return 0;
+    return w->tl[w->ntl - 1].begin / seg;
+}
+
 /* Segments are sorted by name: per timeline, in position order. A timeline is checked
- * from the oldest backup's start, or from its own first segment if that is later (a
- * timeline begins at its branch point), unless a backup on it starts earlier. */
-static void check_gaps(vfy_run *v, const rs_wal_view *w, mf_manifest *const *ms, size_t n,
+ * from the oldest backup's start, or from where it begins if that is later (its branch
+ * point; else its first archived segment), or from an earlier start of a backup on it. */
+static void check_gaps(vfy_run *v, rs_wal_view *w, mf_manifest *const *ms, size_t n,
                        uint32_t seg)
 {
     uint64_t oldest = UINT64_MAX;
@@ -84,7 +95,9 @@ static void check_gaps(vfy_run *v, const rs_wal_view *w, mf_manifest *const *ms,
         if (!arch_parse_segment(w->segs[i], seg, &tli, &no) || (n && no < oldest))
             continue;
         if (tli != cur) {
-            uint64_t lo = no;
+            uint64_t begin = timeline_begin(w, tli, seg), lo = no;
+            if (begin && begin < lo)
+                lo = n && begin < oldest ? oldest : begin;
             for (size_t k = 0; k < n; k++) {
                 const mf_backup *h = mf_header_c(ms[k]);
                 if (h->timeline == tli && h->start_lsn / seg < lo)

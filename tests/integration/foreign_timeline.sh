@@ -123,5 +123,15 @@ if [ "$PB_REPO_KIND" = posix ]; then
         pb_test_fail "damaged history file: $(tail -n 3 <<<"$out")"
     fi
     cp "$PB_WORK/history.orig" "$H"
+    # The first segment of timeline 2 (where it branched) is part of it: its loss is a gap.
+    FIRST2=$(ls "$PB_REPO/wal/00000002/" | head -n 1)
+    mv "$PB_REPO/wal/00000002/$FIRST2" "$PB_WORK/first2.zst"
+    out=$(pb verify 2>&1)
+    if [ $? != 0 ] && grep -q "gap in the WAL archive on timeline 2: ${FIRST2%.zst}" <<<"$out"; then
+        pb_test_ok "verify names the missing first segment of timeline 2 as a gap"
+    else
+        pb_test_fail "missing ${FIRST2%.zst}: $(tail -n 3 <<<"$out")"
+    fi
+    mv "$PB_WORK/first2.zst" "$PB_REPO/wal/00000002/$FIRST2"
 fi
 pb_test_summary
