@@ -132,6 +132,18 @@ static int canon_dir(const char *path, char out[PATH_MAX], pb_error *err)
     return append_lexically(out, path + rest, path, err);
 }
 
+/* The target directory, which may be given relative to the working directory. */
+static int canon_target(const char *dir, char out[PATH_MAX], pb_error *err)
+{
+    char cwd[PATH_MAX], abs[PATH_MAX];
+    if (dir[0] == '/')
+        return canon_dir(dir, out, err);
+    if (!getcwd(cwd, sizeof(cwd)) || snprintf(abs, sizeof(abs), "%s/%s", cwd, dir) >= PATH_MAX)
+        return pb_fail_errno(err, PB_EINVAL, "cannot make the target directory %s absolute",
+                             dir);
+    return canon_dir(abs, out, err);
+}
+
 /* Is the canonical directory a the canonical directory b or beneath it? */
 static bool within(const char *a, const char *b)
 {
@@ -262,7 +274,7 @@ static int check_tablespaces(const rs_opts *opts, const mf_manifest *m, pb_error
     link_dir *ld = calloc(n, sizeof(*ld));
     rs_target *t = NULL;
     pb_error ignored = PB_ERROR_INIT;
-    int rc = ld ? canon_dir(opts->target_dir, target, err)
+    int rc = ld ? canon_target(opts->target_dir, target, err)
                 : pb_fail(err, PB_ENOMEM, "out of memory checking tablespaces");
     for (size_t i = 0; rc == 0 && i < mf_count(m); i++)
         if (mf_at(m, i)->kind == MF_LINK) {

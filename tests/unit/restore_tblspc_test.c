@@ -276,6 +276,15 @@ static void test_inside_target(void)
     PBT_CHECK(restore(r, target, true, &up, 1, PB_EINVAL, &err) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "contains the target") != NULL);
     PBT_CHECK(access(target, F_OK) != 0);
+    /* A target named relative to the working directory is compared as the same. */
+    char cwd[400], elsewhere[300];
+    PBT_CHECK(getcwd(cwd, sizeof(cwd)) != NULL && chdir(root) == 0);
+    PBT_CHECK(restore(r, "target-in", false, NULL, 0, PB_EINVAL, &err) == PB_EINVAL);
+    PBT_CHECK(strstr(err.msg, "lies inside the target") != NULL);
+    snprintf(elsewhere, sizeof(elsewhere), "%s/ts-elsewhere", root);
+    rs_tblspc_map away = {16400, elsewhere};
+    PBT_CHECK(restore(r, "target-in", false, &away, 1, 0, &err) == 0);
+    PBT_CHECK(chdir(cwd) == 0);
     repo_free(r);
 }
 
