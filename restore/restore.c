@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,16 +35,23 @@ static bool dir_is_empty(const char *path, bool *exists)
     return empty;
 }
 
-/* The directory a link entry (checked by rs_check_entry) is to point to. */
-static const char *mapped_dir(const rs_opts *opts, const mf_file *f)
+/* The --tablespace-map entry for the link f, or NULL (pg_wal, or not mapped). */
+static const rs_tblspc_map *map_of(const rs_opts *opts, const mf_file *f)
 {
     unsigned oid;
     if (!rs_link_oid(f->path, &oid))
-        return f->link_target; /* pg_wal */
+        return NULL;
     for (size_t i = 0; i < opts->ntblspc; i++)
         if (opts->tblspc[i].oid == oid)
-            return opts->tblspc[i].dir;
-    return f->link_target;
+            return &opts->tblspc[i];
+    return NULL;
+}
+
+/* The directory a link entry (checked by rs_check_entry) is to point to. */
+static const char *mapped_dir(const rs_opts *opts, const mf_file *f)
+{
+    const rs_tblspc_map *map = map_of(opts, f);
+    return map ? map->dir : f->link_target;
 }
 
 /* Create (or keep, when it already points there) the link f and register it, so that
@@ -74,25 +82,218 @@ static int make_link(rs_target *t, const rs_opts *opts, const mf_file *f, pb_err
     return rc ? rc : rs_target_add_link(t, f->path, dir, err);
 }
 
-/* Before anything is written: a tablespace directory in use (perhaps by the running
- * source cluster on this host) is never restored into. */
-static int check_tablespaces(const rs_opts *opts, const mf_manifest *m, pb_error *err)
+/* ---- where the links will point, checked before anything is written ---- */
+
+/* Append the components of rest to the canonical directory out, "." and ".." taken
+ * lexically: they name directories that do not exist yet. */
+static int append_lexically(char out[PATH_MAX], const char *rest, const char *path,
+                            pb_error *err)
 {
-    unsigned oid;
-    for (size_t i = 0; i < mf_count(m) && !opts->delta; i++) {
-        const mf_file *f = mf_at(m, i);
-        const char *dir = f->kind == MF_LINK ? mapped_dir(opts, f) : NULL;
-        bool exists = false;
-        if (dir && !dir_is_empty(dir, &exists))
-            return rs_link_oid(f->path, &oid)
-                       ? pb_fail(err, PB_EINVAL, "tablespace directory %s (for %s) is not "
-                                 "empty: it may belong to a running cluster; map it elsewhere "
-                                 "with --tablespace-map %u=DIR or use --delta", dir, f->path,
-                                 oid)
-                       : pb_fail(err, PB_EINVAL, "directory %s (for the link %s) is not "
-                                 "empty; use --delta", dir, f->path);
+    char buf[PATH_MAX], *save = NULL;
+    snprintf(buf, sizeof(buf), "%s", rest);
+    for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        size_t n = strlen(out);
+        if (!strcmp(c, "."))
+            continue;
+        if (!strcmp(c, "..")) {
+            char *slash = strrchr(out, '/');
+            slash[slash == out] = '\0'; /* "/" stays "/" */
+            continue;
+        }
+        if (n + 1 + strlen(c) >= PATH_MAX)
+            return pb_fail(err, PB_EINVAL, "directory name %s is too long", path);
+        snprintf(out + n, PATH_MAX - n, "%s%s", n > 1 ? "/" : "", c);
     }
     return 0;
+}
+
+/* path ("/...") with links, ".", ".." and repeated slashes resolved, so that two names
+ * of one directory compare equal: realpath for the part that exists, the rest (what
+ * make_link's mkdir -p will create) lexically. */
+static int canon_dir(const char *path, char out[PATH_MAX], pb_error *err)
+{
+    char head[PATH_MAX];
+    if (!path || path[0] != '/' || strlen(path) >= sizeof(head))
+        return pb_fail(err, PB_EINVAL, "%s is not an absolute directory name of a usable "
+                       "length", path ? path : "(none)");
+    snprintf(head, sizeof(head), "%s", path);
+    size_t rest = strlen(head);
+    while (!realpath(head, out)) {
+        if (errno != ENOENT && errno != ENOTDIR)
+            return pb_fail_errno(err, PB_EIO, "cannot resolve the directory name %s", path);
+        char *slash = strrchr(head, '/');
+        rest = (size_t)(slash - head);
+        if (slash == head) {
+            snprintf(out, PATH_MAX, "/");
+            break;
+        }
+        *slash = '\0';
+    }
+    return append_lexically(out, path + rest, path, err);
+}
+
+/* The target directory, which may be given relative to the working directory. */
+static int canon_target(const char *dir, char out[PATH_MAX], pb_error *err)
+{
+    char cwd[PATH_MAX], abs[PATH_MAX];
+    if (dir[0] == '/')
+        return canon_dir(dir, out, err);
+    if (!getcwd(cwd, sizeof(cwd)) || snprintf(abs, sizeof(abs), "%s/%s", cwd, dir) >= PATH_MAX)
+        return pb_fail_errno(err, PB_EINVAL, "cannot make the target directory %s absolute",
+                             dir);
+    return canon_dir(abs, out, err);
+}
+
+/* Is the canonical directory a the canonical directory b or beneath it? */
+static bool within(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    return n == 1 || (strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/'));
+}
+
+typedef struct link_dir {
+    const mf_file *f;
+    char *canon; /* canonical name of the directory it will point to */
+} link_dir;
+
+/* Does the target's own link at f->path (reached without following a link on the
+ * way) point at the canonical directory canon? */
+static bool own_link_points_at(const rs_target *t, const mf_file *f, const char *canon)
+{
+    int pfd = -1;
+    const char *base = NULL;
+    pb_error ignored = PB_ERROR_INIT;
+    if (!t || rs_target_parent(t, f->path, 0, &pfd, &base, &ignored) != 0)
+        return false;
+    char to[PATH_MAX], to_canon[PATH_MAX];
+    ssize_t n = readlinkat(pfd, base, to, sizeof(to) - 1);
+    close(pfd);
+    to[n > 0 ? n : 0] = '\0';
+    return n > 0 && canon_dir(to, to_canon, &ignored) == 0 && strcmp(to_canon, canon) == 0;
+}
+
+/* Where link ld will point: an absolute directory neither inside the target nor
+ * holding it (the restore would write its own files twice, or prune the target). */
+static int check_link_dir(const rs_opts *opts, const char *target, link_dir *ld,
+                          pb_error *err)
+{
+    const char *dir = mapped_dir(opts, ld->f);
+    char canon[PATH_MAX];
+    if (!dir || dir[0] != '/')
+        return pb_fail(err, PB_EINVAL, "link %s has no absolute target directory; use "
+                       "--tablespace-map OID=DIR", ld->f->path);
+    int rc = canon_dir(dir, canon, err);
+    if (rc)
+        return pb_error_wrap(err, "the directory for %s", ld->f->path);
+    if (!(ld->canon = strdup(canon)))
+        return pb_fail(err, PB_ENOMEM, "out of memory checking %s", ld->f->path);
+    if (!within(canon, target) && !within(target, canon))
+        return 0;
+    char remedy[64] = "";
+    unsigned oid;
+    if (rs_link_oid(ld->f->path, &oid))
+        snprintf(remedy, sizeof(remedy), ": map it elsewhere with --tablespace-map %u=DIR", oid);
+    return pb_fail(err, PB_EINVAL, "directory %s (for %s) %s the target directory %s%s", dir,
+                   ld->f->path, within(canon, target) ? "is or lies inside" : "contains",
+                   opts->target_dir, remedy);
+}
+
+/* No two links point at one directory or one inside the other's: each would prune
+ * or overwrite the other's files. ld is sorted by canon, so a directory's
+ * subdirectories follow it. */
+static int check_distinct(link_dir *ld, size_t n, pb_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(ld[i].canon);
+        for (size_t j = i + 1; j < n && !strncmp(ld[j].canon, ld[i].canon, len); j++)
+            if (within(ld[j].canon, ld[i].canon))
+                return pb_fail(err, PB_EINVAL, "%s and %s would point at %s and %s, one "
+                               "directory or one inside the other: give each tablespace "
+                               "its own directory with --tablespace-map OID=DIR",
+                               ld[i].f->path, ld[j].f->path, ld[i].canon, ld[j].canon);
+    }
+    return 0;
+}
+
+/* A non-empty directory is written into only by a delta restore, and only when it is
+ * this target's own (the target's link already points there) or the user mapped it
+ * explicitly to somewhere other than the source's location. On the source's host the
+ * manifest's locations are the running source cluster's directories. */
+static int check_occupied(const rs_opts *opts, const rs_target *t, const link_dir *ld,
+                          pb_error *err)
+{
+    const mf_file *f = ld->f;
+    const char *dir = mapped_dir(opts, f);
+    const rs_tblspc_map *map = map_of(opts, f);
+    char source[PATH_MAX];
+    pb_error ignored = PB_ERROR_INIT;
+    unsigned oid = 0;
+    bool exists = false, tblspc = rs_link_oid(f->path, &oid);
+    if (dir_is_empty(dir, &exists) || (opts->delta && own_link_points_at(t, f, ld->canon)))
+        return 0;
+    if (!opts->delta)
+        return tblspc ? pb_fail(err, PB_EINVAL, "tablespace directory %s (for %s) is not "
+                                "empty: it may belong to a running cluster; map it elsewhere "
+                                "with --tablespace-map %u=DIR, or use --delta if it is this "
+                                "target's own", dir, f->path, oid)
+                      : pb_fail(err, PB_EINVAL, "directory %s (for the link %s) is not "
+                                "empty; use --delta if it is this target's own", dir, f->path);
+    bool at_source = canon_dir(f->link_target, source, &ignored) == 0 &&
+                     strcmp(source, ld->canon) == 0;
+    if (map && !at_source)
+        return 0;
+    if (!tblspc)
+        return pb_fail(err, PB_EINVAL, "directory %s (for the link %s) is not empty and "
+                       "%s/%s does not point at it: it may be the running source cluster's, "
+                       "and a delta restore writes only into its own (nothing was changed)",
+                       dir, f->path, opts->target_dir, f->path);
+    return pb_fail(err, PB_EINVAL, "tablespace %u: directory %s%s is not empty and %s/%s "
+                   "does not point at it: it may be the running source cluster's tablespace, "
+                   "and a delta restore writes only into the target's own; restore the "
+                   "tablespace elsewhere with --tablespace-map %u=DIR (nothing was changed)",
+                   oid, dir, map ? " (mapped, but the source's own location)" : "",
+                   opts->target_dir, f->path, oid);
+}
+
+static int cmp_canon(const void *a, const void *b)
+{
+    return strcmp(((const link_dir *)a)->canon, ((const link_dir *)b)->canon);
+}
+
+/* Before anything is written: every directory a link of the backup will point to
+ * (docs/DESIGN.md rule 8: never write outside the target but into the target's own
+ * tablespaces). */
+static int check_tablespaces(const rs_opts *opts, const mf_manifest *m, pb_error *err)
+{
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < mf_count(m); i++)
+        n += mf_at(m, i)->kind == MF_LINK;
+    if (n == 0)
+        return 0;
+    char target[PATH_MAX];
+    link_dir *ld = calloc(n, sizeof(*ld));
+    rs_target *t = NULL;
+    pb_error ignored = PB_ERROR_INIT;
+    int rc = ld ? canon_target(opts->target_dir, target, err)
+                : pb_fail(err, PB_ENOMEM, "out of memory checking tablespaces");
+    for (size_t i = 0; rc == 0 && i < mf_count(m); i++)
+        if (mf_at(m, i)->kind == MF_LINK) {
+            ld[k].f = mf_at(m, i);
+            rc = check_link_dir(opts, target, &ld[k++], err);
+        }
+    if (rc == 0) {
+        qsort(ld, n, sizeof(*ld), cmp_canon);
+        rc = check_distinct(ld, n, err);
+    }
+    if (rc == 0 && opts->delta && rs_target_open(&t, opts->target_dir, true, &ignored))
+        t = NULL; /* no target yet: it has no links of its own */
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = check_occupied(opts, t, &ld[i], err);
+    for (size_t i = 0; ld && i < n; i++)
+        free(ld[i].canon);
+    free(ld);
+    rs_target_free(t);
+    return rc;
 }
 
 /* Directories (with their modes) and links, parents first (the manifest is sorted). */

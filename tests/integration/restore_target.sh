@@ -3,7 +3,9 @@
 # create (base/<db> and pg_wal pointing outside the target: the outside stays
 # byte-for-byte untouched and the restored cluster is correct), and a target whose
 # postmaster.pid names a live process is refused with --delta and --force alike,
-# nothing touched. Small cluster (pgbench -s 1) to stay fast.
+# nothing touched; a delta restore into a fresh target on the source's host without
+# --tablespace-map is refused (it would write into the running source's tablespace)
+# and works with the map. Small cluster (pgbench -s 1) to stay fast.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src
@@ -28,8 +30,10 @@ tree_sum() {
         find . -type f -print0 | sort -z | xargs -0 -r sha256sum) | sha256sum
 }
 
-# restored_ok WHAT: the cluster in $R starts, recovers, and holds the source's data.
+# restored_ok WHAT [DIR]: the cluster in DIR ($R) starts, recovers, and holds the
+# source's data.
 restored_ok() {
+    local R=${2:-$R}
     if ! { pg_reconfigure "$R" && pg_conf "$R" "archive_mode = off" && pg_start "$R" &&
         pb_wait_recovery "$R"; }; then
         pb_test_fail "$1: restored cluster does not start"
@@ -119,4 +123,40 @@ pb_assert_eq "$(tree_sum "$OUT_WAL")" "$BEFORE" "outside pg_wal: untouched"
 grep -q "pg_wal is a symbolic link to $OUT_WAL" "$PB_WORK/restore.out" &&
     pb_test_ok "the replaced pg_wal link is reported" || pb_test_fail "no word on the pg_wal link"
 restored_ok "delta over a pg_wal link"
+
+# (e) The source runs on this host, its tablespace ts1 in $PB_WORK/ts1. A delta restore
+# into a fresh target without --tablespace-map would link pg_tblspc/$TSOID to that
+# live directory and write and prune in it: refused, naming the OID, the directory and
+# the way out, the live tablespace untouched (its file list, and a canary the backup
+# does not hold, which a prune would remove). With the map the restore works.
+pg_psql "$SRC" "ALTER TABLE in_ts SET (autovacuum_enabled = off)" >/dev/null &&
+    pg_psql "$SRC" "VACUUM in_ts" >/dev/null && pg_psql "$SRC" "CHECKPOINT" >/dev/null
+TSDIR=$(ls -d "$PB_WORK"/ts1/PG_15_*)
+echo canary >"$TSDIR/pb_canary" && _pb_chown_pg "$TSDIR/pb_canary"
+ts_list() { (cd "$PB_WORK/ts1" && find . -printf '%p %y %s\n' | sort) | sha256sum; }
+LIVE=$(ts_list)
+R2=$PB_WORK/r2
+mkdir -p "$R2" "$PB_WORK/ts-r2" && _pb_chown_pg "$R2" && _pb_chown_pg "$PB_WORK/ts-r2"
+if pb restore --target-dir "$R2" --delta >"$PB_WORK/ts.out" 2>&1; then
+    pb_test_fail "delta restore into a fresh target without --tablespace-map succeeded"
+else
+    pb_check "delta restore without --tablespace-map refused, naming tablespace $TSOID, \
+its directory and --tablespace-map" grep -q \
+        "tablespace $TSOID: directory $PB_WORK/ts1 .*--tablespace-map $TSOID=DIR" "$PB_WORK/ts.out"
+fi
+pb_assert_eq "$(ts_list)" "$LIVE" "refused: the live source tablespace's files are untouched"
+pb_assert_eq "$(cat "$TSDIR/pb_canary")" canary "refused: the live tablespace's canary is kept"
+pb_assert_eq "$(ls -A "$R2")" "" "refused: the target is still empty"
+if pb restore --target-dir "$R2" --delta --tablespace-map "$TSOID=$PB_WORK/ts-r2" \
+    >"$PB_WORK/ts.out" 2>&1; then
+    pb_test_ok "delta restore into a fresh target with --tablespace-map"
+else
+    cat "$PB_WORK/ts.out" >&2
+    pb_test_fail "delta restore into a fresh target with --tablespace-map"
+fi
+pb_assert_eq "$(readlink "$R2/pg_tblspc/$TSOID")" "$PB_WORK/ts-r2" \
+    "pg_tblspc/$TSOID points at the mapped directory"
+pb_assert_eq "$(ts_list)" "$LIVE" "mapped: the live source tablespace's files are untouched"
+pb_assert_eq "$(cat "$TSDIR/pb_canary")" canary "mapped: the live tablespace's canary is kept"
+restored_ok "delta into a fresh target with --tablespace-map" "$R2"
 pb_test_summary
