@@ -12,6 +12,7 @@
  * usually 16 MiB, so holding one in memory is fine and keeps this file simple.
  */
 #include "engine/archive.h"
+#include "engine/pack.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -104,41 +105,30 @@ static int encode(const uint8_t *raw, size_t len, uint8_t **out, size_t *out_len
     return 0;
 }
 
+/* The largest raw size an archived object of this name can have: a segment (plain or
+ * .partial) is at most the largest wal_segment_size; a history or .backup file is a few
+ * lines of text. */
+#define WAL_MAX_SMALL (1u << 20)
+static uint64_t max_raw_for(const char *key)
+{
+    const char *base = strrchr(key, '/');
+    base = base ? base + 1 : key;
+    return strlen(base) == 24 + 4 || strstr(base, ".partial") ? WAL_MAX_RAW : WAL_MAX_SMALL;
+}
+
 /* Verifies an archived object and decompresses it into a new buffer (*raw, caller
- * frees). Every failure is PB_ECORRUPT naming the key. */
+ * frees). Every failure is PB_ECORRUPT naming the key; the envelope (and its bounds on
+ * the header's raw size) is the one manifests use, see pack_envelope_decode. */
 static int decode(const uint8_t *obj, size_t len, const char *key, uint8_t **raw,
                   size_t *raw_len, pb_error *err)
 {
-    *raw = NULL;
-    if (len < WAL_HEADER || memcmp(obj, WAL_MAGIC, 8) != 0)
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: bad header (%zu bytes)", key,
-                       len);
-    uint64_t size = pb_get_u64(obj + 8);
-    uint64_t rhash = pb_get_u64(obj + 16);
-    if (size > WAL_MAX_RAW)
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: impossible size %" PRIu64,
-                       key, size);
-    if (pb_hash64(obj + WAL_HEADER, len - WAL_HEADER) != pb_get_u64(obj + 24))
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: checksum mismatch", key);
-    uint8_t *buf = malloc(size ? size : 1);
-    if (!buf)
-        return pb_fail(err, PB_ENOMEM, "out of memory reading %s", key);
-    size_t n = ZSTD_decompress(buf, size, obj + WAL_HEADER, len - WAL_HEADER);
-    int rc = 0;
-    if (ZSTD_isError(n))
-        rc = pb_fail(err, PB_ECORRUPT, "archived WAL object %s: cannot decompress: %s", key,
-                     ZSTD_getErrorName(n));
-    else if (n != size || pb_hash64(buf, n) != rhash)
-        rc = pb_fail(err, PB_ECORRUPT,
-                     "archived WAL object %s: decompressed content does not match its header",
-                     key);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
+    char what[300];
+    snprintf(what, sizeof(what), "archived WAL object %s", key);
+    void *buf = NULL;
+    int rc = pack_envelope_decode(obj, len, WAL_MAGIC, max_raw_for(key), what, &buf, raw_len,
+                                  err);
     *raw = buf;
-    *raw_len = n;
-    return 0;
+    return rc;
 }
 
 /* ---- local files ---------------------------------------------------------------- */

@@ -96,7 +96,8 @@ static void f_encode(uint8_t v[F_VALUE_LEN], const mf_file *f)
 static int f_decode(const char *v, size_t len, f_value *out)
 {
     const uint8_t *p = (const uint8_t *)v;
-    if (len != F_VALUE_LEN || pb_get_u32(p) > MF_LINK || p[16 + MF_ID_LEN - 1] != '\0')
+    if (len != F_VALUE_LEN || pb_get_u32(p) > MF_LINK || p[16 + MF_ID_LEN - 1] != '\0' ||
+        pb_get_u32(p + 4) > MF_REL_MAX_PAGES) /* npages sizes an allocation in lookup */
         return PB_ECORRUPT;
     out->kind = (mf_kind)pb_get_u32(p);
     out->npages = pb_get_u32(p + 4);

@@ -95,6 +95,7 @@ static int add_rel_hashes(mf_manifest *m, const char *path, uint32_t npages, uin
     f.path = xstrdup(path);
     f.kind = MF_REL;
     f.npages = npages;
+    f.size = (uint64_t)npages * PB_PAGE_SIZE;
     f.nruns = 1;
     f.runs = calloc(1, sizeof(*f.runs));
     f.runs[0] = (mf_run){first, count, 9, 9, 9, 9};
@@ -203,6 +204,7 @@ static void test_add_find(void)
     f.path = xstrdup("ovl");
     f.kind = MF_REL;
     f.npages = 10;
+    f.size = 10 * PB_PAGE_SIZE;
     f.nruns = 2;
     f.runs = calloc(2, sizeof(*f.runs));
     f.runs[0] = (mf_run){4, 4, 0, 0, 0, 0};
@@ -455,6 +457,22 @@ static void test_corrupt_objects(void)
         PBT_CHECK(rc == PB_ECORRUPT);
         if (rc != PB_ECORRUPT)
             fprintf(stderr, "evil #%zu: rc %d\n", i, rc);
+        pb_buf_free(&c);
+    }
+    /* defect 10: npages sizes restore's per-page plan, so it must match the size and stay
+     * under MF_REL_MAX_PAGES (old code: accepted, then restore calloc'd 32 GiB) */
+    size_t off_size = (size_t)(path - b.data) + 8 + 4 + 4;
+    PBT_CHECK(pb_get_u64(b.data + off_size) == 100 * PB_PAGE_SIZE);
+    struct { uint64_t size; uint32_t npages; } lies[] = {
+        {100 * PB_PAGE_SIZE, 200}, {(uint64_t)UINT32_MAX * PB_PAGE_SIZE, UINT32_MAX},
+        {(uint64_t)(MF_REL_MAX_PAGES + 1) * PB_PAGE_SIZE, MF_REL_MAX_PAGES + 1}, {10, 100}};
+    for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
+        pb_buf c = {0};
+        pb_buf_append(&c, b.data, b.len);
+        pb_put_u64(c.data + off_size, lies[i].size);
+        pb_put_u32(c.data + off_npages, lies[i].npages);
+        reseal(&c);
+        PBT_CHECK(parse_code(&c, &err) == PB_ECORRUPT && strstr(err.msg, "rel/file"));
         pb_buf_free(&c);
     }
     /* the run error names the file */

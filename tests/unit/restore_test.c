@@ -258,6 +258,55 @@ static void test_corrupt_hash_and_missing_wal(void)
     repo_free(r);
 }
 
+/* Defect 10: a manifest whose run points at an impossible frame location (a stored length
+ * of 4 GiB, an offset that wraps) is refused as corruption naming the pack, before any
+ * allocation or read from it (old code: a 4 GiB buffer, or a negative pread offset). */
+static void test_hostile_frame_locations(void)
+{
+    const mf_run evil[] = {{0, 1, 1, 0xFFFFFFF0u, 16, 8192},
+                           {0, 1, 1, 64, UINT64_MAX - 20, 8192},
+                           {0, 1, 1, 64, (uint64_t)INT64_MAX - 8, 8192},
+                           {0, 1, 1, 3, 16, 8192}};
+    for (size_t i = 0; i < sizeof(evil) / sizeof(evil[0]); i++) {
+        char dir[300], target[300];
+        snprintf(dir, sizeof(dir), "%s/repo-evil%zu", root, i);
+        repo *r = open_repo(dir);
+        pb_error err = PB_ERROR_INIT;
+        uint8_t page[PB_PAGE_SIZE];
+        fill_page(page, 5);
+        pack_writer *pw = NULL;
+        PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000000F", 1 << 20, 1, &err) == 0);
+        mf_manifest *f = new_backup("20260101-000000F", "", 'F');
+        add_dir(f, "base");
+        mf_file rel = {0};
+        rel.path = strdup("base/100");
+        rel.kind = MF_REL;
+        rel.mode = 0600;
+        rel.size = PB_PAGE_SIZE;
+        rel.npages = 1;
+        ship(pw, &rel, 0, 1, page);
+        rel.runs[0] = evil[i];
+        PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
+        PBT_CHECK(pack_writer_finish(pw, &err) == 0);
+        pack_writer_free(pw);
+        mf_sort(f);
+        PBT_CHECK(chain_commit(r, f, &err) == 0);
+        mf_free(f);
+        push_wal(r, "000000010000000000000001");
+        rs_stats st;
+        int rc = rs_verify(r, NULL, 1, &st, &err);
+        PBT_CHECK(rc == PB_ECORRUPT);
+        PBT_CHECK(strstr(err.msg, "backup/20260101-000000F/pack/000001") != NULL);
+        if (rc != PB_ECORRUPT)
+            fprintf(stderr, "evil location #%zu: rc %d: %s\n", i, rc, err.msg);
+        rs_opts o = RS_OPTS_INIT;
+        snprintf(target, sizeof(target), "%s/target-evil%zu", root, i);
+        o.target_dir = target;
+        PBT_CHECK(rs_restore(r, &o, &st, &err) == PB_ECORRUPT);
+        repo_free(r);
+    }
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/pb-restore-test.XXXXXX");
@@ -265,6 +314,7 @@ int main(void)
         return 1;
     PBT_RUN(test_restore_chain);
     PBT_RUN(test_corrupt_hash_and_missing_wal);
+    PBT_RUN(test_hostile_frame_locations);
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     if (system(cmd) != 0)
