@@ -357,6 +357,19 @@ int arch_read(repo *r, const char *name, uint8_t **out, size_t *out_len, pb_erro
     return rc;
 }
 
+int arch_decode(const uint8_t *obj, size_t len, const char *name, uint8_t **out,
+                size_t *out_len, pb_error *err)
+{
+    char key[256];
+    *out = NULL;
+    *out_len = 0;
+    int rc = check_name(name, err);
+    if (rc)
+        return rc;
+    arch_key(key, sizeof(key), name);
+    return decode(obj, len, key, out, out_len, err);
+}
+
 typedef struct list_ctx {
     unsigned kinds;
     arch_list_cb cb;
