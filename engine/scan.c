@@ -13,6 +13,8 @@
  */
 #include "engine/scan.h"
 
+#include <assert.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -154,6 +156,7 @@ typedef struct chunk_plan {
 static chunk_plan plan_chunk(const scanner *s, const scan_fd *f, uint64_t index)
 {
     chunk_plan p;
+    assert(s->read_size % PB_PAGE_SIZE == 0); /* chunks start on page boundaries */
     p.off = index * s->read_size;
     uint64_t left = f->size - p.off;
     p.want = left < s->read_size ? (size_t)left : s->read_size;
@@ -339,12 +342,14 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
         o.read_size = scan_default_read_size(".", why, sizeof(why));
         pb_debug("scan: read size %zu: %s", o.read_size, why);
     }
-    if (o.read_size % PB_ALIGN != 0 || o.read_size > UINT_MAX / 2 ||
+    /* Every chunk but a file's last must hold whole pages: the backup checks, hashes and
+     * ships pages chunk by chunk, and a page split between two chunks would be neither. */
+    if (o.read_size % PB_PAGE_SIZE != 0 || o.read_size > UINT_MAX / 2 ||
         o.queue_depth > QUEUE_DEPTH_MAX || o.read_size * o.queue_depth > BUFFER_BYTES_MAX)
         return pb_fail(err, PB_EINVAL,
-                       "scan: read size %zu (must be a multiple of %u) x queue depth %u "
-                       "(at most %u) exceeds the limits",
-                       o.read_size, PB_ALIGN, o.queue_depth, QUEUE_DEPTH_MAX);
+                       "scan: read size %zu (must be a multiple of the %u-byte page) x queue "
+                       "depth %u (at most %u) exceeds the limits",
+                       o.read_size, PB_PAGE_SIZE, o.queue_depth, QUEUE_DEPTH_MAX);
 
     scanner *s = calloc(1, sizeof(*s));
     if (!s)
@@ -474,16 +479,30 @@ static bool read_sys_ulong(const char *dir, const char *name, unsigned long *out
     return errno == 0 && end != line;
 }
 
-/* A small stripe becomes the fewest whole stripes of at least 128 KiB, so requests
- * still start on stripe boundaries; a huge one is capped to bound memory. */
+static size_t gcd(size_t a, size_t b)
+{
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* A small stripe becomes the fewest whole stripes of at least 128 KiB that are also whole
+ * 8 kB pages (lcm of the two: 3 data disks x 4 KiB chunks is a 12 KiB stripe, and 132 KiB
+ * would end every request inside a page, which scan_open refuses); a huge one is capped
+ * to bound memory. */
 static size_t clamp_read_size(size_t stripe)
 {
-    size_t n = stripe;
-    if (n < READ_SIZE_MIN)
-        n = round_up(READ_SIZE_MIN, n);
+    if (stripe >= READ_SIZE_MAX)
+        return READ_SIZE_MAX;
+    size_t unit = stripe / gcd(stripe, PB_PAGE_SIZE) * PB_PAGE_SIZE;
+    size_t n = unit < READ_SIZE_MIN ? round_up(READ_SIZE_MIN, unit) : unit;
     if (n > READ_SIZE_MAX)
         n = READ_SIZE_MAX;
-    return round_up(n, PB_ALIGN);
+    assert(n % PB_PAGE_SIZE == 0 && n % PB_ALIGN == 0);
+    return n;
 }
 
 /* Data disks of an md array, from md/level, md/raid_disks and (raid10) md/layout;
