@@ -3,10 +3,12 @@
 #include "manifest/manifest_internal.h"
 #include "tests/unit/pbtest.h"
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- helpers ---- */
@@ -765,6 +767,74 @@ out:
     rm_tree(dir);
 }
 
+/* Flip one byte in the middle of the largest table file of a closed catalog. */
+static int damage_largest(const char *db, int truncate_it)
+{
+    char cmd[512], path[512] = "";
+    snprintf(cmd, sizeof(cmd), "ls -S '%s'/*.sst 2>/dev/null | head -n 1", db);
+    FILE *p = popen(cmd, "r");
+    if (!p || !fgets(path, sizeof(path), p)) {
+        if (p)
+            pclose(p);
+        return -1;
+    }
+    pclose(p);
+    path[strcspn(path, "\n")] = '\0';
+    struct stat st;
+    int fd = open(path, O_RDWR);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return -1;
+    int rc = 0;
+    if (truncate_it) {
+        rc = ftruncate(fd, st.st_size / 2);
+    } else {
+        uint8_t b;
+        off_t at = st.st_size / 3;
+        rc = pread(fd, &b, 1, at) == 1 && (b ^= 0x40, pwrite(fd, &b, 1, at) == 1) ? 0 : -1;
+    }
+    close(fd);
+    return rc;
+}
+
+/* The catalog is a cache: a damaged one opens empty (head PB_ENOENT) so that the
+ * backup rebuilds it from the repository, instead of failing every backup from now on
+ * (old code: open or the first lookup fails with PB_ECORRUPT). */
+static void test_catalog_damage_rebuilds(void)
+{
+    for (int truncate_it = 0; truncate_it < 2; truncate_it++) {
+        char dir[] = "/tmp/mf_test.XXXXXX";
+        PBT_CHECK(mkdtemp(dir) != NULL);
+        char db[64];
+        snprintf(db, sizeof(db), "%s/catalog", dir);
+        pb_error err = PB_ERROR_INIT;
+        mf_catalog *cat = NULL;
+        PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+        mf_manifest *m = new_manifest("F1", "", 'F');
+        for (int i = 0; i < 40; i++) {
+            char path[32];
+            snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+            add_rel(m, 1, path, 3000, 0, 1, 0, 3000);
+        }
+        mf_sort(m);
+        PBT_CHECK(mf_catalog_apply(cat, m, &err) == 0);
+        mf_free(m);
+        mf_catalog_close(cat);
+        /* a reopen flushes the write-ahead log into table files */
+        PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+        mf_catalog_close(cat);
+        PBT_CHECK(damage_largest(db, truncate_it) == 0);
+        cat = NULL;
+        int rc = mf_catalog_open(&cat, db, &err);
+        PBT_CHECK(rc == 0);
+        if (rc)
+            fprintf(stderr, "  damaged catalog: %s\n", err.msg);
+        char id[MF_ID_LEN];
+        PBT_CHECK(cat && mf_catalog_head(cat, id, &err) == PB_ENOENT);
+        mf_catalog_close(cat);
+        rm_tree(dir);
+    }
+}
+
 /* A catalog in a path that cannot be created reports an error, not a crash. */
 static void test_catalog_open_fails(void)
 {
@@ -784,5 +854,6 @@ int main(void)
     PBT_RUN(test_corrupt_objects);
     PBT_RUN(test_catalog_chain);
     PBT_RUN(test_catalog_open_fails);
+    PBT_RUN(test_catalog_damage_rebuilds);
     return PBT_DONE();
 }

@@ -190,6 +190,8 @@ static repo *open_repo(const char *dir)
     pb_error err = PB_ERROR_INIT;
     mkdir(dir, 0700);
     PBT_CHECK(repo_open(&r, &o, &err) == 0);
+    /* the identity file a first backup writes: restore and verify check it */
+    PBT_CHECK(r && chain_check_identity(r, 0, true, &err) == 0);
     return r;
 }
 
