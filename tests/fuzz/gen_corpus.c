@@ -126,7 +126,13 @@ static void wal(const char *dir)
 {
     size_t seg = 1u << 20;
     uint8_t *raw = calloc(1, seg);
-    memcpy(raw, "\x10\xd1\x06\x00\x01\x00\x00\x00", 8); /* a page header's first bytes */
+    /* the long page header of segment 000000010000000000000001 (1 MiB segments) */
+    pb_put_u16(raw, 0xD110);
+    pb_put_u16(raw + 2, 0x0002);
+    pb_put_u32(raw + 4, 1);
+    pb_put_u64(raw + 8, seg);
+    pb_put_u32(raw + 32, (uint32_t)seg);
+    pb_put_u32(raw + 36, PB_PAGE_SIZE);
     const char *hist = "1\t0/3000000\tno recovery target specified\n";
     struct { uint8_t mode; const void *raw; size_t len; const char *name; } seeds[] = {
         {0, raw, seg, "segment"}, {1, raw, seg, "partial"},

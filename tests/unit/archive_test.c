@@ -31,7 +31,21 @@ static repo *open_repo(void)
     return r;
 }
 
-/* WAL-like content: mostly compressible records with random bytes mixed in. */
+/* The long page header PostgreSQL writes at the start of every segment (archive.c
+ * checks it against the name). */
+static void wal_header(uint8_t *p, uint32_t tli, uint64_t segno, uint32_t seg_size)
+{
+    memset(p, 0, 40);
+    pb_put_u16(p, 0xD110);
+    pb_put_u16(p + 2, 0x0002);
+    pb_put_u32(p + 4, tli);
+    pb_put_u64(p + 8, segno * seg_size);
+    pb_put_u32(p + 32, seg_size);
+    pb_put_u32(p + 36, 8192);
+}
+
+/* WAL-like content: mostly compressible records with random bytes mixed in, behind the
+ * long page header of SEG1 (timeline 1, segment 0xA * 256 + 0xFE). */
 static uint8_t *make_segment(uint32_t seed)
 {
     uint8_t *p = malloc(SEG_SIZE);
@@ -40,6 +54,7 @@ static uint8_t *make_segment(uint32_t seed)
         s = s * 1664525u + 1013904223u;
         p[i] = (i % 256) < 200 ? (uint8_t)(i / 4096) : (uint8_t)(s >> 24);
     }
+    wal_header(p, 1, 0xAull * 256 + 0xFE, SEG_SIZE);
     return p;
 }
 
@@ -241,9 +256,22 @@ static void test_hostile_sizes(void)
     PBT_CHECK(out == NULL);
     free(out);
     /* a segment-sized object is fine for a segment name */
+    wal_header(zeros, 7, 1, 16u << 20);
     put_wal_object(r, "wal/00000007/000000070000000000000001.zst", zeros, 16u << 20);
     PBT_CHECK(arch_read(r, "000000070000000000000001", &out, &out_len, &e) == 0);
     PBT_CHECK(out_len == 16u << 20);
+    free(out);
+    /* another segment's content under this name (a swap): the page address tells */
+    put_wal_object(r, "wal/00000007/000000070000000000000003.zst", zeros, 16u << 20);
+    PBT_CHECK(arch_read(r, "000000070000000000000003", &out, &out_len, &e) == PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "000000070000000000000003") && strstr(e.msg, "another segment"));
+    /* a segment-named object that is not a segment at all */
+    put_wal_object(r, "wal/00000007/000000070000000000000004.zst", zeros, 4096);
+    PBT_CHECK(arch_read(r, "000000070000000000000004", &out, &out_len, &e) == PB_ECORRUPT);
+    /* the first segment of timeline 8 is a copy of timeline 7's: an older page tli is fine */
+    wal_header(zeros, 7, 3, 16u << 20);
+    put_wal_object(r, "wal/00000008/000000080000000000000003.zst", zeros, 16u << 20);
+    PBT_CHECK(arch_read(r, "000000080000000000000003", &out, &out_len, &e) == 0);
     free(out);
     /* header claims 1 GiB, payload of a few bytes: refused before allocating */
     uint8_t obj[32 + 17] = "PBWAL001";

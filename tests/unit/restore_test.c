@@ -33,6 +33,19 @@ static void push_wal(repo *r, const char *name)
     snprintf(path, sizeof(path), "%s/%s", root, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     PBT_CHECK(fd >= 0 && ftruncate(fd, SEG) == 0);
+    /* the long page header PostgreSQL writes first (archive.c checks it); the segment
+     * number is the name's last eight digits (segment size 16 MiB) */
+    uint8_t h[40] = {0};
+    char tli[9], log[9];
+    snprintf(tli, sizeof(tli), "%.8s", name);
+    snprintf(log, sizeof(log), "%.8s", name + 8);
+    uint64_t segno = strtoull(log, NULL, 16) * 256 + strtoull(name + 16, NULL, 16);
+    pb_put_u16(h + 2, 0x0002);
+    pb_put_u32(h + 4, (uint32_t)strtoul(tli, NULL, 16));
+    pb_put_u64(h + 8, segno * SEG);
+    pb_put_u32(h + 32, SEG);
+    pb_put_u32(h + 36, 8192);
+    PBT_CHECK(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
     close(fd);
     pb_error err = PB_ERROR_INIT;
     PBT_CHECK(arch_push(r, path, &err) == 0);
