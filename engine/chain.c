@@ -64,7 +64,8 @@ int chain_list(repo *r, chain_ids *out, pb_error *err)
         chain_ids_free(out);
         return rc;
     }
-    qsort(out->ids, out->count, sizeof(*out->ids), cmp_id);
+    if (out->count) /* an empty repository has no array to sort */
+        qsort(out->ids, out->count, sizeof(*out->ids), cmp_id);
     return 0;
 }
 
