@@ -11,7 +11,8 @@ pg_env "$SRC"
 pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
 
 # 1. --read-size: 12 KiB is a multiple of 4 KiB but splits every other page.
-for rs in 12k 132k 4k 1000; do
+# 18014398509482984K is 2^64 + 1 MiB: it must not wrap to a valid 1 MiB.
+for rs in 12k 132k 4k 1000 18014398509482984K; do
     out=$(pb backup --type full --read-size "$rs" 2>&1)
     rc=$?
     if [ $rc != 0 ] && echo "$out" | grep -q "multiple of 8 KiB"; then
