@@ -318,8 +318,14 @@ int arch_push(repo *r, const char *path, pb_error *err)
     }
     if (rc != PB_ENOENT)
         goto out;
+    /* Create-if-absent: of two pushes racing for one name exactly one stores its bytes;
+     * the other then compares like any later push (identical: success; else refused). */
     if (!(rc = encode(raw, len, &obj, &olen, name, err)))
-        rc = repo_put(r, key, obj, olen, err);
+        rc = repo_put_new(r, key, obj, olen, err);
+    if (rc == PB_EEXIST) {
+        rc = compare_existing(r, key, name, raw, len, err);
+        goto out;
+    }
     if (rc)
         pb_error_wrap(err, "archiving WAL file %s", name);
 out:

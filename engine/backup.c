@@ -3,11 +3,16 @@
  * pg_backup_start -> walk + scan (pg_control last) -> pg_backup_stop -> backup_label
  * -> packs committed -> WAL start..stop verified in the repository -> manifest
  * committed (the backup becomes visible) -> catalog head moved.
+ *
+ * The whole run holds the repository's writer lock (storage.h): no other backup, expire
+ * or rebase runs meanwhile, whatever host or state directory it uses, so what this run
+ * finds half-written under backup/ at its start is the debris of a writer that is gone.
  */
 #include "engine/archive.h"
 #include "engine/backup_internal.h"
 #include "engine/chain.h"
 #include "engine/pgconn.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -98,7 +103,8 @@ out:
 }
 
 /* Rule 4: the backup needs WAL from the start segment to the one holding stop_lsn-1. */
-static int wait_for_wal(repo *r, const mf_backup *h, unsigned timeout, pb_error *err)
+static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned timeout,
+                        pb_error *err)
 {
     uint64_t seg = h->wal_segment_size;
     double deadline = pb_now() + timeout;
@@ -112,6 +118,8 @@ static int wait_for_wal(repo *r, const mf_backup *h, unsigned timeout, pb_error 
                 return rc;
             if (present)
                 break;
+            if ((rc = repo_lock_renew(lock, err)))
+                return rc;
             if (pb_now() > deadline)
                 return pb_fail(err, PB_ESTATE,
                                "WAL segment %s needed by backup %s is not in repository %s "
@@ -127,20 +135,122 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
 {
     walk_list list = {0};
     int rc = walk_pgdata_cluster(ctx->pgdata, ctx->tblspc_dir, &list, err);
-    for (size_t i = 0; rc == 0 && i < list.count; i++)
-        rc = bk_file(ctx, &list.items[i], err);
+    for (size_t i = 0; rc == 0 && i < list.count; i++) {
+        rc = repo_lock_renew(ctx->lock, err);
+        if (rc == 0)
+            rc = bk_file(ctx, &list.items[i], err);
+    }
     mf_header(ctx->m)->files = list.count;
     walk_list_free(&list);
     return rc;
 }
 
 /* A failed backup never committed its manifest, so it is invisible already; removing
- * its packs and stale temporary objects just gives the space back. */
+ * its packs just gives the space back. Its id is unique, so these are only its own
+ * objects; its writers removed their temp files and uploads when they were freed. No
+ * cleanup under the lock here: a backup that failed because it lost the lock must not
+ * touch what the new holder is writing. */
 static void drop_partial(repo *r, const char *id)
 {
     pb_error err = PB_ERROR_INIT;
-    chain_drop(r, id, &err);
-    repo_cleanup(r, &err);
+    if (chain_drop(r, id, &err) != 0)
+        pb_warn("could not remove every object of the failed backup %s: %s", id, err.msg);
+}
+
+typedef struct orphan_ctx {
+    char (*ids)[MF_ID_LEN]; /* ids seen under backup/, in listing (lexical) order */
+    bool *committed;
+    size_t n, cap;
+} orphan_ctx;
+
+static int collect_orphan(void *vctx, const char *key, uint64_t size)
+{
+    (void)size;
+    orphan_ctx *o = vctx;
+    const char *id = key + strlen("backup/");
+    size_t len = strcspn(id, "/");
+    if (len == 0 || len >= MF_ID_LEN || !id[len])
+        return 0;
+    if (o->n == 0 || strncmp(o->ids[o->n - 1], id, len) != 0 || o->ids[o->n - 1][len]) {
+        if (o->n == o->cap) {
+            size_t cap = o->cap ? o->cap * 2 : 16;
+            void *a = realloc(o->ids, cap * sizeof(*o->ids));
+            if (a)
+                o->ids = a;
+            void *b = a ? realloc(o->committed, cap * sizeof(*o->committed)) : NULL;
+            if (!b)
+                return PB_ENOMEM;
+            o->committed = b;
+            o->cap = cap;
+        }
+        snprintf(o->ids[o->n], MF_ID_LEN, "%.*s", (int)len, id);
+        o->committed[o->n++] = false;
+    }
+    if (strcmp(id + len, "/manifest") == 0)
+        o->committed[o->n - 1] = true;
+    return 0;
+}
+
+/* Does a committed backup newer than o->ids[i] name it as its parent? Then its manifest
+ * was lost to damage, not to a killed writer, and its packs are what a repair needs.
+ * (A child's id always sorts after its parent's; chains are linked only by parents.) */
+static const char *orphan_child(repo *r, const orphan_ctx *o, size_t i)
+{
+    for (size_t j = i + 1; j < o->n; j++) {
+        mf_manifest *m = NULL;
+        pb_error lerr = PB_ERROR_INIT;
+        if (!o->committed[j] || chain_load(r, o->ids[j], &m, &lerr) != 0)
+            continue;
+        bool child = strcmp(mf_header(m)->parent, o->ids[i]) == 0;
+        mf_free(m);
+        if (child)
+            return o->ids[j];
+    }
+    return NULL;
+}
+
+/* Leftovers of killed writers (rule 9): objects under backup/<id>/ without a manifest.
+ * Called with the writer lock held, before this run writes anything, so none of them
+ * belongs to a writer still running. */
+static int drop_orphans(repo *r, pb_error *err)
+{
+    orphan_ctx o = {0};
+    int rc = repo_list(r, "backup/", collect_orphan, &o, err);
+    if (rc == PB_ENOMEM)
+        rc = pb_fail(err, rc, "out of memory listing %s/backup/", repo_location(r));
+    for (size_t i = 0; rc == 0 && i < o.n; i++) {
+        if (o.committed[i])
+            continue;
+        const char *child = orphan_child(r, &o, i);
+        if (child) {
+            pb_warn("backup %s has no manifest, but backup %s names it as its parent: its "
+                    "objects are kept (restore the manifest, or expire the chain)", o.ids[i],
+                    child);
+            continue;
+        }
+        pb_info("removing the objects of backup %s, which never committed its manifest",
+                o.ids[i]);
+        rc = chain_drop(r, o.ids[i], err);
+    }
+    free(o.ids);
+    free(o.committed);
+    return rc;
+}
+
+/* Rule: a backup never commits on top of a parent that is gone (expire takes the same
+ * lock, so it cannot have run; this is the last line all the same). */
+static int check_parent(repo *r, const mf_backup *h, pb_error *err)
+{
+    if (!h->parent[0])
+        return 0;
+    char key[MF_ID_LEN + 32];
+    chain_backup_dir(key, sizeof(key), h->parent);
+    strcat(key, "/manifest");
+    int rc = repo_stat(r, key, NULL, err);
+    if (rc == PB_ENOENT)
+        return pb_fail(err, PB_ESTATE, "backup %s cannot be committed: its parent %s is no "
+                       "longer in repository %s", h->id, h->parent, repo_location(r));
+    return rc;
 }
 
 /* Bytes in flight decide both throughput and the database's read latency. An md array
@@ -185,7 +295,7 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
         return rc;
     pgc_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
     pgc_walfile_name(h->stop_wal, h->timeline, h->stop_lsn - 1, h->wal_segment_size);
-    rc = wait_for_wal(ctx->repo, h, ctx->opts->wal_timeout_secs, err);
+    rc = wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, err);
     h->bytes_stored = 0;
     for (unsigned i = 0; i < ctx->nwriters; i++)
         h->bytes_stored += pack_writer_stored_bytes(ctx->writers[i]);
@@ -219,6 +329,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     int rc = pgc_backup_start(conn, label, &h->start_lsn, &h->timeline, err);
     if (rc)
         return rc;
+    PB_FAULT_POINT("backup.after-start");
     if (plan->parent && mf_header_c(plan->parent)->timeline != h->timeline) {
         /* A promotion happened since the chain's head: start a new chain. */
         pb_info("timeline changed from %u to %u since %s: taking a full backup instead",
@@ -267,11 +378,34 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     return rc;
 }
 
+/* The catalog steers which pages an incremental skips: a directory that someone else
+ * owns or may write into could feed it lies (or be swapped for a link), so it is
+ * refused rather than used. */
+static int check_state_dir(const char *state_dir, pb_error *err)
+{
+    struct stat st;
+    if (lstat(state_dir, &st) != 0)
+        return pb_fail_errno(err, PB_EIO, "cannot stat state directory %s", state_dir);
+    if (!S_ISDIR(st.st_mode))
+        return pb_fail(err, PB_ESTATE, "state directory %s is not a directory", state_dir);
+    if (st.st_uid != geteuid())
+        return pb_fail(err, PB_ESTATE, "state directory %s belongs to uid %u, not to this "
+                       "user (uid %u): refusing to use it", state_dir, (unsigned)st.st_uid,
+                       (unsigned)geteuid());
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return pb_fail(err, PB_ESTATE, "state directory %s is writable by group or others "
+                       "(mode %04o): refusing to use it (chmod go-w)", state_dir,
+                       (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
 /* One backup at a time per catalog: a second one would race for the chain head. */
 static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
 {
     char path[4200];
     int rc = pb_mkdir_p(state_dir, 0700, err);
+    if (rc == 0)
+        rc = check_state_dir(state_dir, err);
     if (rc)
         return rc;
     snprintf(path, sizeof(path), "%s/backup.lock", state_dir);
@@ -299,7 +433,9 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     /* Rule of politeness: a backup yields the CPU to the database it protects. */
     if (opts->nice && setpriority(PRIO_PROCESS, 0, opts->nice) != 0)
         pb_debug("could not lower the scheduling priority");
-    int rc = pgc_connect(&conn, opts->conninfo, err);
+    int rc = repo_lock_acquire(r, "backup", &ctx.lock, err);
+    if (rc == 0)
+        rc = pgc_connect(&conn, opts->conninfo, err);
     if (rc == 0)
         rc = pgc_info_get(conn, &info, err);
     if (rc)
@@ -311,10 +447,11 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
     ctx.tblspc_dir = info.tblspc_dir;
     ctx.checksums = info.data_checksums;
-    /* Leftovers of an interrupted earlier run (temp files, unfinished multipart
-     * uploads) go first; failing to remove them does not block a backup. */
+    /* Leftovers of interrupted earlier runs (temp files, unfinished multipart uploads,
+     * backups without a manifest) go first; failing to remove them does not block a
+     * backup. */
     pb_error clean_err = PB_ERROR_INIT;
-    if (repo_cleanup(r, &clean_err) != 0)
+    if (repo_cleanup(r, ctx.lock, &clean_err) != 0 || drop_orphans(r, &clean_err) != 0)
         pb_warn("could not clean up after earlier interrupted runs: %s", clean_err.msg);
     rc = chain_check_identity(r, info.system_id, true, err);
     if (rc == 0)
@@ -341,24 +478,31 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
         rc = init_manifest(&ctx, &plan, &info, err);
     if (rc == 0)
         rc = run_backup(&ctx, conn, &plan, &info, err);
+    if (rc == 0)
+        rc = check_parent(r, mf_header(ctx.m), err);
     if (rc == 0) {
         mf_sort(ctx.m);
+        PB_FAULT_POINT("backup.before-manifest-commit");
         rc = chain_commit(r, ctx.m, err);
     }
     ctx.cat = cat;
     if (rc == 0) {
         snprintf(out_id, MF_ID_LEN, "%s", mf_header(ctx.m)->id);
+        PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
         if (mf_catalog_apply(ctx.cat, ctx.m, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", out_id, cerr.msg);
-    } else if (ctx.m) {
-        drop_partial(r, mf_header(ctx.m)->id);
+        PB_FAULT_POINT("backup.after-catalog-update");
     }
 out:
     bk_pipe_free(ctx.pipe);
     for (unsigned i = 0; i < ctx.nwriters; i++)
         pack_writer_free(ctx.writers[i]);
+    /* After the writers are gone (their unfinished uploads aborted), so nothing of this
+     * backup is still being written while it is removed. */
+    if (rc && ctx.m)
+        drop_partial(r, mf_header(ctx.m)->id);
     scan_free(ctx.scan);
     mf_free(ctx.m);
     mf_free(plan.parent);
@@ -366,6 +510,7 @@ out:
     pgc_free(conn);
     if (lock_fd >= 0)
         close(lock_fd);
+    repo_lock_release(ctx.lock);
     return rc;
 }
 

@@ -5,6 +5,7 @@
  */
 #include "engine/backup_internal.h"
 #include "engine/page.h"
+#include "common/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,7 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     }
     if (rc)
         goto out;
+    PB_FAULT_POINT("backup.mid-pack");
     mf_header(ctx->m)->bytes_read += size;
     s.out.size = size;
     s.out.npages = (uint32_t)((size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE);

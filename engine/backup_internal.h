@@ -14,6 +14,7 @@
 typedef struct bk_ctx {
     const bk_opts *opts;
     repo *repo;
+    repo_lock *lock;     /* the repository's writer lock, renewed as files are read */
     mf_catalog *cat;     /* NULL for a full backup */
     scanner *scan;
     pack_writer *packs;  /* writers[0]: also used directly while the pipe is idle */

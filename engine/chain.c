@@ -1,11 +1,13 @@
 /* engine/chain.c — listing, loading and resolving backup chains in a repository. */
 #include "engine/chain.h"
 #include "engine/pack.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -294,19 +296,33 @@ int chain_drop(repo *r, const char *id, pb_error *err)
     int rc = repo_delete(r, key, err);
     if (rc && rc != PB_ENOENT)
         return rc;
+    PB_FAULT_POINT("drop.after-manifest");
     snprintf(key, sizeof(key), "backup/%s/", id);
     return repo_list(r, key, drop_object, r, err);
 }
 
+/* "20261201-083310F-482913-7f3a": the second (what sorts ids by time, and what the wait
+ * for `after` compares), the type letter at index 15 (read by expire and backup), then
+ * the microsecond and 16 random bits, so two writers starting in the same second (two
+ * hosts, or a lock takeover) never share an id or its objects. Ids without the suffix
+ * (older versions) stay valid. */
 void chain_new_id(char out[MF_ID_LEN], char type, const char *after)
 {
     for (;;) {
-        time_t now = time(NULL);
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
         struct tm tm;
-        gmtime_r(&now, &tm);
+        gmtime_r(&now.tv_sec, &tm);
         char stamp[24];
         strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-        snprintf(out, MF_ID_LEN, "%s%c", stamp, type);
+        uint16_t rnd = 0;
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+            rnd = (uint16_t)(getpid() ^ now.tv_nsec);
+        char id[64] = "";
+        snprintf(id, sizeof(id), "%.15s%c-%06u-%04x", stamp, type,
+                 (unsigned)(now.tv_nsec / 1000L) % 1000000u, (unsigned)rnd);
+        memcpy(out, id, MF_ID_LEN - 1);
+        out[MF_ID_LEN - 1] = '\0';
         if (!after || strncmp(out, after, 15) > 0)
             return;
         sleep(1);

@@ -50,7 +50,8 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
  * object under backup/<id>/. Missing objects are fine; other failures are logged. */
 int chain_drop(repo *r, const char *id, pb_error *err);
 
-/* A new backup id: the UTC time now and its type letter ('F', 'I', 'S'), sorting after
+/* A new backup id: the UTC time now, its type letter ('F', 'I', 'S') at index 15, and a
+ * microsecond + random suffix that keeps ids unique within a second; it sorts after
  * `after` (waits for the next second when needed). after may be NULL. */
 void chain_new_id(char out[MF_ID_LEN], char type, const char *after);
 

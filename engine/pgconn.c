@@ -1,5 +1,5 @@
 /*
- * engine/pgconn.c — the libpq session a backup holds open (DESIGN.md rule 1). The only
+ * engine/pgconn.c — the libpq session a backup holds open (docs/DESIGN.md rule 1). The only
  * file in pageback that includes <libpq-fe.h>.
  *
  * A non-exclusive backup belongs to the session that started it: the same pgc must

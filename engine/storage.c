@@ -11,6 +11,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define S3_SCHEME "s3://"
 
@@ -162,6 +163,77 @@ int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *e
     return rc ? rc : r->drv->put(r->impl, key, data, len, err);
 }
 
+/* Without the server's help: refuse when present, write, then read back. A racing
+ * writer passed its HEAD before our PUT ended, so its PUT ends about one PUT's duration
+ * after ours at most: waiting that long (bounded) before reading back lets the loser
+ * (whose bytes were overwritten) see the winner's and fail. A much slower racing PUT
+ * can still slip through (see storage.h). */
+static int put_new_best_effort(repo *r, const char *key, const void *data, size_t len,
+                               pb_error *err)
+{
+    int rc = r->drv->stat(r->impl, key, &(uint64_t){0}, err);
+    if (rc == 0)
+        return pb_fail(err, PB_EEXIST, "object %s/%s exists already", r->location, key);
+    if (rc != PB_ENOENT)
+        return rc;
+    double t0 = pb_now();
+    if ((rc = r->drv->put(r->impl, key, data, len, err)))
+        return rc;
+    double settle = 2 * (pb_now() - t0);
+    settle = settle < 0.05 ? 0.05 : settle > 2.0 ? 2.0 : settle;
+    usleep((useconds_t)(settle * 1e6));
+    void *back = NULL;
+    size_t back_len = 0;
+    rc = r->drv->get(r->impl, key, &back, &back_len, err);
+    if (rc == 0 && (back_len != len || memcmp(back, data, len) != 0))
+        rc = pb_fail(err, PB_EEXIST, "object %s/%s was written by a concurrent writer",
+                     r->location, key);
+    free(back);
+    return rc;
+}
+
+int repo_drv_put_new(repo *r, const char *key, const void *data, size_t len, int *hold_fd,
+                     pb_error *err)
+{
+    int rc = check_key(key, err);
+    if (rc)
+        return rc;
+    rc = r->drv->put_new(r->impl, key, data, len, hold_fd, err);
+    if (rc == PB_EUNSUPPORTED)
+        rc = put_new_best_effort(r, key, data, len, err);
+    return rc;
+}
+
+int repo_put_new(repo *r, const char *key, const void *data, size_t len, pb_error *err)
+{
+    return repo_drv_put_new(r, key, data, len, NULL, err);
+}
+
+int repo_drv_lock_probe(repo *r, const char *key, int *fd, pb_error *err)
+{
+    *fd = -1;
+    int rc = check_key(key, err);
+    if (rc || !r->drv->lock_probe)
+        return rc;
+    return r->drv->lock_probe(r->impl, key, fd, err);
+}
+
+bool repo_drv_has_probe(const repo *r)
+{
+    return r->drv->lock_probe != NULL;
+}
+
+int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, size_t len,
+                          pb_error *err)
+{
+    int rc = check_key(key, err);
+    if (rc)
+        return rc;
+    if (r->drv->lock_rewrite && fd >= 0)
+        return r->drv->lock_rewrite(r->impl, key, fd, data, len, err);
+    return r->drv->put(r->impl, key, data, len, err);
+}
+
 int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *err)
 {
     *out = NULL;
@@ -242,7 +314,7 @@ void repo_writer_abort(repo_writer *w)
     free(w);
 }
 
-int repo_cleanup(repo *r, pb_error *err)
+int repo_cleanup(repo *r, const repo_lock *held, pb_error *err)
 {
-    return r->drv->cleanup(r->impl, err);
+    return r->drv->cleanup(r->impl, held != NULL, err);
 }

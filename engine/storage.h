@@ -19,6 +19,7 @@
 
 typedef struct repo repo;
 typedef struct repo_writer repo_writer;
+typedef struct repo_lock repo_lock;
 
 typedef struct repo_opts {
     const char *location;    /* "/path/to/dir" or "s3://bucket/prefix" */
@@ -47,6 +48,13 @@ bool repo_is_local(const repo *r);
 
 /* Whole-object operations. repo_get allocates *out (caller frees with free()). */
 int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *err);
+/* Create-if-absent: PB_EEXIST when key exists already (nothing is written then). posix:
+ * link(2) of the temp file, so exactly one of two racing writers wins. S3: a PUT with
+ * If-None-Match: *; a server that does not honour it (Swift s3api answers 501) gets a
+ * documented best effort instead: HEAD, PUT, wait twice the PUT's duration (0.05..2 s),
+ * then read back and compare. That catches a loser whose bytes were overwritten, unless
+ * the winner's PUT took far longer than its own. */
+int repo_put_new(repo *r, const char *key, const void *data, size_t len, pb_error *err);
 int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *err);
 /* Read len bytes at offset into buf; a short object is PB_ECORRUPT. */
 int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
@@ -67,7 +75,32 @@ int repo_writer_write(repo_writer *w, const void *data, size_t len, pb_error *er
 int repo_writer_commit(repo_writer *w, pb_error *err);
 void repo_writer_abort(repo_writer *w);
 
-/* Remove leftovers of interrupted writes (temp files, unfinished multipart uploads). */
-int repo_cleanup(repo *r, pb_error *err);
+/* The writer lock: one writer (backup, expire, rebase) per repository, held in the
+ * repository itself at REPO_LOCK_KEY, whatever the local state directory.
+ * posix: created with link(2) (exclusive) and flock'ed while held, so a holder that died
+ * on this host is detected at once. S3: created with repo_put_new; a lease, renewed by
+ * repo_lock_renew, lets a writer on another host take over a lock whose holder stopped
+ * renewing it. A holder on this host that is provably gone (pid not alive, another boot)
+ * is taken over at once in both drivers.
+ * owner is a short description for messages ("backup", "expire"). A lock held by a live
+ * writer is PB_ESTATE with a message naming its holder (host, pid, command, start). */
+#define REPO_LOCK_KEY "lock/writer"
+#define REPO_LOCK_LEASE_SECS 600
+int repo_lock_acquire(repo *r, const char *owner, repo_lock **out, pb_error *err);
+/* Cheap when called often: touches the repository once a third of the lease has passed.
+ * PB_ESTATE when the lock was lost (taken over after the lease expired). */
+int repo_lock_renew(repo_lock *l, pb_error *err);
+/* Removes the lock object (only if it is still ours) and frees l; NULL is fine. */
+void repo_lock_release(repo_lock *l);
+
+/* Remove leftovers of interrupted writes (temp files, unfinished multipart uploads) of
+ * writers that are gone. With held == NULL only what is provably dead goes (posix: temp
+ * files of processes gone on this host, idle for a minute; S3: uploads initiated more
+ * than REPO_STALE_UPLOAD_SECS ago). With the writer lock held, every leftover under
+ * "backup/" goes at once: only the lock holder writes there, and held is ours, so what
+ * is there is the debris of a writer that is gone. WAL ("wal/") is pushed without the
+ * lock, so its leftovers always follow the first rule. */
+#define REPO_STALE_UPLOAD_SECS 3600
+int repo_cleanup(repo *r, const repo_lock *held, pb_error *err);
 
 #endif

@@ -6,6 +6,8 @@
 
 #include "engine/storage.h"
 
+#include <stdbool.h>
+
 typedef struct repo_driver {
     const char *name;
     void (*free)(void *impl);
@@ -20,8 +22,27 @@ typedef struct repo_driver {
     int (*writer_write)(void *w, const void *data, size_t len, pb_error *err);
     int (*writer_commit)(void *w, pb_error *err);
     void (*writer_abort)(void *w);
-    int (*cleanup)(void *impl, pb_error *err);
+    int (*cleanup)(void *impl, bool locked, pb_error *err);
+    /* Create-if-absent (PB_EEXIST when present). hold_fd, when not NULL, gets an fd that
+     * keeps the new object flock'ed (posix; -1 elsewhere). PB_EUNSUPPORTED: the server
+     * cannot do it; storage.c falls back to a best effort. */
+    int (*put_new)(void *impl, const char *key, const void *data, size_t len, int *hold_fd,
+                   pb_error *err);
+    /* posix only (NULL elsewhere): open key and try its flock without waiting. *fd >= 0:
+     * we got it, so no process on this host holds the lock; -1: a live process does. */
+    int (*lock_probe)(void *impl, const char *key, int *fd, pb_error *err);
+    /* posix only (NULL elsewhere: repo_put): rewrite the held lock file in place. */
+    int (*lock_rewrite)(void *impl, const char *key, int fd, const void *data, size_t len,
+                        pb_error *err);
 } repo_driver;
+
+/* For storage_lock.c: the driver operations behind the writer lock (keys checked). */
+int repo_drv_put_new(repo *r, const char *key, const void *data, size_t len, int *hold_fd,
+                     pb_error *err);
+int repo_drv_lock_probe(repo *r, const char *key, int *fd, pb_error *err);
+bool repo_drv_has_probe(const repo *r);
+int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, size_t len,
+                          pb_error *err);
 
 /* Driver constructors. */
 int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_error *err);

@@ -9,11 +9,16 @@
  * dropped from the cache (POSIX_FADV_DONTNEED) once it is on disk; the backup must
  * not evict the database's hot data with its own output.
  *
- * Permissions follow the umask (files 0666, directories 0777 before it): the tools
- * give the repository to the postgres user when initialising it, and archive-push
- * (postgres) and backup (possibly root) must both be able to write into it.
+ * Permissions: objects 0640 and directories 0750 (storage_posix_internal.h), set at
+ * creation and never widened by a lax umask; the repository holds pg_authid. Run
+ * archive-push and backup as the same user (the postgres user), as the tools do; a
+ * root process writing into a repository that another user owns gives what it creates
+ * to that user, so the owner can still read and extend it.
+ *
+ * Create-if-absent objects and the writer lock file live in storage_posix_excl.c.
  */
-#include "engine/storage_internal.h"
+#include "engine/storage_posix_internal.h"
+#include "common/fault.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,13 +35,8 @@
 
 #define WRITER_BUF (1u << 20)        /* writer buffer: one write(2) per MiB */
 #define WRITER_SYNC_EVERY (64u << 20) /* flush and drop from cache every 64 MiB */
-#define TMP_MARK ".tmp."
+#define TMP_MARK POSIX_TMP_MARK
 #define TMP_STALE_SECONDS 60
-
-typedef struct posix_repo {
-    int dirfd;  /* the repository directory; every path is resolved relative to it */
-    char *root; /* for messages */
-} posix_repo;
 
 typedef struct posix_writer {
     posix_repo *pr;
@@ -52,7 +52,7 @@ typedef struct posix_writer {
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static int write_all(int fd, const void *data, size_t len)
+int posix_write_all(int fd, const void *data, size_t len)
 {
     const uint8_t *p = data;
     while (len > 0) {
@@ -69,7 +69,7 @@ static int write_all(int fd, const void *data, size_t len)
 }
 
 /* Splits "a/b/c" into the directory part "a/b" (or "." for a top-level key). */
-static void parent_of(const char *key, char *out, size_t cap)
+void posix_parent_of(const char *key, char *out, size_t cap)
 {
     const char *slash = strrchr(key, '/');
     if (!slash) {
@@ -79,7 +79,7 @@ static void parent_of(const char *key, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(slash - key), key);
 }
 
-static int fsync_dir(posix_repo *pr, const char *dir, pb_error *err)
+int posix_fsync_dir(posix_repo *pr, const char *dir, pb_error *err)
 {
     int fd = openat(pr->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -101,10 +101,14 @@ static int make_parents(posix_repo *pr, const char *key, pb_error *err)
         return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
     for (char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
         *s = '\0';
-        if (mkdirat(pr->dirfd, path, 0777) == 0) {
+        if (mkdirat(pr->dirfd, path, POSIX_DIR_MODE) == 0) {
+            if (pr->give_away &&
+                fchownat(pr->dirfd, path, pr->owner_uid, pr->owner_gid, AT_SYMLINK_NOFOLLOW))
+                return pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root,
+                                     path, (unsigned)pr->owner_uid);
             char parent[PATH_MAX];
-            parent_of(path, parent, sizeof(parent));
-            int rc = fsync_dir(pr, parent, err);
+            posix_parent_of(path, parent, sizeof(parent));
+            int rc = posix_fsync_dir(pr, parent, err);
             if (rc)
                 return rc;
         } else if (errno != EEXIST) {
@@ -116,7 +120,7 @@ static int make_parents(posix_repo *pr, const char *key, pb_error *err)
 }
 
 /* Creates a fresh temp file beside key; fills tmp with its relative name. */
-static int open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
+int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
                     pb_error *err)
 {
     int rc = make_parents(pr, key, err);
@@ -128,13 +132,38 @@ static int open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int 
             rnd = (uint32_t)time(NULL) ^ (uint32_t)attempt;
         if (snprintf(tmp, cap, "%s" TMP_MARK "%ld.%08x", key, (long)getpid(), rnd) >= (int)cap)
             return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
-        *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                     POSIX_FILE_MODE);
+        if (*fd >= 0 && pr->give_away && fchown(*fd, pr->owner_uid, pr->owner_gid) != 0) {
+            rc = pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root, tmp,
+                               (unsigned)pr->owner_uid);
+            close(*fd);
+            (void)unlinkat(pr->dirfd, tmp, 0);
+            return rc;
+        }
         if (*fd >= 0)
             return 0;
+        if (errno == ENOENT && (rc = make_parents(pr, key, err)) == 0)
+            continue; /* a delete pruned the emptied directory meanwhile */
+        if (rc)
+            return rc;
         if (errno != EEXIST)
             return pb_fail_errno(err, PB_EIO, "cannot create %s/%s", pr->root, tmp);
     }
     return pb_fail(err, PB_EIO, "cannot create a unique temp file for %s/%s", pr->root, key);
+}
+
+static void prune_backup_dirs(posix_repo *pr, const char *dir);
+
+/* A failed or abandoned write: its temp file goes, and so do the directories it was
+ * the last entry of (a failed backup must not leave an empty backup/<id>/ behind). */
+static void remove_tmp(posix_repo *pr, const char *tmp)
+{
+    if (unlinkat(pr->dirfd, tmp, 0) != 0 || strncmp(tmp, "backup/", 7) != 0)
+        return;
+    char parent[PATH_MAX];
+    posix_parent_of(tmp, parent, sizeof(parent));
+    prune_backup_dirs(pr, parent);
 }
 
 /* fdatasync, drop from cache, close, rename over key, fsync the directory.
@@ -148,15 +177,18 @@ static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, 
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (close(fd) < 0 && !rc)
         rc = pb_fail_errno(err, PB_EIO, "close of %s/%s failed", pr->root, tmp);
+    if (!rc)
+        PB_FAULT_POINT("put.after-temp-write");
     if (!rc && renameat(pr->dirfd, tmp, pr->dirfd, key) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot rename %s/%s to %s", pr->root, tmp, key);
     if (rc) {
-        (void)unlinkat(pr->dirfd, tmp, 0);
+        remove_tmp(pr, tmp);
         return rc;
     }
+    PB_FAULT_POINT("put.after-rename");
     char parent[PATH_MAX];
-    parent_of(key, parent, sizeof(parent));
-    return fsync_dir(pr, parent, err);
+    posix_parent_of(key, parent, sizeof(parent));
+    return posix_fsync_dir(pr, parent, err);
 }
 
 static int open_object(posix_repo *pr, const char *key, int *fd, pb_error *err)
@@ -199,6 +231,9 @@ int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_erro
         free(pr);
         return rc;
     }
+    pr->give_away = geteuid() == 0 && st.st_uid != 0;
+    pr->owner_uid = st.st_uid;
+    pr->owner_gid = st.st_gid;
     *impl = pr;
     return 0;
 }
@@ -220,13 +255,13 @@ static int posix_put(void *impl, const char *key, const void *data, size_t len, 
     posix_repo *pr = impl;
     char tmp[PATH_MAX];
     int fd;
-    int rc = open_tmp(pr, key, tmp, sizeof(tmp), &fd, err);
+    int rc = posix_open_tmp(pr, key, tmp, sizeof(tmp), &fd, err);
     if (rc)
         return rc;
-    if (write_all(fd, data, len) < 0) {
+    if (posix_write_all(fd, data, len) < 0) {
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
         close(fd);
-        (void)unlinkat(pr->dirfd, tmp, 0);
+        remove_tmp(pr, tmp);
         return rc;
     }
     return finish_tmp(pr, fd, tmp, key, err);
@@ -324,6 +359,20 @@ static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err
     return 0;
 }
 
+/* A removed backup leaves no empty directories behind: remove dir and its parents while
+ * empty, up to (not including) "backup". Only the writer-lock holder writes under
+ * backup/, so no one can be creating a file in them meanwhile. WAL directories are left
+ * alone: archive-push writes there without the lock. */
+static void prune_backup_dirs(posix_repo *pr, const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s", dir);
+    while (strncmp(path, "backup/", 7) == 0 && unlinkat(pr->dirfd, path, AT_REMOVEDIR) == 0) {
+        char *slash = strrchr(path, '/');
+        *slash = '\0';
+    }
+}
+
 static int posix_del(void *impl, const char *key, pb_error *err)
 {
     posix_repo *pr = impl;
@@ -333,8 +382,11 @@ static int posix_del(void *impl, const char *key, pb_error *err)
         return pb_fail_errno(err, PB_EIO, "cannot delete %s/%s", pr->root, key);
     }
     char parent[PATH_MAX];
-    parent_of(key, parent, sizeof(parent));
-    return fsync_dir(pr, parent, err);
+    posix_parent_of(key, parent, sizeof(parent));
+    int rc = posix_fsync_dir(pr, parent, err);
+    if (rc == 0 && strncmp(key, "backup/", 7) == 0)
+        prune_backup_dirs(pr, parent);
+    return rc;
 }
 
 /* ---- walking ------------------------------------------------------------------ */
@@ -479,7 +531,7 @@ static int posix_writer_open(void *impl, const char *key, void **out, pb_error *
         return pb_fail(err, PB_ENOMEM, "out of memory opening writer for %s", key);
     }
     w->pr = pr;
-    int rc = open_tmp(pr, key, w->tmp, sizeof(w->tmp), &w->fd, err);
+    int rc = posix_open_tmp(pr, key, w->tmp, sizeof(w->tmp), &w->fd, err);
     if (rc) {
         writer_free(w);
         return rc;
@@ -523,10 +575,11 @@ static int writer_flush(posix_writer *w, pb_error *err)
 {
     if (w->buf_len == 0)
         return 0;
-    if (write_all(w->fd, w->buf, w->buf_len) < 0)
+    if (posix_write_all(w->fd, w->buf, w->buf_len) < 0)
         return pb_fail_errno(err, PB_EIO, "cannot write %s/%s", w->pr->root, w->tmp);
     w->written += w->buf_len;
     w->buf_len = 0;
+    PB_FAULT_POINT("writer.mid-object");
     if (w->written - w->started_upto >= WRITER_SYNC_EVERY)
         return writer_drop_cache(w, err);
     return 0;
@@ -559,7 +612,7 @@ static void posix_writer_abort(void *wp)
     if (!w)
         return;
     close(w->fd);
-    (void)unlinkat(w->pr->dirfd, w->tmp, 0);
+    remove_tmp(w->pr, w->tmp);
     writer_free(w);
 }
 
@@ -573,6 +626,8 @@ static int posix_writer_commit(void *wp, pb_error *err)
     }
     rc = finish_tmp(w->pr, w->fd, w->tmp, w->key, err);
     writer_free(w);
+    if (rc == 0)
+        PB_FAULT_POINT("writer.after-commit");
     return rc;
 }
 
@@ -590,8 +645,20 @@ static long tmp_pid(const char *key)
 }
 
 /* A temp file is stale when it has not been written for a minute and the process that
- * created it is gone; a live writer's files are never touched. */
-static int posix_cleanup(void *impl, pb_error *err)
+ * created it is gone; a live writer's files are never touched. With the writer lock held
+ * (locked), temp files under backup/ are a dead writer's whatever their age or pid:
+ * another host's pid cannot be checked, and only the lock holder writes there. */
+static bool tmp_is_stale(const walk_entry *e, bool locked, const struct timespec *now)
+{
+    if (locked && strncmp(e->key, "backup/", 7) == 0)
+        return true;
+    if (now->tv_sec - e->mtime.tv_sec < TMP_STALE_SECONDS)
+        return false;
+    long pid = tmp_pid(e->key);
+    return !(pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM));
+}
+
+static int posix_cleanup(void *impl, bool locked, pb_error *err)
 {
     posix_repo *pr = impl;
     walk_state ws = {.pr = pr, .prefix = "", .want_tmp = true};
@@ -599,16 +666,18 @@ static int posix_cleanup(void *impl, pb_error *err)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     for (size_t i = 0; !rc && i < ws.n; i++) {
-        long pid = tmp_pid(ws.v[i].key);
-        if (now.tv_sec - ws.v[i].mtime.tv_sec < TMP_STALE_SECONDS)
-            continue;
-        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+        if (!tmp_is_stale(&ws.v[i], locked, &now))
             continue;
         if (unlinkat(pr->dirfd, ws.v[i].key, 0) < 0 && errno != ENOENT)
             rc = pb_fail_errno(err, PB_EIO, "cannot remove stale temp file %s/%s", pr->root,
                                ws.v[i].key);
         else
             pb_info("removed stale temp file %s/%s", pr->root, ws.v[i].key);
+        if (rc == 0 && strncmp(ws.v[i].key, "backup/", 7) == 0) {
+            char parent[PATH_MAX];
+            posix_parent_of(ws.v[i].key, parent, sizeof(parent));
+            prune_backup_dirs(pr, parent);
+        }
     }
     walk_free(&ws);
     return rc;
@@ -628,4 +697,7 @@ const repo_driver repo_posix_driver = {
     .writer_commit = posix_writer_commit,
     .writer_abort = posix_writer_abort,
     .cleanup = posix_cleanup,
+    .put_new = posix_put_new,
+    .lock_probe = posix_lock_probe,
+    .lock_rewrite = posix_lock_rewrite,
 };

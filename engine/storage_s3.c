@@ -50,6 +50,7 @@ typedef struct s3_repo {
     unsigned retries;
     unsigned list_max_keys; /* 0 = server default (1000); a knob for tests */
     unsigned backoff_base_ms;
+    bool no_cond_put; /* the server answered 501 to If-None-Match: * once */
     pthread_mutex_t lock; /* guards pool/npool and rng */
     CURL *pool[S3_POOL_MAX];
     unsigned npool;
@@ -209,6 +210,7 @@ typedef struct s3_req {
     const void *body;    /* request body for PUT/POST */
     size_t body_len;
     const char *range;   /* "bytes=a-b" or NULL */
+    bool if_none_match;  /* PUT only if absent ("If-None-Match: *") */
     void *dst;           /* fixed destination (range reads) or NULL to use resp */
     size_t dst_cap;
     /* out */
@@ -395,13 +397,14 @@ static struct curl_slist *s3_setup(s3_repo *r, s3_req *q, const char *url, char 
     struct curl_slist *hdrs = NULL, *t;
     /* No "Expect:" removal here: libcurl 7.88 would sign the empty header it does not
      * send. Its 100-continue for big bodies is welcome anyway (a 403 before 16 MiB). */
-    const char *add[3] = {"x-amz-content-sha256: UNSIGNED-PAYLOAD", r->token_hdr, NULL};
+    const char *add[4] = {"x-amz-content-sha256: UNSIGNED-PAYLOAD", r->token_hdr, NULL,
+                          q->if_none_match ? "If-None-Match: *" : NULL};
     char range_hdr[96];
     if (q->range) {
         snprintf(range_hdr, sizeof(range_hdr), "Range: %s", q->range);
         add[2] = range_hdr;
     }
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         if (!add[i])
             continue;
         t = curl_slist_append(hdrs, add[i]);
@@ -474,6 +477,12 @@ static int s3_http_fail(s3_repo *r, s3_req *q, const char *name, unsigned attemp
     else if (q->status == 404 && !(code && strcmp(code, "NoSuchBucket") == 0))
         rc = pb_fail(err, PB_ENOENT, "S3 %s %s: no such object (HTTP 404 %s)", q->method,
                      name, what);
+    else if (q->if_none_match && (q->status == 412 || q->status == 409))
+        rc = pb_fail(err, PB_EEXIST, "S3 %s %s: object exists already (HTTP %ld %s)",
+                     q->method, name, q->status, what);
+    else if (q->if_none_match && q->status == 501)
+        rc = pb_fail(err, PB_EUNSUPPORTED, "S3 %s %s: the server does not support "
+                     "conditional PUT (HTTP 501 %s)", q->method, name, what);
     else if (q->status == 416)
         rc = pb_fail(err, PB_ECORRUPT, "S3 %s %s: range %s is beyond the object (HTTP 416)",
                      q->method, name, q->range ? q->range : "");
@@ -617,6 +626,35 @@ static int s3_put(void *impl, const char *key, const void *data, size_t len, pb_
         return pb_fail(err, PB_ENOMEM, "S3 PUT %s: out of memory", key);
     rc = s3_put_full(r, full, data, len, err);
     free(full);
+    return rc;
+}
+
+/* Create-if-absent with If-None-Match: * (AWS S3 since 2024: 412 when present, 409 when
+ * a concurrent conditional write wins). Multipart objects and servers that answer 501
+ * (Swift s3api) get PB_EUNSUPPORTED, and storage.c's best effort takes over. */
+static int s3_put_new(void *impl, const char *key, const void *data, size_t len, int *hold_fd,
+                      pb_error *err)
+{
+    s3_repo *r = impl;
+    if (hold_fd)
+        *hold_fd = -1;
+    int rc = s3_check_key(r, key, err);
+    if (rc)
+        return rc;
+    if (len > r->part_size || r->no_cond_put)
+        return pb_fail(err, PB_EUNSUPPORTED, "S3 conditional PUT of %s: not available", key);
+    s3_req q = {.method = "PUT", .key = s3_full_key(r, key), .body = data, .body_len = len,
+                .if_none_match = true};
+    if (!q.key)
+        return pb_fail(err, PB_ENOMEM, "S3 PUT %s: out of memory", key);
+    rc = s3_do(r, &q, err);
+    if (rc == PB_EUNSUPPORTED) {
+        r->no_cond_put = true; /* one 501 is enough to know */
+        pb_debug("%s: the server refuses conditional PUT (If-None-Match); create-if-absent "
+                "falls back to check, write and read back", r->location);
+    }
+    pb_buf_free(&q.resp);
+    free((char *)q.key);
     return rc;
 }
 
@@ -1206,15 +1244,44 @@ static void s3_writer_abort(void *wv)
 
 /* ---------- cleanup: abort unfinished multipart uploads under the prefix ---------- */
 
-static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, unsigned *aborted,
-                           pb_error *err)
+/* "2026-12-01T08:33:10.000Z" -> seconds since the epoch; 0 when it does not parse. */
+static time_t s3_parse_time(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return timegm(&tm);
+}
+
+/* Whose upload is it? Under backup/ with the writer lock held: a writer that is gone
+ * (only the holder writes there, and the holder is us). Anything else (WAL, pushed
+ * without the lock) only once it is older than REPO_STALE_UPLOAD_SECS; an upload whose
+ * start time does not parse is kept. */
+static bool s3_upload_is_stale(const s3_repo *r, const char *key, const char *initiated,
+                               bool locked)
+{
+    const char *rel = key + strlen(r->prefix);
+    if (locked && strncmp(rel, "backup/", 7) == 0)
+        return true;
+    time_t t = s3_parse_time(initiated);
+    return t > 0 && time(NULL) - t > REPO_STALE_UPLOAD_SECS;
+}
+
+static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, bool locked,
+                           unsigned *aborted, pb_error *err)
 {
     const char *p = xml, *end = xml + len, *u, *ue;
     while (s3_xml_block(p, end, "Upload", &u, &ue)) {
         char *key = s3_xml_get(u, ue, "Key", NULL);
         char *id = s3_xml_get(u, ue, "UploadId", NULL);
+        char *initiated = s3_xml_get(u, ue, "Initiated", NULL);
         int rc = 0;
-        if (key && id && strncmp(key, r->prefix, strlen(r->prefix)) == 0) {
+        if (key && id && strncmp(key, r->prefix, strlen(r->prefix)) == 0 &&
+            s3_upload_is_stale(r, key, initiated, locked)) {
             rc = s3_abort_upload(r, key, id, err);
             /* Gone already (another cleanup, or completed meanwhile): fine. */
             if (rc == PB_ENOENT)
@@ -1224,6 +1291,7 @@ static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, unsigned *ab
         }
         free(key);
         free(id);
+        free(initiated);
         if (rc)
             return rc;
         p = ue;
@@ -1231,7 +1299,7 @@ static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, unsigned *ab
     return 0;
 }
 
-static int s3_cleanup(void *impl, pb_error *err)
+static int s3_cleanup(void *impl, bool locked, pb_error *err)
 {
     s3_repo *r = impl;
     char *ep = s3_encode(r->prefix, false);
@@ -1253,7 +1321,8 @@ static int s3_cleanup(void *impl, pb_error *err)
                    : pb_fail(err, PB_ENOMEM, "cleanup %s: out of memory", r->location);
         free(query);
         if (rc == 0)
-            rc = s3_cleanup_page(r, (const char *)q.resp.data, q.resp.len, &aborted, err);
+            rc = s3_cleanup_page(r, (const char *)q.resp.data, q.resp.len, locked, &aborted,
+                                 err);
         more = false;
         if (rc == 0) {
             const char *b = (const char *)q.resp.data, *e = b + q.resp.len;
@@ -1401,4 +1470,5 @@ const repo_driver repo_s3_driver = {
     .writer_commit = s3_writer_commit,
     .writer_abort = s3_writer_abort,
     .cleanup = s3_cleanup,
+    .put_new = s3_put_new,
 };

@@ -1,6 +1,6 @@
 /*
  * engine/walk.h — the data-directory walk and its exclusion rules (prefix walk_).
- * Exclusions match pg_basebackup (DESIGN.md rule 5). Tablespaces are followed
+ * Exclusions match pg_basebackup (docs/DESIGN.md rule 5). Tablespaces are followed
  * through the pg_tblspc symlinks.
  */
 #ifndef PB_ENGINE_WALK_H

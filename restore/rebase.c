@@ -4,6 +4,7 @@
  * its pages packed again into the new backup, so the chain before it can expire.
  */
 #include "restore/restore_internal.h"
+#include "common/fault.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,7 @@ static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, 
             mf_file_clear(&nf);
             return rc;
         }
+        PB_FAULT_POINT("rebase.mid-pack");
     }
     return 0;
 }
@@ -141,6 +143,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], 
     if (rc == 0) {
         mf_header(dst)->bytes_stored = pack_writer_stored_bytes(sink.packs);
         mf_sort(dst);
+        PB_FAULT_POINT("rebase.before-manifest-commit");
         rc = chain_commit(r, dst, err);
     }
     if (rc == 0)

@@ -345,19 +345,36 @@ static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
     return rc;
 }
 
+/* Open f beneath the target without following links. A delta restore replaces a link
+ * or directory standing where the file belongs (the link, never what it points to). */
 static int open_target(rs_ctx *ctx, const mf_file *f, int *fd, pb_error *err)
 {
-    char path[8192];
-    snprintf(path, sizeof(path), "%s/%s", ctx->target_dir, f->path);
     int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
     if (ctx->delta)
         flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
     else
         flags |= O_TRUNC;
-    *fd = open(path, flags, 0600);
-    if (*fd < 0)
-        return pb_fail_errno(err, PB_EIO, "cannot open %s for restore", path);
-    return 0;
+    int dfd = -1;
+    const char *base = NULL;
+    int rc = rs_target_parent(ctx->target, f->path, 0, &dfd, &base, err);
+    for (int attempt = 0; rc == 0; attempt++) {
+        *fd = openat(dfd, base, flags, 0600);
+        if (*fd >= 0)
+            break;
+        if (attempt || !ctx->delta || (errno != ELOOP && errno != EISDIR)) {
+            rc = pb_fail_errno(err, PB_EIO, "cannot open %s/%s for restore", ctx->target_dir,
+                               f->path);
+            break;
+        }
+        pb_warn("%s/%s is a link or directory; the backup has a file there: replaced",
+                ctx->target_dir, f->path);
+        char shown[8192];
+        snprintf(shown, sizeof(shown), "%s/%s", ctx->target_dir, f->path);
+        rc = rs_remove_at(dfd, base, shown, err);
+    }
+    if (dfd >= 0)
+        close(dfd);
+    return rc;
 }
 
 /* Delta restore of a whole file: skip it when the existing content hashes the same. */
@@ -400,8 +417,12 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err)
     if (rc == 0 && fd >= 0 && fchmod(fd, f->mode & 07777) != 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot set the mode of %s/%s", ctx->target_dir,
                            f->path);
-    if (fd >= 0)
-        close(fd);
+    /* Skipped files too: a file left by an earlier, interrupted restore may not be on
+     * disk yet. */
+    if (rc == 0 && fd >= 0)
+        rc = rs_fsync(fd, ctx->target_dir, f->path, err);
+    if (fd >= 0 && close(fd) != 0 && rc == 0)
+        rc = pb_fail_errno(err, PB_EIO, "cannot close %s/%s", ctx->target_dir, f->path);
     return rc;
 }
 

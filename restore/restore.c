@@ -1,19 +1,17 @@
 /*
  * restore/restore.c — restore a backup set into a directory: choose the set, check
- * the WAL it needs before writing anything, lay out directories and tablespace
- * links, rebuild every file from the chain, remove what should not exist (delta),
- * write recovery settings.
+ * the WAL it needs and the target before writing anything, lay out directories and
+ * tablespace links, rebuild every file from the chain, remove what should not exist
+ * (delta), write recovery settings, and bring it all to stable storage. Every path
+ * beneath the target is resolved without following links (restore/target.c), as
+ * docs/DESIGN.md rule 8 asks.
  */
 #include "restore/restore_internal.h"
-
-#include "engine/archive.h"
-#include "engine/pgconn.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fts.h>
-#include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,184 +35,406 @@ static bool dir_is_empty(const char *path, bool *exists)
     return empty;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* The --tablespace-map entry for the link f, or NULL (pg_wal, or not mapped). */
+static const rs_tblspc_map *map_of(const rs_opts *opts, const mf_file *f)
 {
-    if (ftw->level == 0)
-        return 0;
-    return remove(path) == 0 ? 0 : -1;
-}
-
-static const char *mapped_dir(const rs_opts *opts, const mf_file *f)
-{
-    unsigned oid = (unsigned)strtoul(f->path + strlen("pg_tblspc/"), NULL, 10);
+    unsigned oid;
+    if (!rs_link_oid(f->path, &oid))
+        return NULL;
     for (size_t i = 0; i < opts->ntblspc; i++)
         if (opts->tblspc[i].oid == oid)
-            return opts->tblspc[i].dir;
-    return f->link_target;
+            return &opts->tblspc[i];
+    return NULL;
 }
 
-static int make_link(const rs_opts *opts, const mf_file *f, const char *path, pb_error *err)
+/* The directory a link entry (checked by rs_check_entry) is to point to. */
+static const char *mapped_dir(const rs_opts *opts, const mf_file *f)
+{
+    const rs_tblspc_map *map = map_of(opts, f);
+    return map ? map->dir : f->link_target;
+}
+
+/* Create (or keep, when it already points there) the link f and register it, so that
+ * the paths beneath it resolve into its directory. */
+static int make_link(rs_target *t, const rs_opts *opts, const mf_file *f, pb_error *err)
 {
     const char *dir = mapped_dir(opts, f);
     if (!dir || dir[0] != '/')
-        return pb_fail(err, PB_EINVAL, "tablespace %s has no absolute target directory; use "
+        return pb_fail(err, PB_EINVAL, "link %s has no absolute target directory; use "
                        "--tablespace-map OID=DIR", f->path);
+    int pfd = -1;
+    const char *base = NULL;
     int rc = pb_mkdir_p(dir, 0700, err);
+    if (rc == 0)
+        rc = rs_target_parent(t, f->path, RS_DIR_CREATE | RS_DIR_REPLACE, &pfd, &base, err);
     if (rc)
         return rc;
-    char cur[4096];
-    ssize_t n = readlink(path, cur, sizeof(cur) - 1);
-    if (n >= 0) {
-        cur[n] = '\0';
-        if (strcmp(cur, dir) == 0)
-            return 0;
-        unlink(path);
+    char cur[4096], shown[8192];
+    snprintf(shown, sizeof(shown), "%s/%s", opts->target_dir, f->path);
+    ssize_t n = readlinkat(pfd, base, cur, sizeof(cur) - 1);
+    cur[n > 0 ? n : 0] = '\0';
+    bool keep = n > 0 && strcmp(cur, dir) == 0;
+    if (!keep && (n >= 0 || errno == EINVAL))
+        rc = rs_remove_at(pfd, base, shown, err); /* another link, a file or a directory */
+    if (rc == 0 && !keep && symlinkat(dir, pfd, base) != 0)
+        rc = pb_fail_errno(err, PB_EIO, "cannot link %s to %s", shown, dir);
+    close(pfd);
+    return rc ? rc : rs_target_add_link(t, f->path, dir, err);
+}
+
+/* ---- where the links will point, checked before anything is written ---- */
+
+/* Append the components of rest to the canonical directory out, "." and ".." taken
+ * lexically: they name directories that do not exist yet. */
+static int append_lexically(char out[PATH_MAX], const char *rest, const char *path,
+                            pb_error *err)
+{
+    char buf[PATH_MAX], *save = NULL;
+    snprintf(buf, sizeof(buf), "%s", rest);
+    for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        size_t n = strlen(out);
+        if (!strcmp(c, "."))
+            continue;
+        if (!strcmp(c, "..")) {
+            char *slash = strrchr(out, '/');
+            slash[slash == out] = '\0'; /* "/" stays "/" */
+            continue;
+        }
+        if (n + 1 + strlen(c) >= PATH_MAX)
+            return pb_fail(err, PB_EINVAL, "directory name %s is too long", path);
+        snprintf(out + n, PATH_MAX - n, "%s%s", n > 1 ? "/" : "", c);
     }
-    if (symlink(dir, path) != 0)
-        return pb_fail_errno(err, PB_EIO, "cannot link %s to tablespace directory %s", path, dir);
     return 0;
 }
 
-/* Before anything is written: a tablespace directory in use (perhaps by the running
- * source cluster on this host) is never restored into. */
+/* path ("/...") with links, ".", ".." and repeated slashes resolved, so that two names
+ * of one directory compare equal: realpath for the part that exists, the rest (what
+ * make_link's mkdir -p will create) lexically. */
+static int canon_dir(const char *path, char out[PATH_MAX], pb_error *err)
+{
+    char head[PATH_MAX];
+    if (!path || path[0] != '/' || strlen(path) >= sizeof(head))
+        return pb_fail(err, PB_EINVAL, "%s is not an absolute directory name of a usable "
+                       "length", path ? path : "(none)");
+    snprintf(head, sizeof(head), "%s", path);
+    size_t rest = strlen(head);
+    while (!realpath(head, out)) {
+        if (errno != ENOENT && errno != ENOTDIR)
+            return pb_fail_errno(err, PB_EIO, "cannot resolve the directory name %s", path);
+        char *slash = strrchr(head, '/');
+        rest = (size_t)(slash - head);
+        if (slash == head) {
+            snprintf(out, PATH_MAX, "/");
+            break;
+        }
+        *slash = '\0';
+    }
+    return append_lexically(out, path + rest, path, err);
+}
+
+/* The target directory, which may be given relative to the working directory. */
+static int canon_target(const char *dir, char out[PATH_MAX], pb_error *err)
+{
+    char cwd[PATH_MAX], abs[PATH_MAX];
+    if (dir[0] == '/')
+        return canon_dir(dir, out, err);
+    if (!getcwd(cwd, sizeof(cwd)) || snprintf(abs, sizeof(abs), "%s/%s", cwd, dir) >= PATH_MAX)
+        return pb_fail_errno(err, PB_EINVAL, "cannot make the target directory %s absolute",
+                             dir);
+    return canon_dir(abs, out, err);
+}
+
+/* Is the canonical directory a the canonical directory b or beneath it? */
+static bool within(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    return n == 1 || (strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/'));
+}
+
+typedef struct link_dir {
+    const mf_file *f;
+    char *canon; /* canonical name of the directory it will point to */
+} link_dir;
+
+/* Does the target's own link at f->path (reached without following a link on the
+ * way) point at the canonical directory canon? */
+static bool own_link_points_at(const rs_target *t, const mf_file *f, const char *canon)
+{
+    int pfd = -1;
+    const char *base = NULL;
+    pb_error ignored = PB_ERROR_INIT;
+    if (!t || rs_target_parent(t, f->path, 0, &pfd, &base, &ignored) != 0)
+        return false;
+    char to[PATH_MAX], to_canon[PATH_MAX];
+    ssize_t n = readlinkat(pfd, base, to, sizeof(to) - 1);
+    close(pfd);
+    to[n > 0 ? n : 0] = '\0';
+    return n > 0 && canon_dir(to, to_canon, &ignored) == 0 && strcmp(to_canon, canon) == 0;
+}
+
+/* Where link ld will point: an absolute directory neither inside the target nor
+ * holding it (the restore would write its own files twice, or prune the target). */
+static int check_link_dir(const rs_opts *opts, const char *target, link_dir *ld,
+                          pb_error *err)
+{
+    const char *dir = mapped_dir(opts, ld->f);
+    char canon[PATH_MAX];
+    if (!dir || dir[0] != '/')
+        return pb_fail(err, PB_EINVAL, "link %s has no absolute target directory; use "
+                       "--tablespace-map OID=DIR", ld->f->path);
+    int rc = canon_dir(dir, canon, err);
+    if (rc)
+        return pb_error_wrap(err, "the directory for %s", ld->f->path);
+    if (!(ld->canon = strdup(canon)))
+        return pb_fail(err, PB_ENOMEM, "out of memory checking %s", ld->f->path);
+    if (!within(canon, target) && !within(target, canon))
+        return 0;
+    char remedy[64] = "";
+    unsigned oid;
+    if (rs_link_oid(ld->f->path, &oid))
+        snprintf(remedy, sizeof(remedy), ": map it elsewhere with --tablespace-map %u=DIR", oid);
+    return pb_fail(err, PB_EINVAL, "directory %s (for %s) %s the target directory %s%s", dir,
+                   ld->f->path, within(canon, target) ? "is or lies inside" : "contains",
+                   opts->target_dir, remedy);
+}
+
+/* No two links point at one directory or one inside the other's: each would prune
+ * or overwrite the other's files. ld is sorted by canon, so a directory's
+ * subdirectories follow it. */
+static int check_distinct(link_dir *ld, size_t n, pb_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(ld[i].canon);
+        for (size_t j = i + 1; j < n && !strncmp(ld[j].canon, ld[i].canon, len); j++)
+            if (within(ld[j].canon, ld[i].canon))
+                return pb_fail(err, PB_EINVAL, "%s and %s would point at %s and %s, one "
+                               "directory or one inside the other: give each tablespace "
+                               "its own directory with --tablespace-map OID=DIR",
+                               ld[i].f->path, ld[j].f->path, ld[i].canon, ld[j].canon);
+    }
+    return 0;
+}
+
+/* A non-empty directory is written into only by a delta restore, and only when it is
+ * this target's own (the target's link already points there) or the user mapped it
+ * explicitly to somewhere other than the source's location. On the source's host the
+ * manifest's locations are the running source cluster's directories. */
+static int check_occupied(const rs_opts *opts, const rs_target *t, const link_dir *ld,
+                          pb_error *err)
+{
+    const mf_file *f = ld->f;
+    const char *dir = mapped_dir(opts, f);
+    const rs_tblspc_map *map = map_of(opts, f);
+    char source[PATH_MAX];
+    pb_error ignored = PB_ERROR_INIT;
+    unsigned oid = 0;
+    bool exists = false, tblspc = rs_link_oid(f->path, &oid);
+    if (dir_is_empty(dir, &exists) || (opts->delta && own_link_points_at(t, f, ld->canon)))
+        return 0;
+    if (!opts->delta)
+        return tblspc ? pb_fail(err, PB_EINVAL, "tablespace directory %s (for %s) is not "
+                                "empty: it may belong to a running cluster; map it elsewhere "
+                                "with --tablespace-map %u=DIR, or use --delta if it is this "
+                                "target's own", dir, f->path, oid)
+                      : pb_fail(err, PB_EINVAL, "directory %s (for the link %s) is not "
+                                "empty; use --delta if it is this target's own", dir, f->path);
+    bool at_source = canon_dir(f->link_target, source, &ignored) == 0 &&
+                     strcmp(source, ld->canon) == 0;
+    if (map && !at_source)
+        return 0;
+    if (!tblspc)
+        return pb_fail(err, PB_EINVAL, "directory %s (for the link %s) is not empty and "
+                       "%s/%s does not point at it: it may be the running source cluster's, "
+                       "and a delta restore writes only into its own (nothing was changed)",
+                       dir, f->path, opts->target_dir, f->path);
+    return pb_fail(err, PB_EINVAL, "tablespace %u: directory %s%s is not empty and %s/%s "
+                   "does not point at it: it may be the running source cluster's tablespace, "
+                   "and a delta restore writes only into the target's own; restore the "
+                   "tablespace elsewhere with --tablespace-map %u=DIR (nothing was changed)",
+                   oid, dir, map ? " (mapped, but the source's own location)" : "",
+                   opts->target_dir, f->path, oid);
+}
+
+static int cmp_canon(const void *a, const void *b)
+{
+    return strcmp(((const link_dir *)a)->canon, ((const link_dir *)b)->canon);
+}
+
+/* Before anything is written: every directory a link of the backup will point to
+ * (docs/DESIGN.md rule 8: never write outside the target but into the target's own
+ * tablespaces). */
 static int check_tablespaces(const rs_opts *opts, const mf_manifest *m, pb_error *err)
 {
-    for (size_t i = 0; i < mf_count(m) && !opts->delta; i++) {
-        const mf_file *f = mf_at(m, i);
-        const char *dir = f->kind == MF_LINK ? mapped_dir(opts, f) : NULL;
-        bool exists = false;
-        if (dir && !dir_is_empty(dir, &exists))
-            return pb_fail(err, PB_EINVAL, "tablespace directory %s (for %s) is not empty: it "
-                           "may belong to a running cluster; map it elsewhere with "
-                           "--tablespace-map %s=DIR or use --delta", dir, f->path,
-                           f->path + strlen("pg_tblspc/"));
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < mf_count(m); i++)
+        n += mf_at(m, i)->kind == MF_LINK;
+    if (n == 0)
+        return 0;
+    char target[PATH_MAX];
+    link_dir *ld = calloc(n, sizeof(*ld));
+    rs_target *t = NULL;
+    pb_error ignored = PB_ERROR_INIT;
+    int rc = ld ? canon_target(opts->target_dir, target, err)
+                : pb_fail(err, PB_ENOMEM, "out of memory checking tablespaces");
+    for (size_t i = 0; rc == 0 && i < mf_count(m); i++)
+        if (mf_at(m, i)->kind == MF_LINK) {
+            ld[k].f = mf_at(m, i);
+            rc = check_link_dir(opts, target, &ld[k++], err);
+        }
+    if (rc == 0) {
+        qsort(ld, n, sizeof(*ld), cmp_canon);
+        rc = check_distinct(ld, n, err);
     }
-    return 0;
+    if (rc == 0 && opts->delta && rs_target_open(&t, opts->target_dir, true, &ignored))
+        t = NULL; /* no target yet: it has no links of its own */
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = check_occupied(opts, t, &ld[i], err);
+    for (size_t i = 0; ld && i < n; i++)
+        free(ld[i].canon);
+    free(ld);
+    rs_target_free(t);
+    return rc;
 }
 
-static int lay_out(const rs_opts *opts, const mf_manifest *m, pb_error *err)
+/* Directories (with their modes) and links, parents first (the manifest is sorted). */
+static int lay_out(rs_target *t, const rs_opts *opts, const mf_manifest *m, pb_error *err)
 {
-    for (size_t i = 0; i < mf_count(m); i++) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < mf_count(m); i++) {
         const mf_file *f = mf_at(m, i);
-        char path[8192];
-        snprintf(path, sizeof(path), "%s/%s", opts->target_dir, f->path);
-        int rc = 0;
-        if (f->kind == MF_DIR) {
-            rc = pb_mkdir_p(path, f->mode & 07777, err);
-            if (rc == 0)
-                chmod(path, f->mode & 07777);
-        } else if (f->kind == MF_LINK) {
-            rc = make_link(opts, f, path, err);
+        if (f->kind == MF_LINK) {
+            rc = make_link(t, opts, f, err);
+        } else if (f->kind == MF_DIR) {
+            int fd = -1;
+            rc = rs_target_dir(t, f->path, RS_DIR_CREATE | RS_DIR_REPLACE, &fd, err);
+            if (rc == 0 && fchmod(fd, f->mode & 07777) != 0)
+                rc = pb_fail_errno(err, PB_EIO, "cannot set the mode of %s/%s",
+                                   opts->target_dir, f->path);
+            if (fd >= 0)
+                close(fd);
         }
-        if (rc)
-            return rc;
     }
-    return 0;
+    return rc;
 }
 
 /* tablespace_map must name the directories the links really point to. */
-static int write_tablespace_map(const rs_opts *opts, const mf_manifest *m, pb_error *err)
+static int write_tablespace_map(const rs_target *t, const rs_opts *opts, const mf_manifest *m,
+                                pb_error *err)
 {
     if (!opts->ntblspc || !mf_find(m, "tablespace_map"))
         return 0;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/tablespace_map", opts->target_dir);
-    FILE *fp = fopen(path, "w");
-    if (!fp)
-        return pb_fail_errno(err, PB_EIO, "cannot write %s", path);
+    int fd = openat(rs_target_fd(t), "tablespace_map",
+                    O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *fp = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!fp) {
+        if (fd >= 0)
+            close(fd);
+        return pb_fail_errno(err, PB_EIO, "cannot write %s/tablespace_map", opts->target_dir);
+    }
+    unsigned oid;
     for (size_t i = 0; i < mf_count(m); i++) {
         const mf_file *f = mf_at(m, i);
-        if (f->kind == MF_LINK)
-            fprintf(fp, "%s %s\n", f->path + strlen("pg_tblspc/"), mapped_dir(opts, f));
+        if (f->kind == MF_LINK && rs_link_oid(f->path, &oid))
+            fprintf(fp, "%u %s\n", oid, mapped_dir(opts, f));
     }
-    return fclose(fp) == 0 ? 0 : pb_fail_errno(err, PB_EIO, "cannot write %s", path);
+    bool ok = fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    ok &= fclose(fp) == 0;
+    return ok ? 0 : pb_fail_errno(err, PB_EIO, "cannot write %s/tablespace_map",
+                                  opts->target_dir);
 }
 
 typedef struct prune_ctx {
-    const char *root;
+    const rs_target *t;
     const mf_manifest *m;
     rs_stats *stats;
     pb_error *err;
-    int rc;
 } prune_ctx;
 
-/* Delta restore: remove what the backup does not contain (depth first). */
-static void prune_dir(prune_ctx *pc, const char *rel)
+static int prune_dir(prune_ctx *pc, int dfd, const char *rel);
+
+/* One entry of a directory being pruned: kept, descended into, or removed. */
+static int prune_entry(prune_ctx *pc, int dfd, const char *name, const char *rel)
 {
-    char path[8192];
-    snprintf(path, sizeof(path), "%s%s%s", pc->root, rel[0] ? "/" : "", rel);
-    DIR *d = opendir(path);
-    if (!d)
-        return;
-    struct dirent *de;
-    while (pc->rc == 0 && (de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        char child[4096], abs[8192];
-        snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", de->d_name);
-        snprintf(abs, sizeof(abs), "%s/%s", pc->root, child);
-        const mf_file *f = mf_find(pc->m, child);
-        struct stat st;
-        if (lstat(abs, &st) != 0)
-            continue;
-        if (f && f->kind == MF_DIR && S_ISDIR(st.st_mode)) {
-            prune_dir(pc, child);
-        } else if (f && f->kind == MF_LINK && S_ISLNK(st.st_mode)) {
-            prune_dir(pc, child);
-        } else if (f && (f->kind == MF_REL || f->kind == MF_FILE) && S_ISREG(st.st_mode)) {
-            continue;
-        } else {
-            int rc = S_ISDIR(st.st_mode) ? nftw(abs, remove_entry, 16, FTW_DEPTH | FTW_PHYS)
-                                          : 0;
-            if (rc == 0)
-                rc = remove(abs);
-            if (rc != 0)
-                pc->rc = pb_fail_errno(pc->err, PB_EIO, "cannot remove %s", abs);
-            pc->stats->files_removed++;
-        }
+    char child[4096], shown[8192];
+    snprintf(child, sizeof(child), "%s%s%s", rel, rel[0] ? "/" : "", name);
+    snprintf(shown, sizeof(shown), "%s/%s", rs_target_path(pc->t), child);
+    const mf_file *f = mf_find(pc->m, child);
+    unsigned oid;
+    if (!f && rs_link_oid(rel, &oid))
+        return 0; /* a tablespace location is shared by each major version's PG_* dir */
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : pb_fail_errno(pc->err, PB_EIO, "cannot stat %s", shown);
+    if (f && (f->kind == MF_REL || f->kind == MF_FILE) && S_ISREG(st.st_mode))
+        return 0;
+    bool dir = f && f->kind == MF_DIR && S_ISDIR(st.st_mode);
+    bool link = f && f->kind == MF_LINK && S_ISLNK(st.st_mode); /* made by lay_out */
+    if (!dir && !link) {
+        pc->stats->files_removed++;
+        return rs_remove_at(dfd, name, shown, pc->err);
     }
-    closedir(d);
+    int sub = -1;
+    int rc = dir ? 0 : rs_target_dir(pc->t, child, 0, &sub, pc->err);
+    if (dir && (sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        rc = pb_fail_errno(pc->err, PB_EIO, "cannot open %s", shown);
+    if (rc == 0)
+        rc = prune_dir(pc, sub, child);
+    if (sub >= 0)
+        close(sub);
+    return rc;
 }
 
-static int prepare_target(const rs_opts *opts, pb_error *err)
+/* Delta restore: remove what the backup does not contain (depth first), never
+ * following a link the restore did not make. */
+static int prune_dir(prune_ctx *pc, int dfd, const char *rel)
+{
+    int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return pb_fail_errno(pc->err, PB_EIO, "cannot list %s/%s", rs_target_path(pc->t), rel);
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            rc = prune_entry(pc, dfd, de->d_name, rel);
+    closedir(d);
+    return rc;
+}
+
+/* Create the target if needed, refuse a non-empty one without --delta or --force, and
+ * empty it for --force (links inside are removed, not followed). */
+static int prepare_target(const rs_opts *opts, rs_target **out, pb_error *err)
 {
     bool exists = false;
-    if (dir_is_empty(opts->target_dir, &exists))
-        return exists ? 0 : pb_mkdir_p(opts->target_dir, 0700, err);
-    if (opts->delta)
-        return 0;
-    if (!opts->force)
-        return pb_fail(err, PB_EINVAL, "target directory %s is not empty: use --delta to "
-                       "update it in place or --force to replace its contents",
-                       opts->target_dir);
-    if (nftw(opts->target_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    bool empty = dir_is_empty(opts->target_dir, &exists);
+    int rc = exists ? 0 : pb_mkdir_p(opts->target_dir, 0700, err);
+    if (rc == 0 && !empty && !opts->delta && !opts->force)
+        rc = pb_fail(err, PB_EINVAL, "target directory %s is not empty: use --delta to "
+                     "update it in place or --force to replace its contents",
+                     opts->target_dir);
+    if (rc == 0)
+        rc = rs_target_open(out, opts->target_dir, true, err);
+    if (rc || empty || opts->delta)
+        return rc;
+    int fd = fcntl(rs_target_fd(*out), F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return pb_fail_errno(err, PB_EIO, "cannot empty %s", opts->target_dir);
-    return 0;
-}
-
-/* Run as root, give the files to whoever owns the target directory (the DBA creates it
- * for the postgres user), so the restored cluster can start. The walk follows the
- * pg_tblspc links (the only links a restore creates) so tablespaces are included. */
-static void fix_owner(const char *dir)
-{
-    struct stat st;
-    if (geteuid() != 0 || stat(dir, &st) != 0 || st.st_uid == 0)
-        return;
-    char *const roots[] = {(char *)dir, NULL};
-    FTS *fts = fts_open(roots, FTS_LOGICAL | FTS_NOCHDIR, NULL);
-    FTSENT *e;
-    bool failed = fts == NULL;
-    while (fts && (e = fts_read(fts)) != NULL) {
-        if (e->fts_info == FTS_DP)
-            continue;
-        if (lchown(e->fts_path, st.st_uid, st.st_gid) != 0 ||
-            chown(e->fts_path, st.st_uid, st.st_gid) != 0)
-            failed = true;
     }
-    if (fts)
-        fts_close(fts);
-    if (failed)
-        pb_warn("could not give everything under %s to uid %u", dir, (unsigned)st.st_uid);
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        char shown[8192];
+        snprintf(shown, sizeof(shown), "%s/%s", opts->target_dir, de->d_name);
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            rc = rs_remove_at(rs_target_fd(*out), de->d_name, shown, err);
+    }
+    closedir(d);
+    return rc;
 }
 
 static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, unsigned jobs, pb_error *err)
@@ -225,15 +445,42 @@ static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, unsigned jobs, pb_erro
     return 0;
 }
 
+/* After the files: prune (delta), tablespace_map, recovery settings, owner, and
+ * everything on stable storage before success is reported. */
+static int finish(rs_target *t, const rs_opts *opts, const mf_manifest *m, rs_stats *stats,
+                  pb_error *err)
+{
+    int rc = 0;
+    if (opts->delta) {
+        prune_ctx pc = {t, m, stats, err};
+        rc = prune_dir(&pc, rs_target_fd(t), "");
+    }
+    if (rc == 0)
+        rc = write_tablespace_map(t, opts, m, err);
+    if (rc == 0)
+        rc = rs_write_recovery(opts->target_dir, opts, mf_header_c(m), err);
+    if (rc == 0)
+        rc = rs_target_fix_owner(t, err);
+    if (rc == 0)
+        rc = rs_sync_recovery(t, err);
+    if (rc == 0)
+        rc = rs_sync_dirs(t, m, err);
+    return rc;
+}
+
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
 {
     char id[MF_ID_LEN], why[512];
     chain c = {0};
     rs_ctx ctx;
+    rs_target *t = NULL;
     memset(&ctx, 0, sizeof(ctx));
     memset(stats, 0, sizeof(*stats));
     double t0 = pb_now();
-    int rc = rs_choose_set(r, opts, id, why, sizeof(why), err);
+    /* --delta and --force too: a live server's files are never touched. */
+    int rc = rs_check_not_running(opts->target_dir, err);
+    if (rc == 0)
+        rc = rs_choose_set(r, opts, id, why, sizeof(why), err);
     if (rc)
         return rc;
     pb_info("restoring backup %s: %s", id, why);
@@ -241,43 +488,34 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     if (rc)
         return rc;
     const mf_manifest *m = c.items[c.count - 1];
-    rc = rs_check_wal(r, opts, mf_header_c(m), err);
+    rc = rs_check_manifest(m, err);
+    if (rc == 0)
+        rc = rs_check_wal(r, opts, mf_header_c(m), err);
     if (rc == 0)
         rc = check_tablespaces(opts, m, err);
     if (rc == 0)
-        rc = prepare_target(opts, err);
+        rc = prepare_target(opts, &t, err);
     if (rc == 0)
-        rc = lay_out(opts, m, err);
+        rc = lay_out(t, opts, m, err);
     if (rc)
         goto out;
     ctx.repo = r;
     ctx.chain = &c;
     ctx.target_dir = opts->target_dir;
+    ctx.target = t;
     ctx.delta = opts->delta;
     ctx.stats = stats;
     rc = rebuild_all(&ctx, m, opts->jobs, err);
-    if (rc == 0 && opts->delta) {
-        prune_ctx pc = {opts->target_dir, m, stats, err, 0};
-        prune_dir(&pc, "");
-        rc = pc.rc;
-    }
     if (rc == 0)
-        rc = write_tablespace_map(opts, m, err);
-    if (rc == 0)
-        rc = rs_write_recovery(opts->target_dir, opts, mf_header_c(m), err);
+        rc = finish(t, opts, m, stats, err);
     if (rc == 0) {
-        fix_owner(opts->target_dir);
         snprintf(stats->id, sizeof(stats->id), "%s", id);
         stats->chain_length = c.count;
-        int dfd = open(opts->target_dir, O_RDONLY | O_DIRECTORY);
-        if (dfd >= 0) {
-            syncfs(dfd); /* durability of the restore as a whole, once */
-            close(dfd);
-        }
     }
 out:
     stats->seconds = pb_now() - t0;
     rs_ctx_free_buffers(&ctx);
+    rs_target_free(t);
     chain_free(&c);
     return rc;
 }

@@ -6,11 +6,62 @@
 #include "engine/pack.h"
 #include "restore/restore.h"
 
+/* ---- the target directory, opened without following links (target.c) ---- */
+typedef struct rs_target rs_target;
+
+/* Open an existing target directory. allow_openat2 false forces the component walk
+ * (tests of the fallback). */
+int rs_target_open(rs_target **out, const char *dir, bool allow_openat2, pb_error *err);
+void rs_target_free(rs_target *t); /* accepts NULL */
+const char *rs_target_path(const rs_target *t);
+int rs_target_fd(const rs_target *t);
+/* A link the restore created or verified (rel "pg_tblspc/<oid>" or "pg_wal") whose
+ * directory dir paths beneath rel resolve into. */
+int rs_target_add_link(rs_target *t, const char *rel, const char *dir, pb_error *err);
+size_t rs_target_nlinks(const rs_target *t);
+int rs_target_link_fd(const rs_target *t, size_t i);
+const char *rs_target_link_dir(const rs_target *t, size_t i);
+
+#define RS_DIR_CREATE 1u  /* create missing directories (0700) */
+#define RS_DIR_REPLACE 2u /* remove a link or file standing where a directory belongs */
+/* Open directory rel ("" is the target) beneath the target without following links
+ * other than registered ones; *out is a new fd the caller closes. A link in the way is
+ * PB_EINVAL unless RS_DIR_REPLACE. */
+int rs_target_dir(const rs_target *t, const char *rel, unsigned how, int *out, pb_error *err);
+/* The parent directory of rel as with rs_target_dir, and rel's last component. */
+int rs_target_parent(const rs_target *t, const char *rel, unsigned how, int *dirfd,
+                     const char **base, pb_error *err);
+/* Remove name in dfd recursively without following links; shown names it in errors. */
+int rs_remove_at(int dfd, const char *name, const char *shown, pb_error *err);
+/* As root: chown the tree to the target's owner, never through a foreign link, then
+ * sync the file systems involved. */
+int rs_target_fix_owner(const rs_target *t, pb_error *err);
+
+/* ---- checks before anything is written (guard.c) ---- */
+/* A manifest entry may be created beneath a target: safe path, links only at
+ * pg_tblspc/<oid> and pg_wal with a bounded target. PB_ECORRUPT names the path. */
+int rs_check_entry(const mf_file *f, pb_error *err);
+int rs_check_manifest(const mf_manifest *m, pb_error *err);
+/* Is path "pg_tblspc/<oid>"? Then *oid is the OID. */
+bool rs_link_oid(const char *path, unsigned *oid);
+/* PB_ESTATE when target_dir/postmaster.pid names a live process. */
+int rs_check_not_running(const char *target_dir, pb_error *err);
+
+/* ---- durability (durable.c) ---- */
+/* fsync fd; the error names dir/rel. */
+int rs_fsync(int fd, const char *dir, const char *rel, pb_error *err);
+/* fsync every manifest directory, the tablespace directories, the target and the
+ * parents of the directories a restore may have created. */
+int rs_sync_dirs(const rs_target *t, const mf_manifest *m, pb_error *err);
+/* fsync what rs_write_recovery and tablespace_map wrote, and the target directory. */
+int rs_sync_recovery(const rs_target *t, pb_error *err);
+
 /* Where the rebuilt pages go. write == false verifies only (rs_verify, rebase reads). */
 typedef struct rs_ctx {
     repo *repo;
     const chain *chain;
     const char *target_dir; /* NULL when verifying */
+    const rs_target *target; /* set when target_dir is */
     bool delta;
     uint8_t *frame;    /* decompressed frame, PACK_MAX_FRAME_RAW */
     uint8_t *existing; /* delta: the pages already in the target */

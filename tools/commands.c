@@ -6,6 +6,8 @@
 #include "engine/scan.h"
 
 #include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +26,43 @@ static int open_repo(pb_options *o, repo **r, pb_error *err)
     return repo_open(r, &o->repo, err);
 }
 
-/* The local catalog cache: one directory per repository location. */
+/* The repository location as one string per repository: "/srv/r", "/srv/r/" and
+ * "/srv/./r" give one state directory (and a local path resolves through links). */
+static void canonical_location(const char *loc, char *out, size_t cap)
+{
+    char real[PATH_MAX];
+    if (strncmp(loc, "s3://", 5) != 0 && realpath(loc, real))
+        loc = real;
+    size_t n = strlen(loc);
+    while (n > 1 && loc[n - 1] == '/')
+        n--;
+    snprintf(out, cap, "%.*s", (int)n, loc);
+}
+
+/* The local catalog cache: one directory per repository, under the user's own state
+ * directory ($XDG_STATE_HOME, else ~/.local/state), never at a predictable path in a
+ * shared directory such as /tmp where another user could plant it first. The backup
+ * refuses a state directory that is not the user's own or that others may write. */
 static const char *state_dir(pb_options *o, char *buf, size_t cap)
 {
     if (o->state_dir)
         return o->state_dir;
+    char loc[PATH_MAX + 8];
+    canonical_location(o->repo.location, loc, sizeof(loc));
+    uint64_t h = pb_hash64(loc, strlen(loc));
+    const char *xdg = getenv("XDG_STATE_HOME");
+    if (xdg && xdg[0] == '/') {
+        snprintf(buf, cap, "%s/pageback/%016" PRIx64, xdg, h);
+        return buf;
+    }
     const char *home = getenv("HOME");
-    snprintf(buf, cap, "%s/.local/state/pageback/%016" PRIx64, home ? home : "/tmp",
-             pb_hash64(o->repo.location, strlen(o->repo.location)));
+    struct passwd *pw = NULL;
+    if (!home || home[0] != '/')
+        home = (pw = getpwuid(geteuid())) && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir
+                                                                                : NULL;
+    if (!home)
+        return NULL;
+    snprintf(buf, cap, "%s/.local/state/pageback/%016" PRIx64, home, h);
     return buf; /* created by the backup when missing */
 }
 
@@ -52,6 +83,11 @@ int cmd_backup(pb_options *o)
     repo *r = NULL;
     char sd[4096], id[MF_ID_LEN];
     o->backup.state_dir = state_dir(o, sd, sizeof(sd));
+    if (!o->backup.state_dir) {
+        pb_log(PB_LOG_ERROR, "no home directory to keep the local catalog in: set "
+               "--state-dir, PAGEBACK_STATE_DIR, XDG_STATE_HOME or HOME");
+        return 2;
+    }
     int rc = open_repo(o, &r, &err);
     if (rc == 0)
         rc = bk_run(r, &o->backup, id, &err);
@@ -149,11 +185,15 @@ int cmd_rebase(pb_options *o)
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     char id[MF_ID_LEN];
+    repo_lock *lock = NULL;
     int rc = open_repo(o, &r, &err);
+    if (rc == 0)
+        rc = repo_lock_acquire(r, "rebase", &lock, &err);
     if (rc == 0)
         rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, id, &err);
     if (rc == 0)
         printf("synthetic full backup %s written\n", id);
+    repo_lock_release(lock);
     repo_free(r);
     return rc ? report(&err) : 0;
 }

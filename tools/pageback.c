@@ -1,8 +1,10 @@
 /* tools/pageback.c — the pageback command-line program. */
 #include "tools/commands.h"
+#include "common/fault.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct command {
@@ -28,6 +30,12 @@ int main(int argc, char **argv)
         if (strcmp(err.msg, "help") != 0)
             fprintf(stderr, "pageback: %s\n", err.msg);
         opts_usage();
+        opts_free(&opts);
+        return 2;
+    }
+    /* Test-only crash points (docs/GUIDE.md, "Fault injection (tests only)"). */
+    if (pb_fault_init(getenv("PAGEBACK_TEST_FAULT"), &err) != 0) {
+        fprintf(stderr, "pageback: %s\n", err.msg);
         opts_free(&opts);
         return 2;
     }

@@ -3,6 +3,7 @@
 
 #include "engine/archive.h"
 #include "engine/chain.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -203,11 +204,37 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
     if (strncmp(name, ctx->oldest, 8) <= 0 && strncmp(name + 8, ctx->oldest + 8, 16) < 0) {
         delete_one(ctx->r, key, size);
         ctx->removed++;
+        PB_FAULT_POINT("expire.mid-wal");
     }
     return 0;
 }
 
+static int expire_locked(pb_options *o);
+
+/* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
+ * backup builds on a parent it is removing, and no rebase reads one. */
 int cmd_expire(pb_options *o)
+{
+    if (o->retain_full <= 0)
+        return expire_locked(o); /* usage error, reported there */
+    pb_error err = PB_ERROR_INIT;
+    repo *r = NULL;
+    repo_lock *lock = NULL;
+    int rc = repo_open(&r, &o->repo, &err);
+    if (rc == 0)
+        rc = repo_lock_acquire(r, "expire", &lock, &err);
+    if (rc == 0)
+        rc = expire_locked(o);
+    repo_lock_release(lock);
+    repo_free(r);
+    if (rc < 0) {
+        pb_log(PB_LOG_ERROR, "%s", err.msg);
+        return 1;
+    }
+    return rc;
+}
+
+static int expire_locked(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
     if (o->retain_full <= 0) {
@@ -230,10 +257,13 @@ int cmd_expire(pb_options *o)
     }
     if (rc == 0 && fulls < (size_t)o->retain_full)
         keep_from = 0;
-    for (size_t i = 0; rc == 0 && i < keep_from; i++) {
+    /* Newest first: an incremental goes before the backups it needs, so a kill at any
+     * moment leaves every listed backup with its whole chain. */
+    for (size_t i = keep_from; rc == 0 && i-- > 0;) {
         rc = chain_drop(r, ids.ids[i], &err);
         if (rc == 0)
             printf("expired backup %s\n", ids.ids[i]);
+        PB_FAULT_POINT("expire.after-backup");
     }
     if (rc == 0 && keep_from < ids.count) {
         mf_manifest *m = NULL;

@@ -15,9 +15,9 @@ CFLAGS="$CFLAGS $(pkg-config --cflags libzstd libcurl libpq liburing rocksdb lib
 LIBS="$(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash) -lpthread -lstdc++"
 mkdir -p "$OUT/obj"
 objs=()
-for f in common/error.c common/util.c manifest/manifest.c manifest/serialize.c manifest/catalog.c \
-         engine/pack.c engine/archive.c engine/storage.c engine/storage_posix.c \
-         engine/storage_s3.c tools/options.c; do
+cd "$SRC"
+for f in common/*.c manifest/*.c engine/pack.c engine/archive.c engine/storage*.c \
+         tools/options.c; do
     o=$OUT/obj/$(echo "$f" | tr / _).o
     if [ ! -f "$o" ] || [ "$SRC/$f" -nt "$o" ]; then
         $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$SRC/$f" -o "$o"

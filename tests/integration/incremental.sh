@@ -24,7 +24,7 @@ backup() {
     shift
     out=$(pb backup "$@" 2>&1) || { echo "$out" >&2; pb_test_fail "backup ($want) failed"; return 1; }
     id=$(pb_last_id)
-    [ "${id: -1}" = "$want" ] && pb_test_ok "backup $id is of type $want" ||
+    [ "${id:15:1}" = "$want" ] && pb_test_ok "backup $id is of type $want" ||
         { echo "$out" >&2; pb_test_fail "backup $id: expected type $want"; }
     IDS+=("$id")
     DIGEST[$id]=$(pg_digest_all "$SRC")
@@ -129,7 +129,7 @@ pb restore --target-dir "$PB_WORK/r2" --set "$LAST" >/dev/null 2>&1 &&
 # Rebase: a synthetic full from the chain, restorable on its own.
 pb_check "rebase the chain" pb rebase
 SYN=$(pb_last_id)
-pb_assert_eq "${SYN: -1}" S "rebase made a synthetic full"
+pb_assert_eq "${SYN:15:1}" S "rebase made a synthetic full"
 if pb_restore_start "$PB_WORK/rs" --set "$SYN" --tablespace-map "$TSOID=$(tsdir rs)"; then
     pb_assert_eq "$(pg_digest_all "$PB_WORK/rs")" "${DIGEST[$LAST]}" "restore of the synthetic full: digests equal"
     pg_stop "$PB_WORK/rs"

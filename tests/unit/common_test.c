@@ -1,5 +1,6 @@
 /* tests/unit/common_test.c — common/: errors, buffers, LSN text. */
 #include "common/pb.h"
+#include "common/fault.h"
 #include "tests/unit/pbtest.h"
 
 #include <stdlib.h>
@@ -54,10 +55,37 @@ static void test_error(void)
     pb_hasher_free(NULL);
 }
 
+/* The test-only crash switch: only listed points, a positive hit number; nothing armed
+ * means the points are no-ops (this process survives passing one). */
+static void test_fault_spec(void)
+{
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(pb_fault_init(NULL, &err) == 0);
+    PBT_CHECK(pb_fault_init("", &err) == 0);
+    PBT_CHECK(pb_fault_init("no.such-point", &err) == PB_EINVAL);
+    PBT_CHECK(strstr(err.msg, "no.such-point") != NULL);
+    PBT_CHECK(pb_fault_init("backup.after-start:0", &err) == PB_EINVAL);
+    PBT_CHECK(pb_fault_init("backup.after-start:", &err) == PB_EINVAL);
+    PBT_CHECK(pb_fault_init("backup.after-start:2x", &err) == PB_EINVAL);
+    PBT_CHECK(pb_fault_init("backup.after-sta", &err) == PB_EINVAL); /* no prefix match */
+    PBT_CHECK(pb_fault_init("expire.mid-wal:3", &err) == 0);
+    pb_fault_point("expire.mid-wal"); /* hits 1 and 2 of 3: no crash */
+    pb_fault_point("expire.mid-wal");
+    pb_fault_point("backup.after-start"); /* not the armed point */
+    PBT_CHECK(pb_fault_init(NULL, &err) == 0);
+    pb_fault_point("expire.mid-wal");
+    for (size_t i = 0; i < pb_fault_npoints; i++) {
+        PBT_CHECK(pb_fault_init(pb_fault_points[i].name, &err) == 0);
+        PBT_CHECK(pb_fault_points[i].where && pb_fault_points[i].where[0]);
+    }
+    PBT_CHECK(pb_fault_init(NULL, &err) == 0);
+}
+
 int main(void)
 {
     PBT_RUN(test_lsn);
     PBT_RUN(test_buf_reader);
     PBT_RUN(test_error);
+    PBT_RUN(test_fault_spec);
     return PBT_DONE();
 }

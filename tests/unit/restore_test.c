@@ -1,7 +1,10 @@
 /*
  * tests/unit/restore_test.c — restore/ against a chain built in a temporary posix
  * repository: one-pass rebuild from a full + incremental, verify, delta restore,
- * corrupt page hashes, missing WAL (nothing written).
+ * corrupt page hashes, missing WAL (nothing written); the target's safety: links in
+ * the target never written through, hostile manifest paths refused before writing,
+ * a live postmaster.pid refused, every file and directory fsync'ed (fsync is
+ * interposed below to record and fail calls).
  */
 #include "engine/archive.h"
 #include "engine/chain.h"
@@ -10,16 +13,51 @@
 #include "tests/unit/pbtest.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SEG (16u << 20)
 
 static char root[256], repodir[300];
+
+/* fsync of this test binary (the restore library is linked in statically, so its
+ * calls land here): records the paths synced under sync_watch and fails those
+ * under sync_fail. Everything else goes to the kernel. */
+static char sync_watch[300], sync_fail[300];
+static char synced[64][512];
+static int nsynced;
+
+int fsync(int fd)
+{
+    char link[64], path[512];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof(path) - 1);
+    path[n > 0 ? n : 0] = '\0';
+    size_t wl = strlen(sync_watch), fl = strlen(sync_fail);
+    if (wl && strncmp(path, sync_watch, wl) == 0 && nsynced < 64)
+        snprintf(synced[nsynced++], sizeof(synced[0]), "%s", path);
+    if (fl && strncmp(path, sync_fail, fl) == 0) {
+        errno = EIO;
+        return -1;
+    }
+    return (int)syscall(SYS_fsync, fd);
+}
+
+static bool was_synced(const char *path)
+{
+    for (int i = 0; i < nsynced; i++)
+        if (strcmp(synced[i], path) == 0)
+            return true;
+    return false;
+}
 
 static void fill_page(uint8_t *p, int seed)
 {
@@ -322,6 +360,269 @@ static void test_hostile_frame_locations(void)
     }
 }
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    PBT_CHECK(fp != NULL);
+    if (fp) {
+        fputs(text, fp);
+        fclose(fp);
+    }
+}
+
+static repo *chain_repo(const char *name)
+{
+    char dir[300];
+    snprintf(dir, sizeof(dir), "%s/%s", root, name);
+    repo *r = open_repo(dir);
+    build_chain(r, false);
+    push_wal(r, "000000010000000000000001");
+    return r;
+}
+
+/* Delta restore into a target where base/1 is a link to a directory outside, holding
+ * a canary and a stale base/1/100: the link is replaced by a directory, outside
+ * nothing changes. */
+static void test_delta_through_link(void)
+{
+    repo *r = chain_repo("repo-link");
+    char target[300], outside[300], path[400];
+    snprintf(target, sizeof(target), "%s/target-link", root);
+    snprintf(outside, sizeof(outside), "%s/outside-link", root);
+    PBT_CHECK(mkdir(target, 0700) == 0 && mkdir(outside, 0700) == 0);
+    snprintf(path, sizeof(path), "%s/base", target);
+    PBT_CHECK(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof(path), "%s/base/1", target);
+    PBT_CHECK(symlink(outside, path) == 0);
+    snprintf(path, sizeof(path), "%s/canary", outside);
+    write_file(path, "canary\n");
+    snprintf(path, sizeof(path), "%s/100", outside);
+    write_file(path, "stale relation\n");
+    char pgv[400];
+    snprintf(pgv, sizeof(pgv), "%s/PG_VERSION", outside);
+    write_file(pgv, "99\n");
+    snprintf(path, sizeof(path), "%s/PG_VERSION", target);
+    PBT_CHECK(symlink(pgv, path) == 0); /* a file's place taken by a link */
+    rs_opts o = RS_OPTS_INIT;
+    o.target_dir = target;
+    o.delta = true;
+    rs_stats st;
+    pb_error err = PB_ERROR_INIT;
+    int rc = rs_restore(r, &o, &st, &err);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "restore: %s\n", err.msg);
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/canary", outside);
+    PBT_CHECK(file_equals(path, "canary\n", 7));
+    snprintf(path, sizeof(path), "%s/100", outside);
+    PBT_CHECK(file_equals(path, "stale relation\n", 15));
+    PBT_CHECK(file_equals(pgv, "99\n", 3));
+    PBT_CHECK(count_entries(outside) == 3);
+    snprintf(path, sizeof(path), "%s/PG_VERSION", target);
+    PBT_CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && file_equals(path, "15\n", 3));
+    snprintf(path, sizeof(path), "%s/base/1", target);
+    PBT_CHECK(lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
+    snprintf(path, sizeof(path), "%s/base/1/100", target);
+    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    repo_free(r);
+}
+
+/* Store a full backup whose manifest holds base and one hostile entry: a link at
+ * link_at, or a directory at the path bad. The manifest API refuses unsafe paths, a
+ * hostile repository does not have to: that one is patched into the serialised bytes
+ * (over a placeholder of the same length) and the checksum recomputed. */
+static void commit_hostile(repo *r, const char *link_at, const char *link_to, const char *bad)
+{
+    pb_error err = PB_ERROR_INIT;
+    mf_manifest *m = new_backup("20260101-000000F", "", 'F');
+    add_dir(m, "base");
+    char placeholder[64] = "";
+    if (link_at) {
+        mf_file l = {0};
+        l.path = strdup(link_at);
+        l.kind = MF_LINK;
+        l.mode = 0777;
+        l.link_target = strdup(link_to);
+        PBT_CHECK(mf_add_file(m, &l, &err) == 0);
+    } else {
+        memset(placeholder, 'z', strlen(bad));
+        add_dir(m, placeholder);
+    }
+    mf_sort(m);
+    pb_buf raw = {0}, packed = {0};
+    PBT_CHECK(mf_serialize(m, &raw, &err) == 0);
+    if (!link_at) {
+        uint8_t *at = memmem(raw.data, raw.len, placeholder, strlen(placeholder));
+        PBT_CHECK(at != NULL);
+        if (at)
+            memcpy(at, bad, strlen(bad));
+        pb_put_u64(raw.data + raw.len - 8, pb_hash64(raw.data, raw.len - 8));
+    }
+    PBT_CHECK(pack_object_encode(raw.data, raw.len, 3, &packed, &err) == 0);
+    PBT_CHECK(repo_put(r, "backup/20260101-000000F/manifest", packed.data, packed.len,
+                       &err) == 0);
+    pb_buf_free(&raw);
+    pb_buf_free(&packed);
+    mf_free(m);
+    push_wal(r, "000000010000000000000001");
+}
+
+static void test_hostile_manifest(void)
+{
+    const struct {
+        const char *link_at, *bad;
+    } cases[] = {{"base/1", NULL}, {"x", NULL}, {NULL, "../escape"}, {NULL, "/abs"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char dir[300], target[300], outside[300];
+        snprintf(dir, sizeof(dir), "%s/repo-hostile%zu", root, i);
+        snprintf(target, sizeof(target), "%s/target-hostile%zu", root, i);
+        snprintf(outside, sizeof(outside), "%s/outside-hostile%zu", root, i);
+        repo *r = open_repo(dir);
+        commit_hostile(r, cases[i].link_at, outside, cases[i].bad);
+        rs_opts o = RS_OPTS_INIT;
+        o.target_dir = target;
+        rs_stats st;
+        pb_error err = PB_ERROR_INIT;
+        int rc = rs_restore(r, &o, &st, &err);
+        PBT_CHECK(rc == PB_ECORRUPT);
+        const char *named = cases[i].link_at ? cases[i].link_at : cases[i].bad;
+        PBT_CHECK(strstr(err.msg, named) != NULL);
+        if (rc != PB_ECORRUPT || !strstr(err.msg, named))
+            fprintf(stderr, "case %zu: rc %d: %s\n", i, rc, err.msg);
+        PBT_CHECK(access(target, F_OK) != 0); /* refused before anything was written */
+        PBT_CHECK(access(outside, F_OK) != 0);
+        repo_free(r);
+    }
+}
+
+/* A backup that recorded pg_wal as a link (the one other place a link may be): the
+ * restore makes the link and lays out pg_wal/archive_status through it. */
+static void test_wal_link(void)
+{
+    char dir[300], target[300], walto[300], path[400];
+    snprintf(dir, sizeof(dir), "%s/repo-wal", root);
+    snprintf(target, sizeof(target), "%s/target-wal", root);
+    snprintf(walto, sizeof(walto), "%s/wal-elsewhere", root);
+    repo *r = open_repo(dir);
+    pb_error err = PB_ERROR_INIT;
+    mf_manifest *m = new_backup("20260101-000000F", "", 'F');
+    add_dir(m, "base");
+    mf_file l = {0};
+    l.path = strdup("pg_wal");
+    l.kind = MF_LINK;
+    l.mode = 0777;
+    l.link_target = strdup(walto);
+    PBT_CHECK(mf_add_file(m, &l, &err) == 0);
+    add_dir(m, "pg_wal/archive_status");
+    mf_sort(m);
+    PBT_CHECK(chain_commit(r, m, &err) == 0);
+    mf_free(m);
+    push_wal(r, "000000010000000000000001");
+    rs_opts o = RS_OPTS_INIT;
+    o.target_dir = target;
+    rs_stats st;
+    int rc = rs_restore(r, &o, &st, &err);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "restore: %s\n", err.msg);
+    char to[400] = "";
+    snprintf(path, sizeof(path), "%s/pg_wal", target);
+    ssize_t n = readlink(path, to, sizeof(to) - 1);
+    to[n > 0 ? n : 0] = '\0';
+    PBT_CHECK(strcmp(to, walto) == 0);
+    snprintf(path, sizeof(path), "%s/archive_status", walto);
+    PBT_CHECK(access(path, F_OK) == 0);
+    repo_free(r);
+}
+
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    waitpid(pid, NULL, 0);
+    return pid;
+}
+
+/* A live postmaster.pid (this very process) refuses --delta and --force alike and
+ * changes nothing; a stale one (a reaped child) is no obstacle. */
+static void test_running_cluster(void)
+{
+    repo *r = chain_repo("repo-live");
+    char target[300], path[400], pidtext[64], named[64];
+    snprintf(target, sizeof(target), "%s/target-live", root);
+    PBT_CHECK(mkdir(target, 0700) == 0);
+    snprintf(path, sizeof(path), "%s/canary", target);
+    write_file(path, "canary\n");
+    snprintf(path, sizeof(path), "%s/postmaster.pid", target);
+    snprintf(pidtext, sizeof(pidtext), "%ld\n/some/data/dir\n", (long)getpid());
+    snprintf(named, sizeof(named), "PID %ld", (long)getpid());
+    write_file(path, pidtext);
+    for (int force = 0; force < 2; force++) {
+        rs_opts o = RS_OPTS_INIT;
+        o.target_dir = target;
+        o.delta = !force;
+        o.force = force;
+        rs_stats st;
+        pb_error err = PB_ERROR_INIT;
+        PBT_CHECK(rs_restore(r, &o, &st, &err) == PB_ESTATE);
+        PBT_CHECK(strstr(err.msg, "postmaster.pid") && strstr(err.msg, named) != NULL);
+        PBT_CHECK(count_entries(target) == 2);
+        snprintf(path, sizeof(path), "%s/canary", target);
+        PBT_CHECK(file_equals(path, "canary\n", 7));
+    }
+    snprintf(path, sizeof(path), "%s/postmaster.pid", target);
+    snprintf(pidtext, sizeof(pidtext), "%ld\n", (long)dead_pid());
+    write_file(path, pidtext);
+    rs_opts o = RS_OPTS_INIT;
+    o.target_dir = target;
+    o.delta = true;
+    rs_stats st;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(rs_restore(r, &o, &st, &err) == 0);
+    snprintf(path, sizeof(path), "%s/base/1/100", target);
+    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    snprintf(path, sizeof(path), "%s/postmaster.pid", target);
+    PBT_CHECK(access(path, F_OK) != 0); /* pruned: not in the backup */
+    repo_free(r);
+}
+
+/* Every written file and directory is fsync'ed; a failing fsync fails the restore
+ * and names the path. */
+static void test_durability(void)
+{
+    repo *r = chain_repo("repo-sync");
+    char target[300], path[400];
+    snprintf(target, sizeof(target), "%s/target-sync", root);
+    rs_opts o = RS_OPTS_INIT;
+    o.target_dir = target;
+    rs_stats st;
+    pb_error err = PB_ERROR_INIT;
+    snprintf(sync_watch, sizeof(sync_watch), "%s", target);
+    nsynced = 0;
+    PBT_CHECK(rs_restore(r, &o, &st, &err) == 0);
+    const char *must[] = {"", "/base", "/base/1", "/base/1/100", "/PG_VERSION",
+                          "/postgresql.auto.conf", "/recovery.signal"};
+    for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++) {
+        snprintf(path, sizeof(path), "%s%s", target, must[i]);
+        PBT_CHECK(was_synced(path));
+        if (!was_synced(path))
+            fprintf(stderr, "not fsync'ed: %s\n", path);
+    }
+    const char *fail_at[] = {"/base/1/100", "/base/1", "/recovery.signal", ""};
+    for (size_t i = 0; i < sizeof(fail_at) / sizeof(fail_at[0]); i++) {
+        snprintf(sync_fail, sizeof(sync_fail), "%s%s", target, fail_at[i]);
+        o.delta = true;
+        int rc = rs_restore(r, &o, &st, &err);
+        PBT_CHECK(rc == PB_EIO && strstr(err.msg, "fsync") && strstr(err.msg, sync_fail));
+        if (rc != PB_EIO)
+            fprintf(stderr, "fsync failing at %s: restore returned %d\n", sync_fail, rc);
+    }
+    sync_fail[0] = sync_watch[0] = '\0';
+    repo_free(r);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/pb-restore-test.XXXXXX");
@@ -330,6 +631,11 @@ int main(void)
     PBT_RUN(test_restore_chain);
     PBT_RUN(test_corrupt_hash_and_missing_wal);
     PBT_RUN(test_hostile_frame_locations);
+    PBT_RUN(test_delta_through_link);
+    PBT_RUN(test_hostile_manifest);
+    PBT_RUN(test_wal_link);
+    PBT_RUN(test_running_cluster);
+    PBT_RUN(test_durability);
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     if (system(cmd) != 0)

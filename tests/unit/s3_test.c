@@ -450,18 +450,26 @@ static int count_uploads(const char *key)
     return count;
 }
 
-static void test_cleanup(void)
+static void start_upload(const char *key)
 {
     char cmd[4096];
-    /* An orphan: an upload initiated by someone who then died. */
     snprintf(cmd, sizeof(cmd), "/usr/bin/python3 '%s/tests/s3server/s3tool.py' request POST "
-             "'%s/" BUCKET "/cl/orphan/pack?uploads=' > /dev/null", srcdir, endpoint);
+             "'%s/" BUCKET "/%s?uploads=' > /dev/null", srcdir, endpoint, key);
     PBT_CHECK(system(cmd) == 0);
+}
+
+/* Cleanup aborts only the uploads of writers that are gone: under backup/ while we hold
+ * the writer lock (only its holder writes there); WAL uploads (archive-push runs without
+ * the lock) and anything without the lock only when old. */
+static void test_cleanup(void)
+{
+    /* An orphan: an upload initiated by a backup that then died. */
+    start_upload("cl/backup/20261201-000000F/pack/000001");
+    /* A fresh WAL upload: a concurrent archive-push, to be left alone. */
+    start_upload("cl/wal/00000001/000000010000000000000001.zst");
     /* And one outside this repository's prefix, which cleanup must leave alone. */
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 '%s/tests/s3server/s3tool.py' request POST "
-             "'%s/" BUCKET "/elsewhere/pack?uploads=' > /dev/null", srcdir, endpoint);
-    PBT_CHECK(system(cmd) == 0);
-    PBT_CHECK(count_uploads("cl/orphan/pack") == 1);
+    start_upload("elsewhere/pack");
+    PBT_CHECK(count_uploads("cl/backup/20261201-000000F/pack/000001") == 1);
     PBT_CHECK(count_uploads("elsewhere/pack") == 1);
 
     repo_opts o = base_opts("s3://" BUCKET "/cl");
@@ -469,12 +477,64 @@ static void test_cleanup(void)
     if (!r)
         return;
     pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(check_ok(repo_cleanup(r, &e), &e, "cleanup"));
-    PBT_CHECK(count_uploads("cl/orphan/pack") == 0);
+    /* Without the lock a fresh upload may be a live writer's: nothing is aborted. */
+    PBT_CHECK(check_ok(repo_cleanup(r, NULL, &e), &e, "cleanup unlocked"));
+    PBT_CHECK(count_uploads("cl/backup/20261201-000000F/pack/000001") == 1);
+    repo_lock *l = NULL;
+    PBT_CHECK(check_ok(repo_lock_acquire(r, "test", &l, &e), &e, "lock"));
+    PBT_CHECK(check_ok(repo_cleanup(r, l, &e), &e, "cleanup"));
+    PBT_CHECK(count_uploads("cl/backup/20261201-000000F/pack/000001") == 0);
+    PBT_CHECK(count_uploads("cl/wal/00000001/000000010000000000000001.zst") == 1);
     PBT_CHECK(count_uploads("elsewhere/pack") == 1);
     /* Nothing left: a second cleanup is a no-op. */
-    PBT_CHECK(check_ok(repo_cleanup(r, &e), &e, "cleanup again"));
+    PBT_CHECK(check_ok(repo_cleanup(r, l, &e), &e, "cleanup again"));
+    repo_lock_release(l);
     repo_free(r);
+}
+
+/* Create-if-absent: the first writer wins, the second gets PB_EEXIST and the object
+ * keeps the first one's bytes (Swift s3api refuses If-None-Match with 501, so this also
+ * runs the best-effort fallback). */
+static void test_put_new(void)
+{
+    repo_opts o = base_opts("s3://" BUCKET "/pn");
+    repo *r = open_with(&o);
+    if (!r)
+        return;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(check_ok(repo_put_new(r, "wal/seg", "first", 5, &e), &e, "put_new"));
+    PBT_CHECK(repo_put_new(r, "wal/seg", "second", 6, &e) == PB_EEXIST);
+    void *data = NULL;
+    size_t len = 0;
+    PBT_CHECK(check_ok(repo_get(r, "wal/seg", &data, &len, &e), &e, "get"));
+    PBT_CHECK(len == 5 && data && memcmp(data, "first", 5) == 0);
+    free(data);
+    repo_free(r);
+}
+
+/* The writer lock on S3: a second acquirer (another repo handle, as another process
+ * would have) fails naming the holder; after release it succeeds. */
+static void test_lock(void)
+{
+    repo_opts o = base_opts("s3://" BUCKET "/lk");
+    repo *a = open_with(&o), *b = open_with(&o);
+    if (!a || !b) {
+        repo_free(a);
+        repo_free(b);
+        return;
+    }
+    pb_error e = PB_ERROR_INIT;
+    repo_lock *la = NULL, *lb = NULL;
+    PBT_CHECK(check_ok(repo_lock_acquire(a, "backup", &la, &e), &e, "lock a"));
+    PBT_CHECK(repo_lock_acquire(b, "expire", &lb, &e) == PB_ESTATE && !lb);
+    PBT_CHECK(strstr(e.msg, "locked by another writer: backup") != NULL);
+    PBT_CHECK(check_ok(repo_lock_renew(la, &e), &e, "renew"));
+    repo_lock_release(la);
+    PBT_CHECK(repo_stat(a, REPO_LOCK_KEY, NULL, &e) == PB_ENOENT);
+    PBT_CHECK(check_ok(repo_lock_acquire(b, "expire", &lb, &e), &e, "lock b"));
+    repo_lock_release(lb);
+    repo_free(a);
+    repo_free(b);
 }
 
 /* Runs after the server is stopped: every attempt is refused, the error is PB_EREMOTE
@@ -624,6 +684,8 @@ int main(void)
     PBT_RUN(test_virtual_host);
     PBT_RUN(test_auth);
     PBT_RUN(test_cleanup);
+    PBT_RUN(test_put_new);
+    PBT_RUN(test_lock);
     server_stop();
     PBT_RUN(test_server_down);
     PBT_RUN(test_retries);

@@ -1,4 +1,5 @@
 /* tests/unit/storage_test.c — repo_* over the posix driver, key validation, locations. */
+#include "engine/chain.h"
 #include "engine/storage.h"
 #include "tests/unit/pbtest.h"
 
@@ -7,6 +8,7 @@
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -383,13 +385,328 @@ static void test_cleanup(void)
     snprintf(name, sizeof(name), "old-alive.tmp.%ld.0000abcd", (long)getpid());
     make_tmp(name, 300);
     PBT_CHECK(count_files(tmpdir, ".tmp.") == 3);
-    PBT_CHECK(repo_cleanup(r, &e) == 0);
+    PBT_CHECK(repo_cleanup(r, NULL, &e) == 0);
     PBT_CHECK(count_files(tmpdir, ".tmp.") == 2);
     PBT_CHECK(count_files(tmpdir, "old-dead") == 0);
     PBT_CHECK(count_files(tmpdir, "new-dead") == 1);
     PBT_CHECK(count_files(tmpdir, "old-alive") == 1);
     PBT_CHECK(repo_stat(r, "C/keep", NULL, &e) == 0);
     repo_free(r);
+}
+
+/* Deleting a directory's last object beneath backup/ removes the emptied directories below
+ * the top level (an empty backup/<id>/ would read as a backup without a manifest), and a later
+ * put into the same place recreates them. */
+static void test_delete_prunes_empty_dirs(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    char path[4200];
+    struct stat st;
+    PBT_CHECK(repo_put(r, "backup/id1/pack/000001", "a", 1, &e) == 0);
+    PBT_CHECK(repo_put(r, "backup/id1/pack/000002", "b", 1, &e) == 0);
+    PBT_CHECK(repo_put(r, "backup/id2/manifest", "c", 1, &e) == 0);
+    PBT_CHECK(repo_delete(r, "backup/id1/pack/000001", &e) == 0);
+    snprintf(path, sizeof(path), "%s/backup/id1/pack", tmpdir);
+    PBT_CHECK(stat(path, &st) == 0); /* 000002 is still there */
+    PBT_CHECK(repo_delete(r, "backup/id1/pack/000002", &e) == 0);
+    snprintf(path, sizeof(path), "%s/backup/id1", tmpdir);
+    PBT_CHECK(stat(path, &st) != 0);
+    snprintf(path, sizeof(path), "%s/backup", tmpdir);
+    PBT_CHECK(stat(path, &st) == 0); /* the top level stays, and so does id2 */
+    PBT_CHECK(repo_stat(r, "backup/id2/manifest", NULL, &e) == 0);
+    PBT_CHECK(repo_delete(r, "backup/id2/manifest", &e) == 0);
+    PBT_CHECK(stat(path, &st) == 0);
+    PBT_CHECK(repo_put(r, "backup/id1/pack/000001", "a", 1, &e) == 0);
+    PBT_CHECK(repo_stat(r, "backup/id1/pack/000001", NULL, &e) == 0);
+    /* an aborted writer (a failed backup) leaves no empty directory either */
+    repo_writer *w = NULL;
+    PBT_CHECK(repo_writer_open(r, "backup/id3/pack/000001", &w, &e) == 0);
+    PBT_CHECK(w && repo_writer_write(w, "abc", 3, &e) == 0);
+    repo_writer_abort(w);
+    snprintf(path, sizeof(path), "%s/backup/id3", tmpdir);
+    PBT_CHECK(stat(path, &st) != 0);
+    repo_free(r);
+}
+
+/* Every file and directory under dir: files at most 0640, directories at most 0750. */
+static int bad_modes(const char *dir, mode_t fmode, mode_t dmode)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 1;
+    int bad = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if ((st.st_mode & 07777) != dmode) {
+                fprintf(stderr, "  %s: mode %04o\n", p, (unsigned)(st.st_mode & 07777));
+                bad++;
+            }
+            bad += bad_modes(p, fmode, dmode);
+        } else if ((st.st_mode & 07777) != fmode) {
+            fprintf(stderr, "  %s: mode %04o\n", p, (unsigned)(st.st_mode & 07777));
+            bad++;
+        }
+    }
+    closedir(d);
+    return bad;
+}
+
+/* Defect 4: a umask of 000 must not widen what the repository creates. */
+static void test_umask_000(void)
+{
+    char root[600];
+    snprintf(root, sizeof(root), "%s/um", tmpdir);
+    PBT_CHECK(mkdir(root, 0750) == 0);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = root;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    if (!r)
+        return;
+    mode_t old = umask(0);
+    PBT_CHECK(repo_put(r, "backup/a/b/obj", "x", 1, &e) == 0);
+    PBT_CHECK(repo_put_new(r, "wal/00000001/seg", "y", 1, &e) == 0);
+    repo_writer *w = NULL;
+    PBT_CHECK(repo_writer_open(r, "backup/a/pack/000001", &w, &e) == 0);
+    if (w) {
+        PBT_CHECK(repo_writer_write(w, "zz", 2, &e) == 0);
+        PBT_CHECK(repo_writer_commit(w, &e) == 0);
+    }
+    repo_lock *l = NULL;
+    PBT_CHECK(repo_lock_acquire(r, "test", &l, &e) == 0);
+    umask(old);
+    PBT_CHECK(bad_modes(root, 0640, 0750) == 0);
+    repo_lock_release(l);
+    repo_free(r);
+}
+
+/* As root in a repository another user owns, what we create is given to that user
+ * (archive-push runs as the owner and must read and extend it). Checked only as root. */
+static void test_root_gives_away(void)
+{
+    if (geteuid() != 0)
+        return;
+    char root[600], p[700];
+    snprintf(root, sizeof(root), "%s/owned", tmpdir);
+    PBT_CHECK(mkdir(root, 0750) == 0 && chown(root, 65534, 65534) == 0);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = root;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    PBT_CHECK(r && repo_put(r, "wal/00000001/x", "x", 1, &e) == 0);
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/wal/00000001/x", root);
+    PBT_CHECK(stat(p, &st) == 0 && st.st_uid == 65534 && st.st_gid == 65534);
+    snprintf(p, sizeof(p), "%s/wal/00000001", root);
+    PBT_CHECK(stat(p, &st) == 0 && st.st_uid == 65534);
+    repo_free(r);
+}
+
+/* Defect 11 (storage level): of racing create-if-absent writers exactly one wins and
+ * the object holds the winner's bytes. */
+static void test_put_new_race(void)
+{
+    enum { N = 8 };
+    pid_t kids[N];
+    int go[2];
+    PBT_CHECK(pipe(go) == 0);
+    for (int i = 0; i < N; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            char c;
+            close(go[1]);
+            if (read(go[0], &c, 1) != 0)
+                _exit(3);
+            repo *r = open_repo();
+            pb_error e = PB_ERROR_INIT;
+            char body[32];
+            int n = snprintf(body, sizeof(body), "writer %d", i);
+            int rc = r ? repo_put_new(r, "race/obj", body, (size_t)n, &e) : -100;
+            repo_free(r);
+            _exit(rc == 0 ? 0 : rc == PB_EEXIST ? 1 : 2);
+        }
+    }
+    close(go[0]);
+    close(go[1]); /* all start at once */
+    int winners = 0, losers = 0, winner = -1;
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        waitpid(kids[i], &st, 0);
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 9;
+        if (code == 0) {
+            winners++;
+            winner = i;
+        } else if (code == 1) {
+            losers++;
+        }
+    }
+    PBT_CHECK(winners == 1 && losers == N - 1);
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    void *data = NULL;
+    size_t len = 0;
+    char want[32];
+    snprintf(want, sizeof(want), "writer %d", winner);
+    PBT_CHECK(r && repo_get(r, "race/obj", &data, &len, &e) == 0);
+    PBT_CHECK(data && len == strlen(want) && memcmp(data, want, len) == 0);
+    free(data);
+    char dir[600];
+    snprintf(dir, sizeof(dir), "%s/race", tmpdir);
+    PBT_CHECK(count_files(dir, ".tmp.") == 0);
+    repo_free(r);
+}
+
+/* Defect 3: the writer lock. A live holder (another process) makes the second acquirer
+ * fail at once naming it; once the holder is killed -9, the lock is taken over. */
+static void test_lock(void)
+{
+    int ready[2];
+    PBT_CHECK(pipe(ready) == 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        close(ready[0]);
+        repo *r = open_repo();
+        repo_lock *l = NULL;
+        pb_error e = PB_ERROR_INIT;
+        int rc = r ? repo_lock_acquire(r, "backup", &l, &e) : -1;
+        if (write(ready[1], rc == 0 ? "1" : "0", 1) != 1)
+            _exit(2);
+        pause(); /* killed by the parent */
+        _exit(0);
+    }
+    close(ready[1]);
+    char c = 0;
+    PBT_CHECK(read(ready[0], &c, 1) == 1 && c == '1');
+    close(ready[0]);
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    repo_lock *l = NULL;
+    double t0 = pb_now();
+    PBT_CHECK(repo_lock_acquire(r, "expire", &l, &e) == PB_ESTATE && !l);
+    PBT_CHECK(pb_now() - t0 < 1.0); /* at once, no waiting */
+    char pidtxt[64];
+    snprintf(pidtxt, sizeof(pidtxt), "backup by user");
+    PBT_CHECK(strstr(e.msg, pidtxt) != NULL);
+    snprintf(pidtxt, sizeof(pidtxt), "pid %ld", (long)kid);
+    PBT_CHECK(strstr(e.msg, pidtxt) != NULL);
+    if (!strstr(e.msg, pidtxt))
+        fprintf(stderr, "  %s\n", e.msg);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    PBT_CHECK(repo_lock_acquire(r, "expire", &l, &e) == 0 && l);
+    PBT_CHECK(repo_lock_renew(l, &e) == 0);
+    repo_lock_release(l);
+    PBT_CHECK(repo_stat(r, REPO_LOCK_KEY, NULL, &e) == PB_ENOENT);
+    repo_free(r);
+}
+
+/* Writes a lock as a writer on another host would have left it, renewed age s ago. */
+static void plant_lock(const char *host, long age, bool damage)
+{
+    char body[512], text[600], path[700];
+    int n = snprintf(body, sizeof(body),
+                     "pageback-writer-lock 1\ntoken=0123456789abcdef0123456789abcdef\n"
+                     "owner=backup\nuser=someone\nhost=%s\nboot=b\npid=1\npid_start=1\n"
+                     "started=%ld\nrenewed=%ld\nlease=600\n",
+                     host, (long)time(NULL) - age, (long)time(NULL) - age);
+    n = snprintf(text, sizeof(text), "%scheck=%016llx\n", body,
+                 (unsigned long long)pb_hash64(body, (size_t)n));
+    if (damage)
+        text[30] ^= 1;
+    snprintf(path, sizeof(path), "%s/lock", tmpdir);
+    mkdir(path, 0750);
+    snprintf(path, sizeof(path), "%s/" REPO_LOCK_KEY, tmpdir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fwrite(text, 1, (size_t)n, f);
+        fclose(f);
+    }
+}
+
+/* Another host's lock is honoured while its lease runs, taken over once it ran out; a
+ * damaged lock file that no process holds is the debris of a crash. */
+static void test_lock_lease(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    repo_lock *l = NULL;
+    plant_lock("otherhost", 10, false);
+    PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == PB_ESTATE && !l);
+    PBT_CHECK(strstr(e.msg, "pid 1 on host otherhost") != NULL);
+    plant_lock("otherhost", 700, false);
+    PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == 0 && l);
+    repo_lock_release(l);
+    l = NULL;
+    plant_lock("otherhost", 10, true);
+    PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == 0 && l);
+    repo_lock_release(l);
+    repo_free(r);
+}
+
+/* Defect 9: with the lock held, a live-looking temp file under backup/ (its pid is ours,
+ * it is fresh) is a dead writer's: removed, with its directories. Without the lock it is
+ * kept. */
+static void test_cleanup_locked(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    char name[700];
+    snprintf(name, sizeof(name), "%s/backup", tmpdir);
+    mkdir(name, 0750);
+    snprintf(name, sizeof(name), "%s/backup/x1", tmpdir);
+    PBT_CHECK(mkdir(name, 0750) == 0);
+    snprintf(name, sizeof(name), "%s/backup/x1/pack.tmp.%ld.0000abcd", tmpdir, (long)getpid());
+    FILE *f = fopen(name, "w");
+    PBT_CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    snprintf(name, sizeof(name), "wal-fresh.tmp.%ld.0000abcd", (long)getpid());
+    make_tmp(name, 0);
+    PBT_CHECK(repo_cleanup(r, NULL, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, "pack.tmp.") == 1);
+    repo_lock *l = NULL;
+    PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == 0);
+    PBT_CHECK(repo_cleanup(r, l, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, "pack.tmp.") == 0);
+    PBT_CHECK(count_files(tmpdir, "wal-fresh") == 1); /* not under backup/: kept */
+    struct stat st;
+    snprintf(name, sizeof(name), "%s/backup/x1", tmpdir);
+    PBT_CHECK(stat(name, &st) != 0); /* its empty directory went too */
+    repo_lock_release(l);
+    repo_free(r);
+}
+
+/* Defect 3: ids unique within one second, type letter still at index 15, sorting by
+ * the second first. */
+static void test_ids_same_second(void)
+{
+    enum { N = 200 };
+    static char ids[N][MF_ID_LEN];
+    for (int i = 0; i < N; i++)
+        chain_new_id(ids[i], i % 2 ? 'I' : 'F', NULL);
+    int dup = 0, same_second = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++) {
+            dup += strcmp(ids[i], ids[j]) == 0;
+            same_second += strncmp(ids[i], ids[j], 15) == 0;
+        }
+    PBT_CHECK(dup == 0);
+    PBT_CHECK(same_second > 0); /* the case that matters did happen */
+    PBT_CHECK(ids[0][15] == 'F' && ids[1][15] == 'I');
+    char later[MF_ID_LEN];
+    chain_new_id(later, 'I', ids[N - 1]);
+    PBT_CHECK(strncmp(later, ids[N - 1], 15) > 0);
 }
 
 int main(void)
@@ -405,6 +722,14 @@ int main(void)
     PBT_RUN(test_list);
     PBT_RUN(test_writer);
     PBT_RUN(test_cleanup);
+    PBT_RUN(test_delete_prunes_empty_dirs);
+    PBT_RUN(test_umask_000);
+    PBT_RUN(test_root_gives_away);
+    PBT_RUN(test_put_new_race);
+    PBT_RUN(test_lock);
+    PBT_RUN(test_lock_lease);
+    PBT_RUN(test_cleanup_locked);
+    PBT_RUN(test_ids_same_second);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
 }

@@ -1,0 +1,44 @@
+/* engine/storage_posix_internal.h — what the posix driver's files share. Private to
+ * storage_posix.c and storage_posix_excl.c. */
+#ifndef PB_ENGINE_STORAGE_POSIX_INTERNAL_H
+#define PB_ENGINE_STORAGE_POSIX_INTERNAL_H
+
+#include "engine/storage_internal.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Modes of everything the driver creates, whatever the umask (the repository holds
+ * pg_authid's pages): owner read/write, group read, nothing for others. The group bit
+ * lets a backup user in the postgres group read what archive-push wrote. */
+#define POSIX_FILE_MODE 0640
+#define POSIX_DIR_MODE 0750
+#define POSIX_TMP_MARK ".tmp."
+
+typedef struct posix_repo {
+    int dirfd;  /* the repository directory; every path is resolved relative to it */
+    char *root; /* for messages */
+    /* Run as root in a repository that belongs to another user (the postgres user, as
+     * the tools set it up): what we create is given to that user, so archive-push,
+     * running as postgres, can still read and extend a repository a root backup wrote
+     * into despite the 0640/0750 modes. */
+    bool give_away;
+    uid_t owner_uid;
+    gid_t owner_gid;
+} posix_repo;
+
+int posix_write_all(int fd, const void *data, size_t len);
+/* "a/b/c" -> "a/b", "c" -> ".". */
+void posix_parent_of(const char *key, char *out, size_t cap);
+int posix_fsync_dir(posix_repo *pr, const char *dir, pb_error *err);
+/* A fresh temp file beside key (parents created, mode POSIX_FILE_MODE). */
+int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
+                   pb_error *err);
+
+int posix_put_new(void *impl, const char *key, const void *data, size_t len, int *hold_fd,
+                  pb_error *err);
+int posix_lock_probe(void *impl, const char *key, int *fd, pb_error *err);
+int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, size_t len,
+                       pb_error *err);
+
+#endif

@@ -1,0 +1,84 @@
+#!/bin/bash
+# tests/deps_test.sh — the dependency rules of docs/DESIGN.md ("Rooms and arrows"),
+# checked on every #include of the tree. Fails when an include crosses a forbidden
+# arrow or a third-party header appears outside the one file that owns it.
+# Ends with "N passed, N failed".
+set -u
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "$SRC" || exit 1
+passed=0
+failed=0
+
+# Which project headers each room may include (besides its own room's headers).
+allowed_for() {
+    case $1 in
+        common) echo "" ;;
+        manifest) echo "common/pb.h" ;;
+        engine) echo "common/ manifest/manifest.h" ;;
+        # restore/ may use the repository (storage), pack reading, the chain and the
+        # WAL archive; never the backup path (walk, scan, page, backup, pgconn).
+        restore) echo "common/ manifest/manifest.h engine/storage.h engine/pack.h \
+engine/chain.h engine/archive.h" ;;
+        tools) echo "common/ manifest/ engine/ restore/restore.h" ;;
+    esac
+}
+
+# Third-party headers and the only files allowed to include them.
+owner_of() {
+    case $1 in
+        rocksdb/*) echo "manifest/catalog.c" ;;
+        curl/*) echo "engine/storage_s3.c" ;;
+        libpq-fe.h) echo "engine/pgconn.c" ;;
+        liburing.h) echo "engine/scan.c" ;;
+        zstd.h) echo "engine/pack.c" ;;
+        xxhash.h) echo "common/util.c" ;;
+        *) echo "" ;;
+    esac
+}
+
+fail() {
+    echo "FAIL $*"
+    failed=$((failed + 1))
+}
+
+check_project_include() {
+    local file=$1 room=$2 inc=$3 ok=0 a
+    # A bare name ("pb.h") is resolved beside the including file, as the compiler does.
+    case $inc in */*) ;; *) inc=$(dirname "$file")/$inc ;; esac
+    case $inc in "$room"/*) ok=1 ;; esac
+    for a in $(allowed_for "$room"); do
+        case $a in
+            */) case $inc in "$a"*) ok=1 ;; esac ;;
+            *) [ "$inc" = "$a" ] && ok=1 ;;
+        esac
+    done
+    # A private header (*_internal.h) is for its own folder only.
+    case $inc in
+        *_internal.h) [ "$(dirname "$inc")" = "$(dirname "$file")" ] || ok=0 ;;
+    esac
+    if [ $ok = 1 ]; then passed=$((passed + 1)); else fail "$file includes \"$inc\" ($room/ may not)"; fi
+}
+
+check_system_include() {
+    local file=$1 inc=$2 owner
+    owner=$(owner_of "$inc")
+    [ -z "$owner" ] && return
+    if [ "$file" = "$owner" ]; then passed=$((passed + 1)); else
+        fail "$file includes <$inc>, which only $owner may include"
+    fi
+}
+
+for file in $(git ls-files 'common/*.[ch]' 'manifest/*.[ch]' 'engine/*.[ch]' \
+    'restore/*.[ch]' 'tools/*.[ch]' 'engine/**/*.[ch]' | sort -u); do
+    room=${file%%/*}
+    while IFS= read -r line; do
+        if [[ $line =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]+\"([^\"]+)\" ]]; then
+            check_project_include "$file" "$room" "${BASH_REMATCH[1]}"
+        elif [[ $line =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]+\<([^\>]+)\> ]]; then
+            check_system_include "$file" "${BASH_REMATCH[1]}"
+        fi
+    done <"$file"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
