@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/pb.h"
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 
 /* Store the file at path (its basename is the WAL file name). */
 int arch_push(repo *r, const char *path, pb_error *err);

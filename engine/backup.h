@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/pb.h"
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 #include "manifest/manifest.h"
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "common/pb.h"
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 #include "manifest/manifest.h"
 
 /* Ids of committed backups in id order (the time each was made, not the state it holds:

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "common/pb.h"
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 
 typedef struct pack_writer pack_writer;
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "common/pb.h"
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 #include "manifest/manifest.h"
 
 typedef enum rs_target_kind {

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "engine/backup.h"
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 #include "restore/restore.h"
 
 #define PB_MAX_TBLSPC_MAP 64

@@ -3,7 +3,7 @@
  * (s3_xml_get / s3_xml_block in engine/storage_s3.c), walked the way the driver reads a
  * ListObjectsV2 page, a ListMultipartUploads page, an error answer and an upload id.
  */
-#include "engine/storage_internal.h"
+#include "engine/storage/storage_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,10 +1,11 @@
-/* engine/storage_internal.h — the driver vtable behind repo_*. Private to engine/. */
+/* engine/storage/storage_internal.h — the driver vtable behind repo_*. Private to
+ * engine/storage/ (and its unit tests). */
 #ifndef PB_ENGINE_STORAGE_INTERNAL_H
 #define PB_ENGINE_STORAGE_INTERNAL_H
 
 #include <stdbool.h>
 
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 
 #include <stdbool.h>
 

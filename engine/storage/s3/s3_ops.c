@@ -14,7 +14,7 @@
  * Easy handles are kept in a small pool per repository so connections are reused and
  * several threads may use one repository at once.
  */
-#include "engine/storage_internal.h"
+#include "engine/storage/storage_internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * engine/storage.h — the repository storage interface (prefix repo_).
+ * engine/storage/storage.h — the repository storage interface (prefix repo_).
  * One small interface, two drivers: posix (a local directory) and s3
  * (S3-compatible object storage through libcurl). Keys are '/'-separated
  * relative names such as "backup/20261130-101500F/pack/000001".

@@ -1,5 +1,5 @@
 /*
- * engine/storage_lock.c — the writer lock held in the repository (storage.h,
+ * engine/storage/storage_lock.c — the writer lock held in the repository (storage.h,
  * REPO_LOCK_KEY): one backup, expire or rebase at a time per repository, whichever
  * host, user or state directory it runs from.
  *
@@ -19,7 +19,7 @@
  * succeed in a narrow window; the read-back of the token after creation catches the
  * loser whose object was overwritten before it looked.
  */
-#include "engine/storage_internal.h"
+#include "engine/storage/storage_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,9 +1,9 @@
-/* engine/storage_posix_internal.h — what the posix driver's files share. Private to
- * storage_posix.c and storage_posix_excl.c. */
+/* engine/storage/posix_internal.h — what the posix driver's files share. Private to
+ * posix.c and posix_excl.c. */
 #ifndef PB_ENGINE_STORAGE_POSIX_INTERNAL_H
 #define PB_ENGINE_STORAGE_POSIX_INTERNAL_H
 
-#include "engine/storage_internal.h"
+#include "engine/storage/storage_internal.h"
 
 #include <stdbool.h>
 #include <sys/types.h>

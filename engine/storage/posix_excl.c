@@ -1,5 +1,5 @@
 /*
- * engine/storage_posix_excl.c — exclusive creation in the posix driver: create-if-absent
+ * engine/storage/posix_excl.c — exclusive creation in the posix driver: create-if-absent
  * objects (archive-push of a WAL segment that a racing pusher may be writing too) and
  * the writer lock file.
  *
@@ -12,7 +12,7 @@
  * which the link keeps), so there is no moment at which the lock exists unlocked and a
  * prober could take it for the debris of a dead writer.
  */
-#include "engine/storage_posix_internal.h"
+#include "engine/storage/posix_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * engine/storage_posix.c — the posix repository driver: each object is a file under
+ * engine/storage/posix.c — the posix repository driver: each object is a file under
  * the repository directory, its key the path relative to that directory.
  *
  * Atomicity: an object is written to "<key>.tmp.<pid>.<random>", made durable with
@@ -9,15 +9,15 @@
  * dropped from the cache (POSIX_FADV_DONTNEED) once it is on disk; the backup must
  * not evict the database's hot data with its own output.
  *
- * Permissions: objects 0640 and directories 0750 (storage_posix_internal.h), set at
+ * Permissions: objects 0640 and directories 0750 (posix_internal.h), set at
  * creation and never widened by a lax umask; the repository holds pg_authid. Run
  * archive-push and backup as the same user (the postgres user), as the tools do; a
  * root process writing into a repository that another user owns gives what it creates
  * to that user, so the owner can still read and extend it.
  *
- * Create-if-absent objects and the writer lock file live in storage_posix_excl.c.
+ * Create-if-absent objects and the writer lock file live in posix_excl.c.
  */
-#include "engine/storage_posix_internal.h"
+#include "engine/storage/posix_internal.h"
 #include "common/fault.h"
 
 #include <dirent.h>

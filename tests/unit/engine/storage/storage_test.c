@@ -1,6 +1,6 @@
-/* tests/unit/storage_test.c — repo_* over the posix driver, key validation, locations. */
+/* tests/unit/engine/storage/storage_test.c — repo_* over the posix driver, key validation, locations. */
 #include "engine/chain.h"
-#include "engine/storage.h"
+#include "engine/storage/storage.h"
 #include "tests/unit/pbtest.h"
 
 #include <dirent.h>

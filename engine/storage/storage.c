@@ -1,12 +1,12 @@
 /*
- * engine/storage.c — the repo_* interface: parses the location, picks a driver and
- * forwards every call through the driver vtable (engine/storage_internal.h).
+ * engine/storage/storage.c — the repo_* interface: parses the location, picks a driver and
+ * forwards every call through the driver vtable (engine/storage/storage_internal.h).
  *
  * Key validation lives here, once, so both drivers see only well-formed keys: a key
  * that could escape the repository root ("..", a leading '/') or that names a
  * directory rather than an object (empty components) is refused before any I/O.
  */
-#include "engine/storage_internal.h"
+#include "engine/storage/storage_internal.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -6,8 +6,8 @@
  * unit tests run from the build directory, e.g. build/tests/unit/s3_test run in build/).
  * If the server cannot start the test fails: it never skips.
  */
-#include "engine/storage.h"
-#include "engine/storage_internal.h"
+#include "engine/storage/storage.h"
+#include "engine/storage/storage_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <curl/curl.h>
