@@ -2,7 +2,6 @@
 #include "tools/commands.h"
 #include "common/fault.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +38,6 @@ int main(int argc, char **argv)
         opts_free(&opts);
         return 2;
     }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     int rc = 2;
     size_t i;
     for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
@@ -51,7 +49,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "pageback: unknown command '%s'\n", opts.command);
         opts_usage();
     }
-    curl_global_cleanup();
     opts_free(&opts);
     return rc;
 }

@@ -1,9 +1,9 @@
 /*
  * tests/fuzz/fuzz_s3xml.c — libFuzzer target for the S3 driver's XML reading
- * (s3_xml_get / s3_xml_block in engine/storage_s3.c), walked the way the driver reads a
+ * (s3_xml_get / s3_xml_block in engine/storage/s3/s3_xml.c), walked the way the driver reads a
  * ListObjectsV2 page, a ListMultipartUploads page, an error answer and an upload id.
  */
-#include "engine/storage/storage_internal.h"
+#include "engine/storage/s3/s3_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

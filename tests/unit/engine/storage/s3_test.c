@@ -1,16 +1,18 @@
 /*
- * tests/unit/s3_test.c — the S3 driver against a real S3-compatible server that checks
- * SigV4 signatures (OpenStack Swift + s3api, started by tests/s3server/start.sh).
+ * tests/unit/engine/storage/s3_test.c — the S3 driver against a real S3-compatible
+ * server that checks SigV4 signatures (OpenStack Swift + s3api, started by
+ * tests/s3server/start.sh).
  *
  * The scripts are found through PB_SRCDIR (the source tree root; default "..", since
- * unit tests run from the build directory, e.g. build/tests/unit/s3_test run in build/).
+ * unit tests run from the build directory, e.g. build/tests/unit/engine/storage/s3_test
+ * run in build/). libcurl is the driver's own business (it initialises it once): this
+ * test does not include it.
  * If the server cannot start the test fails: it never skips.
  */
 #include "engine/storage/storage.h"
 #include "engine/storage/storage_internal.h"
 #include "tests/unit/pbtest.h"
 
-#include <curl/curl.h>
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,7 @@
 
 #define BUCKET "pbtest"
 
-/* Test hook in engine/storage_s3.c. */
+/* Test hook in engine/storage/s3/s3_ops.c. */
 void repo_s3_test_set_list_page(void *impl, unsigned max_keys);
 
 static char tmpdir[] = "/tmp/pb-s3-test-XXXXXX";
@@ -662,7 +664,6 @@ static void test_retries(void)
 
 int main(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     const char *s = getenv("PB_SRCDIR");
     snprintf(srcdir, sizeof(srcdir), "%s", s && *s ? s : "..");
     if (!mkdtemp(tmpdir)) {
@@ -690,6 +691,5 @@ int main(void)
     PBT_RUN(test_server_down);
     PBT_RUN(test_retries);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    curl_global_cleanup();
     return PBT_DONE();
 }
