@@ -10,7 +10,7 @@
 #     (several rounds): one wins, the other fails naming the segment, and the archive
 #     holds the winner's bytes.
 # Posix repository only (modes, paths); the S3 lock and create-if-absent are covered
-# by tests/unit/s3_test.c.
+# by tests/unit/engine/storage/s3_test.c.
 source "$(dirname "$0")/pb_lib.sh"
 [ "$PB_REPO_KIND" = posix ] || { echo "concurrency.sh: posix repository only"; exit 0; }
 pb_setup

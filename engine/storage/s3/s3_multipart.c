@@ -3,10 +3,11 @@
  * objects such as packs): multipart upload with parts in flight on threads.
  *
  * Nothing is visible before commit: an object that fits in one part goes out as a single
- * PUT at commit; a larger one as a multipart upload, initiated when the first part is
- * full, completed at commit, and aborted on any failure (repo_cleanup removes what an
- * abort could not). The writer holds nslots part buffers (s3_parallel): one filling, the
- * others uploading, so memory stays at nslots parts whatever the object's size.
+ * PUT at commit; a larger one as a multipart upload, initiated when more data follows a
+ * full part, completed at commit, and aborted on any failure (repo_cleanup removes what
+ * an abort could not). The writer holds nslots part buffers (repo_opts.s3_parallel): one
+ * filling, the others uploading, so memory stays at nslots parts whatever the object's
+ * size.
  */
 #include "engine/storage/s3/s3_internal.h"
 
