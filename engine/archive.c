@@ -123,8 +123,12 @@ static int check_segment(const uint8_t *raw, size_t len, const char *name, const
     uint16_t info = pb_get_u16(raw + 2);
     uint32_t page_tli = pb_get_u32(raw + 4);
     uint64_t addr = pb_get_u64(raw + 8);
-    if (!(info & XLP_LONG_HEADER) || addr != segno * len || page_tli == 0 || page_tli > tli ||
-        pb_get_u32(raw + 32) != len || pb_get_u32(raw + 36) != PB_PAGE_SIZE)
+    if (!(info & XLP_LONG_HEADER) || pb_get_u32(raw + 32) != len ||
+        pb_get_u32(raw + 36) != PB_PAGE_SIZE)
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s does not start with a long "
+                       "page header for %zu-byte segments of %u-byte pages", key, len,
+                       PB_PAGE_SIZE);
+    if (addr != segno * len || page_tli == 0 || page_tli > tli)
         return pb_fail(err, PB_ECORRUPT, "archived WAL object %s holds another segment "
                        "(first page at LSN %X/%X of timeline %u, expected %X/%X)", key,
                        (unsigned)(addr >> 32), (unsigned)addr, page_tli,

@@ -49,7 +49,7 @@ static void push_segment(repo *r, uint32_t tli, uint64_t segno, uint64_t end)
         pb_put_u64(page + 8, segno * SEG + p * BLCK);
         if (p == 0) { /* the long header: XLP_LONG_HEADER, segment and block size */
             pb_put_u16(page + 2, 0x0002);
-            pb_put_u32(page + 32, SEG);
+            pb_put_u32(page + 32, (uint32_t)SEG);
             pb_put_u32(page + 36, BLCK);
         }
         for (uint64_t k = p == 0 ? 40 : 24; k < BLCK && p * BLCK + k < end; k++)
