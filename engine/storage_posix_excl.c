@@ -11,9 +11,19 @@
  * The lock file is flock'ed before it gets its name (the flock belongs to the inode,
  * which the link keeps), so there is no moment at which the lock exists unlocked and a
  * prober could take it for the debris of a dead writer.
+ *
+ * Temp files: every writer of the driver holds a flock on its temp file from creation
+ * until the file has its final name (or is removed), and the kernel drops it when the
+ * writer dies, however it dies. So a temp file whose flock we obtain is proof that its
+ * writer is gone, on this host or (NFSv4 locks) another; no pid or age guess is needed.
+ * That is what lets archive-push, which runs without the writer lock, remove what a
+ * killed push of the same segment left, while a concurrent push of it goes on.
  */
 #include "engine/storage_posix_internal.h"
 
+#include "common/fault.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -46,14 +56,18 @@ int posix_put_new(void *impl, const char *key, const void *data, size_t len, int
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
     else if (fdatasync(fd) < 0)
         rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
-    else if (hold_fd && flock(fd, LOCK_EX | LOCK_NB) < 0)
-        rc = pb_fail_errno(err, PB_EIO, "cannot lock %s/%s", pr->root, tmp);
-    else if (linkat(pr->dirfd, tmp, pr->dirfd, key, 0) < 0)
+    if (rc == 0)
+        PB_FAULT_POINT("put-new.after-temp-write");
+    /* The temp file is flock'ed since posix_open_tmp: for the writer lock (hold_fd) that
+     * flock is the lock's, from its first moment under its name. */
+    if (rc == 0 && linkat(pr->dirfd, tmp, pr->dirfd, key, 0) < 0)
         rc = errno == EEXIST ? pb_fail(err, PB_EEXIST, "object %s/%s exists already",
                                        pr->root, key)
                              : pb_fail_errno(err, PB_EIO, "cannot link %s/%s to %s", pr->root,
                                              tmp, key);
-    (void)unlinkat(pr->dirfd, tmp, 0);
+    if (rc == 0)
+        PB_FAULT_POINT("put-new.after-link");
+    (void)unlinkat(pr->dirfd, tmp, 0); /* still flock'ed: no cleaner takes it meanwhile */
     if (rc == 0) {
         char parent[PATH_MAX];
         posix_parent_of(key, parent, sizeof(parent));
@@ -114,4 +128,82 @@ int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, si
     if (ftruncate(fd, (off_t)len) < 0 || fdatasync(fd) < 0)
         return pb_fail_errno(err, PB_EIO, "cannot write lock %s/%s", pr->root, key);
     return 0;
+}
+
+/* ---- temp files: the flock that proves a writer alive --------------------------------- */
+
+int posix_lock_tmp(posix_repo *pr, int fd, const char *tmp, pb_error *err)
+{
+    while (flock(fd, LOCK_EX) < 0)
+        if (errno != EINTR)
+            return pb_fail_errno(err, PB_EIO, "cannot lock temp file %s/%s", pr->root, tmp);
+    /* Between our create and our flock the file was unlocked: a cleaner may have taken
+     * it for a dead writer's and removed it. Then the name is gone (or another file's). */
+    if (!same_file(pr, tmp, fd))
+        return pb_fail(err, PB_ENOENT, "temp file %s/%s was removed as it was created",
+                       pr->root, tmp);
+    return 0;
+}
+
+int posix_remove_abandoned(posix_repo *pr, const char *tmp, bool *removed, pb_error *err)
+{
+    *removed = false;
+    int fd = openat(pr->dirfd, tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0; /* finished or removed meanwhile */
+        if (errno == EACCES || errno == ELOOP) {
+            pb_debug("temp file %s/%s cannot be opened to probe its writer: left alone",
+                     pr->root, tmp);
+            return 0;
+        }
+        return pb_fail_errno(err, PB_EIO, "cannot open temp file %s/%s", pr->root, tmp);
+    }
+    int rc = 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK) /* EWOULDBLOCK: its writer lives */
+            rc = pb_fail_errno(err, PB_EIO, "cannot probe the lock of temp file %s/%s",
+                               pr->root, tmp);
+    } else if (same_file(pr, tmp, fd)) {
+        /* Checked under the flock: a writer that finished between our open and our
+         * flock removed the name, so what we hold may be its object's inode now. */
+        if (unlinkat(pr->dirfd, tmp, 0) == 0)
+            *removed = true;
+        else if (errno != ENOENT)
+            rc = pb_fail_errno(err, PB_EIO, "cannot remove temp file %s/%s", pr->root, tmp);
+    }
+    close(fd);
+    return rc;
+}
+
+int posix_cleanup_key(void *impl, const char *key, pb_error *err)
+{
+    posix_repo *pr = impl;
+    char parent[PATH_MAX], mark[PATH_MAX], tmp[PATH_MAX];
+    posix_parent_of(key, parent, sizeof(parent));
+    const char *base = strrchr(key, '/');
+    int mlen = snprintf(mark, sizeof(mark), "%s" POSIX_TMP_MARK, base ? base + 1 : key);
+    int dfd = openat(pr->dirfd, parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : pb_fail_errno(err, PB_EIO, "cannot open directory %s/%s",
+                                                   pr->root, parent);
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return pb_fail_errno(err, PB_EIO, "cannot read directory %s/%s", pr->root, parent);
+    }
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (de = readdir(d))) {
+        if (strncmp(de->d_name, mark, (size_t)mlen) != 0 ||
+            snprintf(tmp, sizeof(tmp), "%s/%s", parent, de->d_name) >= (int)sizeof(tmp))
+            continue;
+        bool removed = false;
+        const char *rel = strcmp(parent, ".") == 0 ? de->d_name : tmp;
+        rc = posix_remove_abandoned(pr, rel, &removed, err);
+        if (removed)
+            pb_info("removed temp file %s/%s of a writer that is gone", pr->root, rel);
+    }
+    closedir(d);
+    return rc;
 }

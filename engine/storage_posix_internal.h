@@ -35,6 +35,15 @@ int posix_fsync_dir(posix_repo *pr, const char *dir, pb_error *err);
 int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
                    pb_error *err);
 
+/* Every temp file is flock'ed by its writer for as long as it is a temp file (see
+ * storage_posix_excl.c). posix_lock_tmp takes that flock on a fresh temp file; PB_ENOENT
+ * when a cleaner removed the file first (make another). posix_remove_abandoned removes tmp
+ * only when its flock is free, i.e. its writer is gone (*removed says whether it did).
+ * posix_cleanup_key does that for every temp file of key (driver op cleanup_key). */
+int posix_lock_tmp(posix_repo *pr, int fd, const char *tmp, pb_error *err);
+int posix_remove_abandoned(posix_repo *pr, const char *tmp, bool *removed, pb_error *err);
+int posix_cleanup_key(void *impl, const char *key, pb_error *err);
+
 int posix_put_new(void *impl, const char *key, const void *data, size_t len, int *hold_fd,
                   pb_error *err);
 int posix_lock_probe(void *impl, const char *key, int *fd, pb_error *err);
