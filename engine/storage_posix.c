@@ -640,78 +640,22 @@ static int posix_writer_commit(void *wp, pb_error *err)
     return rc;
 }
 
-/* ---- cleanup --------------------------------------------------------------------- */
+/* ---- for the cleanup (storage_posix_clean.c) -------------------------------------- */
 
-/* Temp files of writers that are gone. With the writer lock held (locked), every temp
- * file under backup/ is one, whatever its flock says: only the lock holder writes there
- * (and a writer on another host may not share our flocks). Everywhere else (wal/, the
- * lock and identity files: written without the writer lock) a temp file goes only when
- * its flock is free, i.e. its writer is gone. */
-static int remove_stale(posix_repo *pr, const char *tmp, bool locked, pb_error *err)
+int posix_walk_tmp(posix_repo *pr, int (*cb)(posix_repo *pr, const char *tmp, void *ctx),
+                   void *ctx, pb_error *err)
 {
-    bool removed = false;
-    int rc = 0;
-    if (locked && strncmp(tmp, "backup/", 7) == 0) {
-        if (unlinkat(pr->dirfd, tmp, 0) == 0)
-            removed = true;
-        else if (errno != ENOENT)
-            rc = pb_fail_errno(err, PB_EIO, "cannot remove stale temp file %s/%s", pr->root,
-                               tmp);
-    } else {
-        rc = posix_remove_abandoned(pr, tmp, &removed, err);
-    }
-    if (!removed)
-        return rc;
-    pb_info("removed stale temp file %s/%s", pr->root, tmp);
-    if (strncmp(tmp, "backup/", 7) == 0) {
-        char parent[PATH_MAX];
-        posix_parent_of(tmp, parent, sizeof(parent));
-        prune_backup_dirs(pr, parent);
-    }
-    return rc;
-}
-
-/* Empty directories beneath backup/ (not backup/ itself): what a writer killed between
- * a mkdir and its first file, or a delete killed before its prune, left; a listing never
- * shows them, so no object rule finds them. Only with the writer lock held: only its
- * holder creates directories there. Depth is bounded by the key layout. */
-static void prune_empty_dirs(posix_repo *pr, const char *dir, int depth)
-{
-    int fd = openat(pr->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    struct dirent *de;
-    char path[PATH_MAX];
-    while (depth < 8 && (de = readdir(d))) {
-        struct stat st;
-        if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) || !strcmp(de->d_name, ".") ||
-            !strcmp(de->d_name, "..") ||
-            snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
-            continue;
-        if (de->d_type == DT_DIR ||
-            (fstatat(pr->dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)))
-            prune_empty_dirs(pr, path, depth + 1);
-    }
-    closedir(d);
-    if (depth > 0 && unlinkat(pr->dirfd, dir, AT_REMOVEDIR) == 0)
-        pb_info("removed empty directory %s/%s", pr->root, dir);
-}
-
-static int posix_cleanup(void *impl, bool locked, pb_error *err)
-{
-    posix_repo *pr = impl;
     walk_state ws = {.pr = pr, .prefix = "", .want_tmp = true};
     int rc = walk_dir(&ws, "", err);
     for (size_t i = 0; !rc && i < ws.n; i++)
-        rc = remove_stale(pr, ws.v[i].key, locked, err);
+        rc = cb(pr, ws.v[i].key, ctx);
     walk_free(&ws);
-    if (rc == 0 && locked)
-        prune_empty_dirs(pr, "backup", 0);
     return rc;
+}
+
+void posix_prune_backup_dirs(posix_repo *pr, const char *dir)
+{
+    prune_backup_dirs(pr, dir);
 }
 
 const repo_driver repo_posix_driver = {

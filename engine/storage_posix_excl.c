@@ -17,13 +17,13 @@
  * writer dies, however it dies. So a temp file whose flock we obtain is proof that its
  * writer is gone, on this host or (NFSv4 locks) another; no pid or age guess is needed.
  * That is what lets archive-push, which runs without the writer lock, remove what a
- * killed push of the same segment left, while a concurrent push of it goes on.
+ * killed push of the same segment left, while a concurrent push of it goes on (the
+ * removal is in storage_posix_clean.c).
  */
 #include "engine/storage_posix_internal.h"
 
 #include "common/fault.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -33,8 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Does key still name the file open on fd? (A takeover replaces the file.) */
-static bool same_file(posix_repo *pr, const char *key, int fd)
+bool posix_same_file(posix_repo *pr, const char *key, int fd)
 {
     struct stat a, b;
     return fstat(fd, &a) == 0 && fstatat(pr->dirfd, key, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -99,7 +98,7 @@ int posix_lock_probe(void *impl, const char *key, int *fd, pb_error *err)
         errno = e;
         return pb_fail_errno(err, PB_EIO, "cannot lock %s/%s", pr->root, key);
     }
-    if (!same_file(pr, key, f)) {
+    if (!posix_same_file(pr, key, f)) {
         /* Replaced or removed between our open and our flock: look again. */
         close(f);
         return pb_fail(err, PB_ENOENT, "lock %s/%s changed while probing it", pr->root, key);
@@ -112,7 +111,7 @@ int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, si
                        pb_error *err)
 {
     posix_repo *pr = impl;
-    if (!same_file(pr, key, fd))
+    if (!posix_same_file(pr, key, fd))
         return pb_fail(err, PB_ESTATE, "writer lock %s/%s was taken over or removed", pr->root,
                        key);
     const unsigned char *p = data;
@@ -130,7 +129,7 @@ int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, si
     return 0;
 }
 
-/* ---- temp files: the flock that proves a writer alive --------------------------------- */
+/* ---- temp files: the flock that proves a writer alive (storage_posix_clean.c) -------- */
 
 int posix_lock_tmp(posix_repo *pr, int fd, const char *tmp, pb_error *err)
 {
@@ -139,71 +138,8 @@ int posix_lock_tmp(posix_repo *pr, int fd, const char *tmp, pb_error *err)
             return pb_fail_errno(err, PB_EIO, "cannot lock temp file %s/%s", pr->root, tmp);
     /* Between our create and our flock the file was unlocked: a cleaner may have taken
      * it for a dead writer's and removed it. Then the name is gone (or another file's). */
-    if (!same_file(pr, tmp, fd))
+    if (!posix_same_file(pr, tmp, fd))
         return pb_fail(err, PB_ENOENT, "temp file %s/%s was removed as it was created",
                        pr->root, tmp);
     return 0;
-}
-
-int posix_remove_abandoned(posix_repo *pr, const char *tmp, bool *removed, pb_error *err)
-{
-    *removed = false;
-    int fd = openat(pr->dirfd, tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0; /* finished or removed meanwhile */
-        if (errno == EACCES || errno == ELOOP) {
-            pb_debug("temp file %s/%s cannot be opened to probe its writer: left alone",
-                     pr->root, tmp);
-            return 0;
-        }
-        return pb_fail_errno(err, PB_EIO, "cannot open temp file %s/%s", pr->root, tmp);
-    }
-    int rc = 0;
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        if (errno != EWOULDBLOCK) /* EWOULDBLOCK: its writer lives */
-            rc = pb_fail_errno(err, PB_EIO, "cannot probe the lock of temp file %s/%s",
-                               pr->root, tmp);
-    } else if (same_file(pr, tmp, fd)) {
-        /* Checked under the flock: a writer that finished between our open and our
-         * flock removed the name, so what we hold may be its object's inode now. */
-        if (unlinkat(pr->dirfd, tmp, 0) == 0)
-            *removed = true;
-        else if (errno != ENOENT)
-            rc = pb_fail_errno(err, PB_EIO, "cannot remove temp file %s/%s", pr->root, tmp);
-    }
-    close(fd);
-    return rc;
-}
-
-int posix_cleanup_key(void *impl, const char *key, pb_error *err)
-{
-    posix_repo *pr = impl;
-    char parent[PATH_MAX], mark[PATH_MAX], tmp[PATH_MAX];
-    posix_parent_of(key, parent, sizeof(parent));
-    const char *base = strrchr(key, '/');
-    int mlen = snprintf(mark, sizeof(mark), "%s" POSIX_TMP_MARK, base ? base + 1 : key);
-    int dfd = openat(pr->dirfd, parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return errno == ENOENT ? 0 : pb_fail_errno(err, PB_EIO, "cannot open directory %s/%s",
-                                                   pr->root, parent);
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-        close(dfd);
-        return pb_fail_errno(err, PB_EIO, "cannot read directory %s/%s", pr->root, parent);
-    }
-    int rc = 0;
-    struct dirent *de;
-    while (rc == 0 && (de = readdir(d))) {
-        if (strncmp(de->d_name, mark, (size_t)mlen) != 0 ||
-            snprintf(tmp, sizeof(tmp), "%s/%s", parent, de->d_name) >= (int)sizeof(tmp))
-            continue;
-        bool removed = false;
-        const char *rel = strcmp(parent, ".") == 0 ? de->d_name : tmp;
-        rc = posix_remove_abandoned(pr, rel, &removed, err);
-        if (removed)
-            pb_info("removed temp file %s/%s of a writer that is gone", pr->root, rel);
-    }
-    closedir(d);
-    return rc;
 }
