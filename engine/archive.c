@@ -12,6 +12,7 @@
  * usually 16 MiB, so holding one in memory is fine and keeps this file simple.
  */
 #include "engine/archive.h"
+#include "engine/pack.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -104,41 +105,70 @@ static int encode(const uint8_t *raw, size_t len, uint8_t **out, size_t *out_len
     return 0;
 }
 
+/* A plain segment's first page has PostgreSQL's long page header (xlogdefs.h,
+ * XLogLongPageHeaderData): u16 magic, u16 info, u32 tli, u64 pageaddr, u32 rem_len,
+ * 4 bytes of padding, u64 sysid, u32 seg_size, u32 blcksz. The envelope carries no name,
+ * so this is what tells segment 5 from segment 6 put under its name: the page address
+ * must be where the name puts the segment, and the sizes must be the segment's own. The
+ * timeline may be older than the name's (a new timeline's first segment is a copy). */
+#define XLP_LONG_HEADER 0x0002u
+static int check_segment(const uint8_t *raw, size_t len, const char *name, const char *key,
+                         pb_error *err)
+{
+    uint32_t tli = 0;
+    uint64_t segno = 0;
+    if (!arch_valid_seg_size(len) || !arch_parse_segment(name, (uint32_t)len, &tli, &segno))
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: %zu bytes is not a WAL "
+                       "segment size", key, len);
+    uint16_t info = pb_get_u16(raw + 2);
+    uint32_t page_tli = pb_get_u32(raw + 4);
+    uint64_t addr = pb_get_u64(raw + 8);
+    if (!(info & XLP_LONG_HEADER) || pb_get_u32(raw + 32) != len ||
+        pb_get_u32(raw + 36) != PB_PAGE_SIZE)
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s does not start with a long "
+                       "page header for %zu-byte segments of %u-byte pages", key, len,
+                       PB_PAGE_SIZE);
+    if (addr != segno * len || page_tli == 0 || page_tli > tli)
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s holds another segment "
+                       "(first page at LSN %X/%X of timeline %u, expected %X/%X)", key,
+                       (unsigned)(addr >> 32), (unsigned)addr, page_tli,
+                       (unsigned)((segno * len) >> 32), (unsigned)(segno * len));
+    return 0;
+}
+
+/* The largest raw size an archived object of this name can have: a segment (plain or
+ * .partial) is at most the largest wal_segment_size; a history or .backup file is a few
+ * lines of text. */
+#define WAL_MAX_SMALL (1u << 20)
+static uint64_t max_raw_for(const char *name)
+{
+    return strlen(name) == 24 || strstr(name, ".partial") ? WAL_MAX_RAW : WAL_MAX_SMALL;
+}
+
 /* Verifies an archived object and decompresses it into a new buffer (*raw, caller
- * frees). Every failure is PB_ECORRUPT naming the key. */
+ * frees). Every failure is PB_ECORRUPT naming the key; the envelope (and its bounds on
+ * the header's raw size) is the one manifests use, see pack_envelope_decode. */
 static int decode(const uint8_t *obj, size_t len, const char *key, uint8_t **raw,
                   size_t *raw_len, pb_error *err)
 {
-    *raw = NULL;
-    if (len < WAL_HEADER || memcmp(obj, WAL_MAGIC, 8) != 0)
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: bad header (%zu bytes)", key,
-                       len);
-    uint64_t size = pb_get_u64(obj + 8);
-    uint64_t rhash = pb_get_u64(obj + 16);
-    if (size > WAL_MAX_RAW)
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: impossible size %" PRIu64,
-                       key, size);
-    if (pb_hash64(obj + WAL_HEADER, len - WAL_HEADER) != pb_get_u64(obj + 24))
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: checksum mismatch", key);
-    uint8_t *buf = malloc(size ? size : 1);
-    if (!buf)
-        return pb_fail(err, PB_ENOMEM, "out of memory reading %s", key);
-    size_t n = ZSTD_decompress(buf, size, obj + WAL_HEADER, len - WAL_HEADER);
-    int rc = 0;
-    if (ZSTD_isError(n))
-        rc = pb_fail(err, PB_ECORRUPT, "archived WAL object %s: cannot decompress: %s", key,
-                     ZSTD_getErrorName(n));
-    else if (n != size || pb_hash64(buf, n) != rhash)
-        rc = pb_fail(err, PB_ECORRUPT,
-                     "archived WAL object %s: decompressed content does not match its header",
-                     key);
+    char what[300], name[64];
+    const char *base = strrchr(key, '/');
+    snprintf(name, sizeof(name), "%s", base ? base + 1 : key);
+    if (strlen(name) > 4 && !strcmp(name + strlen(name) - 4, ".zst"))
+        name[strlen(name) - 4] = '\0';
+    snprintf(what, sizeof(what), "archived WAL object %s", key);
+    void *buf = NULL;
+    int rc = pack_envelope_decode(obj, len, WAL_MAGIC, max_raw_for(name), what, &buf, raw_len,
+                                  err);
+    if (rc == 0 && strlen(name) == 24)
+        rc = check_segment(buf, *raw_len, name, key, err);
     if (rc) {
         free(buf);
-        return rc;
+        buf = NULL;
+        *raw_len = 0;
     }
     *raw = buf;
-    *raw_len = n;
-    return 0;
+    return rc;
 }
 
 /* ---- local files ---------------------------------------------------------------- */
@@ -376,6 +406,19 @@ int arch_read(repo *r, const char *name, uint8_t **out, size_t *out_len, pb_erro
         rc = decode(obj, olen, key, out, out_len, err);
     free(obj);
     return rc;
+}
+
+int arch_decode(const uint8_t *obj, size_t len, const char *name, uint8_t **out,
+                size_t *out_len, pb_error *err)
+{
+    char key[256];
+    *out = NULL;
+    *out_len = 0;
+    int rc = check_name(name, err);
+    if (rc)
+        return rc;
+    arch_key(key, sizeof(key), name);
+    return decode(obj, len, key, out, out_len, err);
 }
 
 typedef struct list_ctx {

@@ -28,6 +28,12 @@ void arch_key(char *out, size_t cap, const char *name);
  * frees). PB_ENOENT when not archived. */
 int arch_read(repo *r, const char *name, uint8_t **out, size_t *out_len, pb_error *err);
 
+/* Verify and decompress an archived object as arch_read does, for an object already in
+ * memory (the fuzz target; *out malloc'd, caller frees). PB_EINVAL for a name that is
+ * not a WAL file name, PB_ECORRUPT naming the object's key for anything wrong in it. */
+int arch_decode(const uint8_t *obj, size_t len, const char *name, uint8_t **out,
+                size_t *out_len, pb_error *err);
+
 /* List archived WAL file names (without the repository's ".zst" suffix). kinds is a mask
  * of ARCH_LIST_SEGMENTS (full segments only: no .partial or .backup) and
  * ARCH_LIST_HISTORY. cb returning non-zero stops the listing; that value is returned. */

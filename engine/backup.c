@@ -60,8 +60,14 @@ static int plan_type(repo *r, const bk_opts *opts, const pgc_info *info, bk_plan
         snprintf(plan->reason, sizeof(plan->reason), "no backup in the repository yet");
         goto out;
     }
-    const char *latest = ids.ids[ids.count - 1];
-    snprintf(plan->latest, sizeof(plan->latest), "%s", latest);
+    /* plan->latest (the last id) keeps new ids unique; the parent is the chain head by
+     * stop LSN (a rebase's synthetic full of an older state has the last id). */
+    snprintf(plan->latest, sizeof(plan->latest), "%s", ids.ids[ids.count - 1]);
+    char head[MF_ID_LEN];
+    pb_error herr = PB_ERROR_INIT;
+    if (chain_head(r, head, &herr) != 0)
+        snprintf(head, sizeof(head), "%s", plan->latest);
+    const char *latest = head;
     if (opts->type == 'F') {
         snprintf(plan->reason, sizeof(plan->reason), "full backup requested");
         goto out;
@@ -134,7 +140,7 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
 static int scan_all(bk_ctx *ctx, pb_error *err)
 {
     walk_list list = {0};
-    int rc = walk_pgdata(ctx->pgdata, &list, err);
+    int rc = walk_pgdata_cluster(ctx->pgdata, ctx->tblspc_dir, &list, err);
     for (size_t i = 0; rc == 0 && i < list.count; i++) {
         rc = repo_lock_renew(ctx->lock, err);
         if (rc == 0)
@@ -365,6 +371,7 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
         goto out;
     }
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
+    ctx.tblspc_dir = info.tblspc_dir;
     ctx.checksums = info.data_checksums;
     /* Leftovers of interrupted earlier runs (temp files, unfinished multipart uploads,
      * backups without a manifest) go first; failing to remove them does not block a

@@ -22,6 +22,7 @@ typedef struct bk_ctx {
     unsigned nwriters;
     mf_manifest *m;      /* being built */
     const char *pgdata;
+    const char *tblspc_dir; /* this cluster's PG_<major>_<catversion> (walk_pgdata_cluster) */
     uint64_t start_lsn;
     uint64_t prev_stop_lsn; /* 0 for a full backup */
     bool checksums;

@@ -67,7 +67,8 @@ int chain_list(repo *r, chain_ids *out, pb_error *err)
         chain_ids_free(out);
         return rc;
     }
-    qsort(out->ids, out->count, sizeof(*out->ids), cmp_id);
+    if (out->count) /* an empty repository has no array to sort */
+        qsort(out->ids, out->count, sizeof(*out->ids), cmp_id);
     return 0;
 }
 
@@ -146,6 +147,27 @@ const mf_manifest *chain_find(const chain *c, const char *id)
     return NULL;
 }
 
+/* Every backup of a chain is of the cluster that the repository identity file names, so
+ * a damaged, missing or foreign identity file (or a manifest of another cluster) stops a
+ * restore or verify before anything is read from the chain. */
+static int check_chain_identity(repo *r, const chain *c, const char *id, pb_error *err)
+{
+    uint64_t sys = mf_header_c(c->items[0])->system_id;
+    for (size_t i = 1; i < c->count; i++)
+        if (mf_header_c(c->items[i])->system_id != sys)
+            return pb_fail(err, PB_ECORRUPT, "backup %s is of the cluster with system "
+                           "identifier %" PRIu64 ", its chain's newest (%s) of %" PRIu64,
+                           mf_header_c(c->items[i])->id, mf_header_c(c->items[i])->system_id,
+                           id, sys);
+    int rc = chain_check_identity(r, sys, false, err);
+    if (rc == 0 || rc == PB_ENOMEM || rc == PB_EIO || rc == PB_EREMOTE || rc == PB_EAUTH)
+        return rc;
+    if (err)
+        err->code = PB_ECORRUPT;
+    return pb_error_wrap(err, "repository identity %s (checked for backup %s)", IDENTITY_KEY,
+                         id);
+}
+
 /* Walk parents from id back to its full backup, then reverse into oldest-first order. */
 int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
 {
@@ -178,6 +200,8 @@ int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
         }
         snprintf(next, sizeof(next), "%s", mf_header(m)->parent);
     }
+    if ((rc = check_chain_identity(r, out, id, err)))
+        goto out;
     for (size_t i = 0; i < out->count / 2; i++) {
         mf_manifest *t = out->items[i];
         out->items[i] = out->items[out->count - 1 - i];
@@ -218,6 +242,16 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
     void *data = NULL;
     size_t len = 0;
     int rc = repo_get(r, IDENTITY_KEY, &data, &len, err);
+    chain_ids ids = {0};
+    if (rc == PB_ENOENT && create && chain_list(r, &ids, err) == 0 && ids.count > 0) {
+        size_t n = ids.count;
+        chain_ids_free(&ids);
+        return pb_fail(err, PB_ECORRUPT,
+                       "%s/%s is missing but the repository holds %zu backups: refusing to "
+                       "guess which cluster they belong to", repo_location(r), IDENTITY_KEY,
+                       n);
+    }
+    chain_ids_free(&ids);
     if (rc == PB_ENOENT && create) {
         char text[128];
         int n = snprintf(text, sizeof(text), "%s\nsystem-identifier=%" PRIu64 "\n",

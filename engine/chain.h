@@ -14,7 +14,8 @@
 #include "engine/storage.h"
 #include "manifest/manifest.h"
 
-/* Ids of committed backups, oldest first (ids sort by time). */
+/* Ids of committed backups in id order (the time each was made, not the state it holds:
+ * use chain_history for anything that means "newer"). */
 typedef struct chain_ids {
     char (*ids)[MF_ID_LEN];
     size_t count;
@@ -22,6 +23,34 @@ typedef struct chain_ids {
 
 int chain_list(repo *r, chain_ids *out, pb_error *err);
 void chain_ids_free(chain_ids *ids);
+
+/* ---- history order (engine/chain_order.c) ----------------------------------------
+ * Backups ordered by the state they hold, never by id (a rebase makes an id that sorts
+ * last for an older state): stop LSN, then a synthetic full after a real backup with the
+ * same stop point, then stop time, then id. Every "newest"/"latest"/"before the target"
+ * and retention decision uses this order. */
+typedef struct chain_history {
+    mf_backup *items; /* manifest headers, oldest state first */
+    size_t count;
+} chain_history;
+
+/* < 0, 0, > 0 as a's state comes before, is, or comes after b's. */
+int chain_cmp_history(const mf_backup *a, const mf_backup *b);
+/* Load every committed backup's header in history order. A damaged manifest fails the
+ * load (PB_ECORRUPT naming it); one removed since the listing is skipped. Free with
+ * chain_history_free (accepts NULL). */
+int chain_history_load(repo *r, chain_history *out, pb_error *err);
+void chain_history_sort(chain_history *h);
+void chain_history_free(chain_history *h);
+/* The entry with this id, or NULL. */
+const mf_backup *chain_history_find(const chain_history *h, const char *id);
+/* The chain head by stop LSN: the backup the next incremental builds on. PB_ENOENT
+ * when the repository holds none. */
+int chain_head(repo *r, char out[MF_ID_LEN], pb_error *err);
+/* Retention: keep[i] (h->count entries) is set for the newest retain_full full or
+ * synthetic backups in history order, every backup after the oldest of them, and every
+ * ancestor any of those needs. Returns how many are kept. retain_full 0 keeps all. */
+size_t chain_retain(const chain_history *h, unsigned retain_full, bool *keep);
 
 /* Load and verify one backup's manifest. */
 int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err);

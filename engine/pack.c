@@ -18,7 +18,7 @@
 
 #define PACK_MAGIC "PBPACK01"
 #define PACK_VERSION 1u
-#define PACK_HEADER 16u
+#define PACK_HEADER PACK_HEADER_LEN
 #define FRAME_MAGIC "PBFR"
 #define FRAME_STORED 0x1u /* payload is the raw bytes: zstd did not shrink them */
 #define FRAME_KNOWN_FLAGS FRAME_STORED
@@ -270,9 +270,10 @@ static int decode_frame(ZSTD_DCtx *dctx, const uint8_t *frame, size_t frame_len,
     uint64_t rhash = pb_get_u64(frame + 24);
     if (flags & ~FRAME_KNOWN_FLAGS)
         return pb_fail(err, PB_ECORRUPT, "%s: unknown frame flags 0x%x", what, flags);
-    if (rlen > PACK_MAX_FRAME_RAW)
-        return pb_fail(err, PB_ECORRUPT, "%s: raw length %u exceeds the %u-byte maximum", what,
-                       rlen, PACK_MAX_FRAME_RAW);
+    if (rlen > PACK_MAX_FRAME_RAW || clen > PACK_MAX_FRAME_RAW)
+        return pb_fail(err, PB_ECORRUPT,
+                       "%s: raw length %u or stored length %u exceeds the %u-byte maximum", what,
+                       rlen, clen, PACK_MAX_FRAME_RAW);
     if ((uint64_t)clen + PACK_FRAME_HEADER != frame_len)
         return pb_fail(err, PB_ECORRUPT,
                        "%s: frame is %zu bytes but its header says %llu (truncated or "
@@ -326,16 +327,26 @@ static int read_frame(ZSTD_DCtx *dctx, uint8_t *frame, repo *r, const char *dir,
     return rc;
 }
 
+int pack_loc_check(const char *key, uint64_t offset, uint32_t clen, uint32_t rlen,
+                   pb_error *err)
+{
+    /* off_t is signed: an end past INT64_MAX cannot be read and must not wrap. */
+    if (clen < PACK_FRAME_HEADER || clen > PACK_MAX_FRAME_STORED || rlen > PACK_MAX_FRAME_RAW ||
+        offset < PACK_HEADER || offset > (uint64_t)INT64_MAX - clen)
+        return pb_fail(err, PB_ECORRUPT,
+                       "%s frame at offset %llu: impossible frame location (stored %u, raw %u)",
+                       key, (unsigned long long)offset, clen, rlen);
+    return 0;
+}
+
 /* A location that cannot describe a frame is refused before anything is allocated. */
 static int check_loc(const char *dir, const pack_loc *loc, size_t cap, pb_error *err)
 {
     char key[1024];
     pack_key(key, sizeof(key), dir, loc->pack_no);
-    size_t max = PACK_FRAME_HEADER + ZSTD_compressBound(PACK_MAX_FRAME_RAW);
-    if (loc->clen < PACK_FRAME_HEADER || loc->clen > max || loc->rlen > PACK_MAX_FRAME_RAW)
-        return pb_fail(err, PB_ECORRUPT,
-                       "%s frame at offset %llu: impossible frame location (stored %u, raw %u)",
-                       key, (unsigned long long)loc->offset, loc->clen, loc->rlen);
+    int rc = pack_loc_check(key, loc->offset, loc->clen, loc->rlen, err);
+    if (rc)
+        return rc;
     if (loc->rlen > cap)
         return pb_fail(err, PB_EINVAL,
                        "%s frame at offset %llu: buffer of %zu bytes is too small for %u", key,
@@ -394,27 +405,95 @@ int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_e
     return 0;
 }
 
-int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
-                       size_t *out_len, pb_error *err)
+/* Streams the zstd frame into a buffer that starts small and doubles, so memory follows
+ * the bytes really produced; more than raw_len bytes, a second frame or a truncated one
+ * is corruption. */
+static int inflate_bounded(const uint8_t *src, size_t srclen, uint64_t raw_len, uint8_t **out,
+                           const char *what, pb_error *err)
+{
+    ZSTD_DCtx *d = ZSTD_createDCtx();
+    size_t limit = (size_t)raw_len + 1; /* one byte more reveals a lying header */
+    size_t cap = limit < (1u << 20) ? limit : (1u << 20), have = 0, ret = 1;
+    uint8_t *buf = malloc(cap);
+    int rc = 0;
+    if (!d || !buf) {
+        rc = pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
+        goto out;
+    }
+    ZSTD_inBuffer in = {src, srclen, 0};
+    while (ret != 0) {
+        if (have == cap && cap == limit) {
+            rc = pb_fail(err, PB_ECORRUPT, "%s: content is longer than its header's %llu bytes",
+                         what, (unsigned long long)raw_len);
+            goto out;
+        }
+        if (have == cap) {
+            cap = cap > limit / 2 ? limit : cap * 2;
+            uint8_t *p = realloc(buf, cap);
+            if (!p) {
+                rc = pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
+                goto out;
+            }
+            buf = p;
+        }
+        ZSTD_outBuffer o = {buf, cap, have};
+        size_t in_before = in.pos;
+        ret = ZSTD_decompressStream(d, &o, &in);
+        if (ZSTD_isError(ret) || (ret && o.pos == have && in.pos == in_before)) {
+            rc = pb_fail(err, PB_ECORRUPT, "%s: cannot decompress: %s", what,
+                         ZSTD_isError(ret) ? ZSTD_getErrorName(ret) : "truncated");
+            goto out;
+        }
+        have = o.pos;
+    }
+    if (in.pos != in.size || have != raw_len)
+        rc = pb_fail(err, PB_ECORRUPT, "%s: %zu bytes after decompression, header says %llu%s",
+                     what, have, (unsigned long long)raw_len,
+                     in.pos != in.size ? " (trailing data)" : "");
+out:
+    ZSTD_freeDCtx(d);
+    if (rc)
+        free(buf);
+    else
+        *out = buf;
+    return rc;
+}
+
+int pack_envelope_decode(const void *obj, size_t len, const char *magic, uint64_t max_raw,
+                         const char *what, void **out, size_t *out_len, pb_error *err)
 {
     const uint8_t *h = obj;
-    if (len < OBJECT_HEADER || memcmp(h, PACK_OBJECT_MAGIC, 8) != 0)
-        return pb_fail(err, PB_ECORRUPT, "%s is not a compressed pageback object", what);
+    *out = NULL;
+    *out_len = 0;
+    if (len < OBJECT_HEADER || memcmp(h, magic, 8) != 0)
+        return pb_fail(err, PB_ECORRUPT, "%s: bad header (%zu bytes, not a %.8s object)", what,
+                       len, magic);
     uint64_t raw_len = pb_get_u64(h + 8);
-    if (pb_hash64(h + OBJECT_HEADER, len - OBJECT_HEADER) != pb_get_u64(h + 24))
+    size_t plen = len - OBJECT_HEADER;
+    if (pb_hash64(h + OBJECT_HEADER, plen) != pb_get_u64(h + 24))
         return pb_fail(err, PB_ECORRUPT, "%s: payload checksum mismatch", what);
-    unsigned long long content = ZSTD_getFrameContentSize(h + OBJECT_HEADER, len - OBJECT_HEADER);
-    if (content != raw_len || raw_len > (1ull << 36))
-        return pb_fail(err, PB_ECORRUPT, "%s: bad raw length %" PRIu64, what, raw_len);
-    void *buf = malloc(raw_len ? raw_len : 1);
-    if (!buf)
-        return pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
-    size_t n = ZSTD_decompress(buf, raw_len, h + OBJECT_HEADER, len - OBJECT_HEADER);
-    if (ZSTD_isError(n) || n != raw_len || pb_hash64(buf, n) != pb_get_u64(h + 16)) {
+    unsigned long long content = ZSTD_getFrameContentSize(h + OBJECT_HEADER, plen);
+    if (content != raw_len || raw_len > max_raw || raw_len > SIZE_MAX - 1 ||
+        raw_len / PACK_ZSTD_MAX_RATIO > plen)
+        return pb_fail(err, PB_ECORRUPT,
+                       "%s: impossible raw length %" PRIu64 " (payload %zu bytes, at most %"
+                       PRIu64 ")", what, raw_len, plen, max_raw);
+    uint8_t *buf = NULL;
+    int rc = inflate_bounded(h + OBJECT_HEADER, plen, raw_len, &buf, what, err);
+    if (rc)
+        return rc;
+    if (pb_hash64(buf, raw_len) != pb_get_u64(h + 16)) {
         free(buf);
         return pb_fail(err, PB_ECORRUPT, "%s: content does not match its checksum", what);
     }
     *out = buf;
-    *out_len = n;
+    *out_len = (size_t)raw_len;
     return 0;
+}
+
+int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
+                       size_t *out_len, pb_error *err)
+{
+    return pack_envelope_decode(obj, len, PACK_OBJECT_MAGIC, PACK_OBJECT_MAX_RAW, what, out,
+                                out_len, err);
 }

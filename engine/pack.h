@@ -25,7 +25,11 @@ typedef struct pack_loc {
 } pack_loc;
 
 #define PACK_FRAME_HEADER 32u
+#define PACK_HEADER_LEN 16u /* a pack's own header; its first frame starts here */
 #define PACK_MAX_FRAME_RAW (1u << 20)
+/* A frame's payload is never larger than its raw bytes (incompressible data is stored
+ * as is), so no valid frame is longer than this. */
+#define PACK_MAX_FRAME_STORED (PACK_FRAME_HEADER + PACK_MAX_FRAME_RAW)
 
 /* Pack keys are "<dir>/pack/<pack_no %06u>". A new pack starts when the current
  * one exceeds target_size bytes. level: zstd level (1 = fast). */
@@ -50,6 +54,13 @@ void pack_key(char *out, size_t cap, const char *dir, uint32_t pack_no);
 /* Verify a stored frame (header, checksum) and decompress into out (cap >= loc->rlen). */
 int pack_decode_frame(const uint8_t *frame, size_t frame_len, void *out, size_t cap,
                       size_t *out_len, const char *what, pb_error *err);
+/* Refuse (PB_ECORRUPT, naming key and offset) a frame location read from a manifest that
+ * no writer can have produced: stored length outside [PACK_FRAME_HEADER,
+ * PACK_MAX_FRAME_STORED], raw length over PACK_MAX_FRAME_RAW, an offset inside the pack
+ * header, or an end past what a file offset can hold. Call it before allocating or
+ * range-reading anything from the location. */
+int pack_loc_check(const char *key, uint64_t offset, uint32_t clen, uint32_t rlen,
+                   pb_error *err);
 /* Fetch one frame with a range read and decode it. */
 int pack_read_frame(repo *r, const char *dir, const pack_loc *loc, void *out, size_t cap,
                     pb_error *err);
@@ -69,9 +80,20 @@ int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *
 /* Whole small objects (manifests): "PBZOBJ01", u64 raw length, u64 XXH3 of the raw
  * bytes, u64 XXH3 of the payload, then one zstd frame. encode appends to out. */
 #define PACK_OBJECT_MAGIC "PBZOBJ01"
+#define PACK_OBJECT_MAX_RAW (1ull << 34) /* 16 GiB: a manifest of ~2 billion pages */
+/* zstd cannot expand by more than this: a block yields at most 128 KiB and takes at
+ * least 4 bytes (3-byte header + 1 RLE byte). */
+#define PACK_ZSTD_MAX_RATIO 32768u
 int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_error *err);
-/* Verify and decompress; *out is malloc'd (caller frees). what names the object. */
+/* Verify and decompress; *out is malloc'd (caller frees). what names the object. The
+ * raw length in the header is bounded by PACK_OBJECT_MAX_RAW and by what the payload
+ * can expand to, and memory grows with the bytes actually decompressed, so a crafted
+ * header cannot make it allocate much more than the real content. */
 int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
                        size_t *out_len, pb_error *err);
+/* The same envelope under another magic (8 bytes) and maximum raw length: archived WAL
+ * ("PBWAL001") uses it. Every failure is PB_ECORRUPT naming what. */
+int pack_envelope_decode(const void *obj, size_t len, const char *magic, uint64_t max_raw,
+                         const char *what, void **out, size_t *out_len, pb_error *err);
 
 #endif

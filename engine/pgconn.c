@@ -249,6 +249,17 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
                        err);
     if (!rc)
         rc = info_settings(c, out, err);
+    uint64_t cat = 0;
+    if (!rc)
+        rc = query_u64(c, "SELECT catalog_version_no FROM pg_control_system()", &cat, err);
+    if (!rc && (cat == 0 || cat > UINT32_MAX))
+        rc = pb_fail(err, PB_EPG, "PostgreSQL reports catalog version %" PRIu64, cat);
+    if (!rc) {
+        /* TABLESPACE_VERSION_DIRECTORY: "PG_" PG_MAJORVERSION "_" CATALOG_VERSION_NO */
+        out->catversion = (uint32_t)cat;
+        snprintf(out->tblspc_dir, sizeof(out->tblspc_dir), "PG_%d_%u",
+                 out->server_version / 10000, out->catversion);
+    }
     return rc;
 }
 

@@ -19,6 +19,8 @@ typedef struct pgc_info {
     char data_directory[4096];/* SHOW data_directory */
     uint32_t wal_segment_size;/* bytes */
     uint32_t block_size;      /* must be 8192 */
+    uint32_t catversion;      /* pg_control_system().catalog_version_no */
+    char tblspc_dir[32];      /* "PG_15_202209061": this cluster's directory in a tablespace */
     bool in_recovery;
 } pgc_info;
 

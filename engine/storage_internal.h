@@ -2,6 +2,8 @@
 #ifndef PB_ENGINE_STORAGE_INTERNAL_H
 #define PB_ENGINE_STORAGE_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "engine/storage.h"
 
 #include <stdbool.h>
@@ -52,5 +54,13 @@ extern const repo_driver repo_posix_driver;
 int repo_s3_open(const repo_opts *opts, const char *bucket, const char *prefix, void **impl,
                  pb_error *err);
 extern const repo_driver repo_s3_driver;
+
+/* The S3 driver's XML reading (engine/storage_s3.c), here so its fuzz target
+ * (tests/fuzz/fuzz_s3xml.c) can reach it: s3_xml_get returns a malloc'd, unescaped copy
+ * of the text of the first <tag>...</tag> in [p, end) (NULL when absent); s3_xml_block
+ * finds the extent of the next such block. */
+char *s3_xml_get(const char *p, const char *end, const char *tag, const char **next);
+bool s3_xml_block(const char *p, const char *end, const char *tag, const char **b,
+                  const char **be);
 
 #endif

@@ -160,7 +160,7 @@ static void s3_xml_unescape(char *s)
 /* Find <tag>...</tag> within [p, end); on success return a malloc'd, unescaped copy of
  * the text and set *next past the closing tag. NULL when absent (or out of memory, which
  * callers treat the same as a malformed answer). */
-static char *s3_xml_get(const char *p, const char *end, const char *tag, const char **next)
+char *s3_xml_get(const char *p, const char *end, const char *tag, const char **next)
 {
     char open[64], close[64];
     if (!p)
@@ -185,8 +185,8 @@ static char *s3_xml_get(const char *p, const char *end, const char *tag, const c
 
 /* Find the raw extent of the next <tag>...</tag> in [p, end): *b at its content, *be just
  * past the closing tag. */
-static bool s3_xml_block(const char *p, const char *end, const char *tag, const char **b,
-                         const char **be)
+bool s3_xml_block(const char *p, const char *end, const char *tag, const char **b,
+                  const char **be)
 {
     char open[64], close[64];
     int ol = snprintf(open, sizeof(open), "<%s>", tag);

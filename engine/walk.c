@@ -266,7 +266,17 @@ typedef struct walk_ctx {
     walk_list *out;
     size_t cap;
     pb_error *err;
+    const char *tblspc_dir; /* "PG_15_202209061", or NULL: every entry of a tablespace */
 } walk_ctx;
+
+/* Is rel "pg_tblspc/<oid>", the top of a tablespace seen through its link? */
+static bool is_tblspc_top(const char *rel)
+{
+    const char *c[3];
+    size_t l[3];
+    return split_path(rel, c, l, 3) == 2 && comp_is(c[0], l[0], "pg_tblspc") &&
+           all_digits(c[1], l[1], 10);
+}
 
 static char *join_path(const char *a, const char *b)
 {
@@ -484,6 +494,9 @@ static int walk_dir(walk_ctx *ctx, const char *abs, const char *rel)
     }
     bool db_dir = parent_is_db_dir(child);
     free(child);
+    /* A tablespace location may be shared by several clusters (an upgrade leaves the old
+     * PG_<version>_<catversion> directory behind); like pg_basebackup, take only ours. */
+    const char *only = ctx->tblspc_dir && is_tblspc_top(rel) ? ctx->tblspc_dir : NULL;
     for (size_t i = 0; i < n && !rc; i++) {
         char *r = join_path(rel, names[i]);
         if (!r) {
@@ -494,8 +507,12 @@ static int walk_dir(walk_ctx *ctx, const char *abs, const char *rel)
          * pg_wal/archive_status, which is a directory whenever it exists. */
         bool keep_dir = strcmp(r, "pg_wal/archive_status") == 0;
         bool skip = walk_is_excluded(r, keep_dir) ||
-                    (db_dir && is_unlogged_non_init(names[i], names, n));
-        if (skip)
+                    (db_dir && is_unlogged_non_init(names[i], names, n)) ||
+                    (only && strcmp(names[i], only) != 0);
+        if (only && strcmp(names[i], only) != 0)
+            pb_info("walk: %s belongs to another cluster (this one is %s): not backed up", r,
+                    only);
+        else if (skip)
             pb_debug("walk: %s excluded", r);
         free(r);
         if (!skip)
@@ -517,8 +534,14 @@ static int cmp_entry(const void *a, const void *b)
 
 int walk_pgdata(const char *pgdata, walk_list *out, pb_error *err)
 {
+    return walk_pgdata_cluster(pgdata, NULL, out, err);
+}
+
+int walk_pgdata_cluster(const char *pgdata, const char *tblspc_dir, walk_list *out,
+                        pb_error *err)
+{
     struct stat st;
-    walk_ctx ctx = {out, 0, err};
+    walk_ctx ctx = {out, 0, err, tblspc_dir && *tblspc_dir ? tblspc_dir : NULL};
     out->items = NULL;
     out->count = 0;
     if (!pgdata || stat(pgdata, &st) != 0)

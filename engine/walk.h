@@ -37,6 +37,12 @@ typedef struct walk_list {
 /* Walk pgdata. The list is sorted by path, except that "global/pg_control" is
  * always last. Files that vanish during the walk are skipped. */
 int walk_pgdata(const char *pgdata, walk_list *out, pb_error *err);
+/* The same, taking from each tablespace (pg_tblspc/<oid>/) only the directory
+ * tblspc_dir, this cluster's "PG_<major>_<catversion>" (pgc_info.tblspc_dir), as
+ * pg_basebackup does: another cluster's directory in the same location is left out.
+ * tblspc_dir NULL or "": every entry (walk_pgdata). */
+int walk_pgdata_cluster(const char *pgdata, const char *tblspc_dir, walk_list *out,
+                        pb_error *err);
 void walk_list_free(walk_list *l);
 
 /* Rules, exposed for unit tests. rel is a path relative to PGDATA. */

@@ -251,6 +251,12 @@ int mf_check_file(const mf_file *f, int code, const char *what, pb_error *err)
         return pb_fail(err, code, "%s: file %s: stored_in not terminated", what, f->path);
     switch (f->kind) {
     case MF_REL:
+        /* npages sizes restore's per-page plan: it must be what size says, and bounded */
+        if (f->npages > MF_REL_MAX_PAGES ||
+            f->npages != (f->size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE)
+            return pb_fail(err, code, "%s: file %s: %u pages for %llu bytes (at most %u pages)",
+                           what, f->path, f->npages, (unsigned long long)f->size,
+                           MF_REL_MAX_PAGES);
         return check_runs(f, code, what, err);
     case MF_FILE:
         if (f->nruns && !f->runs)

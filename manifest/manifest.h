@@ -15,6 +15,10 @@
 #include "common/pb.h"
 
 #define MF_ID_LEN 32
+/* Largest relation segment file a manifest or the catalog may describe: 32 GiB, four
+ * times PostgreSQL's largest common --with-segsize; a count read from a repository or
+ * the catalog above it is corruption, never an allocation. */
+#define MF_REL_MAX_PAGES (1u << 22)
 
 typedef enum mf_kind { MF_DIR = 0, MF_REL = 1, MF_FILE = 2, MF_LINK = 3 } mf_kind;
 

@@ -121,6 +121,8 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     rc = chain_list(r, &ids, err);
     if (rc)
         goto out;
+    /* The id only has to be unique (after the last id); the header keeps the source's
+     * start/stop LSN and time, so history order places the copy at the state it holds. */
     chain_new_id(hdr.id, 'S', ids.count ? ids.ids[ids.count - 1] : NULL);
     chain_ids_free(&ids);
     hdr.parent[0] = '\0';

@@ -195,12 +195,12 @@ static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *
     char dir[128], key[256], what[400];
     chain_backup_dir(dir, sizeof(dir), id);
     pack_key(key, sizeof(key), dir, run->pack_no);
-    if (run->rlen > PACK_MAX_FRAME_RAW)
-        return pb_fail(err, PB_ECORRUPT, "frame of %u bytes in %s exceeds the limit", run->rlen,
-                       key);
+    int rc = pack_loc_check(key, run->offset, run->clen, run->rlen, err);
+    if (rc)
+        return pb_error_wrap(err, "backup %s", id);
     const uint8_t *base = NULL;
     size_t got = 0;
-    int rc = fetch_span(ctx, key, bidx, run->pack_no, run->offset, run->clen, &base, err);
+    rc = fetch_span(ctx, key, bidx, run->pack_no, run->offset, run->clen, &base, err);
     snprintf(what, sizeof(what), "%s frame at offset %llu", key, (unsigned long long)run->offset);
     if (rc == 0)
         rc = pack_reader_decode(ctx->reader, base, run->clen, ctx->frame, PACK_MAX_FRAME_RAW, &got,
@@ -246,6 +246,19 @@ static int apply_batch(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
     return rc;
 }
 
+/* A run's frame location comes from a manifest: refuse one no writer produced. */
+static int check_run(const rs_ctx *ctx, uint32_t bidx, const mf_file *f, const mf_run *run,
+                     pb_error *err)
+{
+    const char *id = mf_header_c(ctx->chain->items[bidx])->id;
+    char dir[128], key[256];
+    chain_backup_dir(dir, sizeof(dir), id);
+    pack_key(key, sizeof(key), dir, run->pack_no);
+    if (pack_loc_check(key, run->offset, run->clen, run->rlen, err) != 0)
+        return pb_error_wrap(err, "%s in backup %s", f->path, id);
+    return 0;
+}
+
 static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *f, uint32_t bidx,
                         const page_src *src, pb_error *err)
 {
@@ -261,6 +274,9 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *f, uint32_t bidx,
         const mf_run *run = r < fi->nruns ? &fi->runs[r] : NULL;
         if (run && !run_needed(run, f, src, bidx))
             continue;
+        /* bounded before the span arithmetic below and before any allocation */
+        if (run && (rc = check_run(ctx, bidx, f, run, err)))
+            break;
         bool joins = run && n && run->pack_no == batch[n - 1]->pack_no &&
                      run->offset == batch[n - 1]->offset + batch[n - 1]->clen &&
                      run->offset + run->clen - batch[0]->offset <= SPAN_MAX;

@@ -447,8 +447,8 @@ static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, unsigned jobs, pb_erro
 
 /* After the files: prune (delta), tablespace_map, recovery settings, owner, and
  * everything on stable storage before success is reported. */
-static int finish(rs_target *t, const rs_opts *opts, const mf_manifest *m, rs_stats *stats,
-                  pb_error *err)
+static int finish(rs_target *t, const rs_opts *opts, const mf_manifest *m,
+                  const rs_timeline *tl, rs_stats *stats, pb_error *err)
 {
     int rc = 0;
     if (opts->delta) {
@@ -458,7 +458,7 @@ static int finish(rs_target *t, const rs_opts *opts, const mf_manifest *m, rs_st
     if (rc == 0)
         rc = write_tablespace_map(t, opts, m, err);
     if (rc == 0)
-        rc = rs_write_recovery(opts->target_dir, opts, mf_header_c(m), err);
+        rc = rs_write_recovery(opts->target_dir, opts, mf_header_c(m), tl, err);
     if (rc == 0)
         rc = rs_target_fix_owner(t, err);
     if (rc == 0)
@@ -472,6 +472,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
 {
     char id[MF_ID_LEN], why[512];
     chain c = {0};
+    rs_timeline tl;
     rs_ctx ctx;
     rs_target *t = NULL;
     memset(&ctx, 0, sizeof(ctx));
@@ -490,7 +491,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     const mf_manifest *m = c.items[c.count - 1];
     rc = rs_check_manifest(m, err);
     if (rc == 0)
-        rc = rs_check_wal(r, opts, mf_header_c(m), err);
+        rc = rs_check_wal(r, opts, mf_header_c(m), &tl, err);
     if (rc == 0)
         rc = check_tablespaces(opts, m, err);
     if (rc == 0)
@@ -507,7 +508,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.stats = stats;
     rc = rebuild_all(&ctx, m, opts->jobs, err);
     if (rc == 0)
-        rc = finish(t, opts, m, stats, err);
+        rc = finish(t, opts, m, &tl, stats, err);
     if (rc == 0) {
         snprintf(stats->id, sizeof(stats->id), "%s", id);
         stats->chain_length = c.count;
@@ -516,36 +517,6 @@ out:
     stats->seconds = pb_now() - t0;
     rs_ctx_free_buffers(&ctx);
     rs_target_free(t);
-    chain_free(&c);
-    return rc;
-}
-
-int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
-{
-    chain c = {0};
-    rs_ctx ctx;
-    memset(&ctx, 0, sizeof(ctx));
-    memset(stats, 0, sizeof(*stats));
-    rs_opts o = RS_OPTS_INIT;
-    o.set = set;
-    char id[MF_ID_LEN], why[512];
-    double t0 = pb_now();
-    int rc = rs_choose_set(r, &o, id, why, sizeof(why), err);
-    if (rc == 0)
-        rc = chain_resolve(r, id, &c, err);
-    if (rc)
-        return rc;
-    const mf_manifest *m = c.items[c.count - 1];
-    ctx.repo = r;
-    ctx.chain = &c;
-    ctx.stats = stats;
-    rc = rs_check_wal(r, &o, mf_header_c(m), err); /* start..stop, one listing */
-    if (rc == 0)
-        rc = rebuild_all(&ctx, m, jobs, err);
-    snprintf(stats->id, sizeof(stats->id), "%s", id);
-    stats->chain_length = c.count;
-    stats->seconds = pb_now() - t0;
-    rs_ctx_free_buffers(&ctx);
     chain_free(&c);
     return rc;
 }

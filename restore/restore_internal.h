@@ -83,15 +83,24 @@ typedef struct rs_ctx {
 /* Rebuild one regular file (MF_REL or MF_FILE) of the chain's last backup. */
 int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err);
 
-/* Write recovery settings and recovery.signal into the restored directory. */
+/* The timeline recovery will follow, and the recovery_target_timeline that says so. */
+typedef struct rs_timeline {
+    uint32_t tli;
+    char setting[16]; /* "latest", "current" or a timeline id */
+} rs_timeline;
+
+/* Write recovery settings and recovery.signal into the restored directory;
+ * recovery_target_timeline is tl->setting (as rs_check_wal chose it). */
 int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_backup *h,
-                      pb_error *err);
+                      const rs_timeline *tl, pb_error *err);
 
 /* Check, before anything is written, that the repository holds the WAL the restore of
  * backup h needs for this target: start to stop on the timeline path recovery will
  * follow, and on to the target LSN for an LSN target. Names the first missing segment.
- * For other targets, reports how far the archived WAL runs without a gap. */
-int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, pb_error *err);
+ * For other targets, reports how far the archived WAL runs without a gap. *tl is the
+ * timeline followed (a target past a timeline branch is placed or refused here). */
+int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, rs_timeline *tl,
+                 pb_error *err);
 
 
 /* Rebuild every regular file of m with `jobs` workers copying proto's settings; the

@@ -165,17 +165,33 @@ int cmd_restore(pb_options *o)
     return rc ? report(&err) : 0;
 }
 
+/* One report line per backup and per problem; problems also go to stderr's log. */
+static void verify_note(void *ctx, const char *id, bool problem, const char *msg)
+{
+    (void)ctx;
+    if (problem)
+        printf("  problem in %s: %s\n", id ? id : "the WAL archive", msg);
+    else
+        printf("%s%s\n", id ? "backup " : "", msg);
+}
+
 int cmd_verify(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
-    rs_stats st;
+    rs_verify_stats st;
     int rc = open_repo(o, &r, &err);
     if (rc == 0)
-        rc = rs_verify(r, o->restore.set, o->restore.jobs, &st, &err);
-    if (rc == 0)
-        printf("backup %s verified: chain of %zu, %" PRIu64 " frames read and checked, "
-               "WAL present\n", st.id, st.chain_length, st.frames_read);
+        rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, NULL, &st, &err);
+    if ((rc == 0 || rc == PB_ECORRUPT) && o->restore.set)
+        printf("verify %s: %zu problems in %.1f s\n", rc ? "FAILED" : "passed", st.problems,
+               st.seconds);
+    else if (rc == 0 || rc == PB_ECORRUPT)
+        printf("verify %s: %zu backups (%zu failed), %" PRIu64 " frames, %" PRIu64
+               " WAL segments, %" PRIu64 " history files checked; %zu problems in %.1f s\n",
+               rc ? "FAILED" : "passed", st.backups, st.backups_failed, st.frames_read,
+               st.wal_segments, st.wal_history, st.problems, st.seconds);
+    fflush(stdout);
     repo_free(r);
     return rc ? report(&err) : 0;
 }

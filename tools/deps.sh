@@ -5,7 +5,8 @@ PB_DEB_PACKAGES=(build-essential autoconf automake libtool pkg-config
     librocksdb-dev libzstd-dev libxxhash-dev libcurl4-openssl-dev libpq-dev liburing-dev
     postgresql-15 postgresql-client-15 python3
     swift swift-proxy swift-account swift-container swift-object python3-swift memcached
-    pgbackrest fio util-linux procps iproute2 bc)
+    pgbackrest fio util-linux procps iproute2 bc
+    clang) # clang: the libFuzzer targets of tests/fuzz/
 
 pb_install_deps() {
     local missing=() p

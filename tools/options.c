@@ -70,12 +70,16 @@ static int parse_size(const char *text, size_t *out)
     unsigned long long v = strtoull(text, &end, 10);
     if (errno || end == text)
         return PB_EINVAL;
+    unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
     default: break;
     }
+    if (v > (ULLONG_MAX >> shift) || v << shift > SIZE_MAX)
+        return PB_EINVAL; /* "17179869184G" must not wrap to a small size */
+    v <<= shift;
     if (*end == 'i' || *end == 'B')
         end += strspn(end, "iB");
     if (*end)
@@ -150,9 +154,10 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
         o->backup.type = arg[0] == 'f' ? 'F' : 'I';
         return 0;
     case O_READ_SIZE:
-        if (parse_size(arg, &sz) || sz < 8192 || sz % 4096 || sz > (64u << 20))
-            return pb_fail(err, PB_EINVAL, "--read-size must be a multiple of 4 KiB between "
-                           "8 KiB and 64 MiB, not '%s'", arg);
+        /* whole 8 kB pages per request: the scanner asserts it, a backup needs it */
+        if (parse_size(arg, &sz) || sz < PB_PAGE_SIZE || sz % PB_PAGE_SIZE || sz > (64u << 20))
+            return pb_fail(err, PB_EINVAL, "--read-size must be a multiple of 8 KiB (the page "
+                           "size) between 8 KiB and 64 MiB, not '%s'", arg);
         o->backup.read_size = sz;
         return 0;
     case O_QD:

@@ -62,7 +62,22 @@ static int collect_wal(void *vctx, const char *key, uint64_t size)
     return 0;
 }
 
-static void print_backup_text(const mf_backup *h, const chain *c)
+/* What a restore of h needs, full first: its ancestors, from the loaded headers. */
+static void print_needs(const chain_history *hist, const mf_backup *h, bool json)
+{
+    const mf_backup *path[64];
+    size_t n = 0;
+    for (const mf_backup *b = h; b && n < 64;) {
+        path[n++] = b;
+        b = b->parent[0] ? chain_history_find(hist, b->parent) : NULL;
+    }
+    for (size_t i = n; i-- > 0;)
+        printf(json ? "%s\"%s\"" : "%s%s", json ? (i + 1 < n ? ", " : "") : " ", path[i]->id);
+    if (n && path[n - 1]->parent[0])
+        printf(json ? ", \"(missing %s)\"" : " (missing parent %s)", path[n - 1]->parent);
+}
+
+static void print_backup_text(const mf_backup *h, const chain_history *hist)
 {
     char a[32], b[32];
     pb_lsn_format(h->start_lsn, a);
@@ -77,12 +92,11 @@ static void print_backup_text(const mf_backup *h, const chain *c)
            h->pages_scanned, h->pages_changed, h->pages_in_window, h->bytes_read,
            h->bytes_stored, ratio, h->seconds, h->stop_lsn - h->start_lsn, h->checksum_errors);
     printf("    restore needs:");
-    for (size_t i = 0; i < c->count; i++)
-        printf(" %s", mf_header_c(c->items[i])->id);
+    print_needs(hist, h, false);
     printf("\n");
 }
 
-static void print_backup_json(const mf_backup *h, const chain *c, bool first)
+static void print_backup_json(const mf_backup *h, const chain_history *hist, bool first)
 {
     char a[32], b[32];
     pb_lsn_format(h->start_lsn, a);
@@ -104,8 +118,7 @@ static void print_backup_json(const mf_backup *h, const chain *c, bool first)
            h->bytes_read, h->bytes_stored,
            h->bytes_stored ? (double)h->pages_changed * 8192.0 / (double)h->bytes_stored : 0.0,
            h->checksum_errors, h->collisions, h->seconds);
-    for (size_t i = 0; i < c->count; i++)
-        printf("%s\"%s\"", i ? ", " : "", mf_header_c(c->items[i])->id);
+    print_needs(hist, h, true);
     printf("]}");
 }
 
@@ -128,36 +141,31 @@ static void print_wal(const wal_ctx *w, bool json)
         printf("\n  ]\n}\n");
 }
 
+/* Backups are listed in history order (the state each holds), not id order. */
 int cmd_info(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
-    chain_ids ids = {0};
+    chain_history hist = {0};
     wal_ctx w = {NULL, 16u << 20};
     int rc = repo_open(&r, &o->repo, &err);
     if (rc == 0)
-        rc = chain_list(r, &ids, &err);
+        rc = chain_history_load(r, &hist, &err);
     if (rc)
         goto out;
     if (o->json)
         printf("{\n  \"repository\": \"%s\",\n  \"backups\": [", repo_location(r));
     else
-        printf("repository %s: %zu backups\n", repo_location(r), ids.count);
-    for (size_t i = 0; rc == 0 && i < ids.count; i++) {
-        chain c;
-        rc = chain_resolve(r, ids.ids[i], &c, &err);
-        if (rc)
-            break;
-        const mf_backup *h = mf_header_c(c.items[c.count - 1]);
+        printf("repository %s: %zu backups\n", repo_location(r), hist.count);
+    for (size_t i = 0; i < hist.count; i++) {
+        const mf_backup *h = &hist.items[i];
         w.seg_size = h->wal_segment_size ? h->wal_segment_size : w.seg_size;
         if (o->json)
-            print_backup_json(h, &c, i == 0);
+            print_backup_json(h, &hist, i == 0);
         else
-            print_backup_text(h, &c);
-        chain_free(&c);
+            print_backup_text(h, &hist);
     }
-    if (rc == 0)
-        rc = repo_list(r, "wal/", collect_wal, &w, &err);
+    rc = repo_list(r, "wal/", collect_wal, &w, &err);
     if (rc == 0)
         print_wal(&w, o->json);
 out:
@@ -166,7 +174,7 @@ out:
         free(w.head);
         w.head = n;
     }
-    chain_ids_free(&ids);
+    chain_history_free(&hist);
     repo_free(r);
     if (rc) {
         pb_log(PB_LOG_ERROR, "%s", err.msg);
@@ -209,6 +217,25 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
     return 0;
 }
 
+/* WAL older than the oldest start among the kept backups (by LSN, not by id). */
+static int expire_wal_before(repo *r, const chain_history *hist, const bool *keep,
+                             pb_error *err)
+{
+    const mf_backup *oldest = NULL;
+    for (size_t i = 0; i < hist->count; i++)
+        if (keep[i] && (!oldest || hist->items[i].start_lsn < oldest->start_lsn))
+            oldest = &hist->items[i];
+    if (!oldest)
+        return 0;
+    wal_expire we = {r, "", 0};
+    snprintf(we.oldest, sizeof(we.oldest), "%s", oldest->start_wal);
+    int rc = repo_list(r, "wal/", expire_wal, &we, err);
+    if (rc == 0)
+        printf("expired %" PRIu64 " WAL segments older than %s (start of backup %s)\n",
+               we.removed, we.oldest, oldest->id);
+    return rc;
+}
+
 static int expire_locked(pb_options *o);
 
 /* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
@@ -240,6 +267,9 @@ int cmd_expire(pb_options *o)
     return rc;
 }
 
+/* Retention follows history order and parentage (chain_retain): the newest N full or
+ * synthetic backups, everything after the oldest of them, and every ancestor a kept
+ * backup needs; a backup whose descendant is kept is never removed. */
 static int expire_locked(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
@@ -248,42 +278,29 @@ static int expire_locked(pb_options *o)
         return 2;
     }
     repo *r = NULL;
-    chain_ids ids = {0};
+    chain_history hist = {0};
+    bool *keep = NULL;
     int rc = repo_open(&r, &o->repo, &err);
     if (rc == 0)
-        rc = chain_list(r, &ids, &err);
-    /* Backups are in time order; a chain starts at each full ('F') or synthetic ('S'). */
-    size_t keep_from = ids.count, fulls = 0;
-    for (size_t i = ids.count; rc == 0 && i-- > 0;) {
-        char t = ids.ids[i][15];
-        if ((t == 'F' || t == 'S') && ++fulls == (size_t)o->retain_full) {
-            keep_from = i;
-            break;
-        }
-    }
-    if (rc == 0 && fulls < (size_t)o->retain_full)
-        keep_from = 0;
+        rc = chain_history_load(r, &hist, &err);
+    if (rc == 0 && !(keep = calloc(hist.count ? hist.count : 1, sizeof(*keep))))
+        rc = pb_fail(&err, PB_ENOMEM, "out of memory planning expire");
+    if (rc == 0)
+        chain_retain(&hist, (unsigned)o->retain_full, keep);
     /* Newest first: an incremental goes before the backups it needs, so a kill at any
      * moment leaves every listed backup with its whole chain. */
-    for (size_t i = keep_from; rc == 0 && i-- > 0;) {
-        rc = chain_drop(r, ids.ids[i], &err);
+    for (size_t i = hist.count; rc == 0 && i-- > 0;) {
+        if (keep[i])
+            continue;
+        rc = chain_drop(r, hist.items[i].id, &err);
         if (rc == 0)
-            printf("expired backup %s\n", ids.ids[i]);
+            printf("expired backup %s\n", hist.items[i].id);
         PB_FAULT_POINT("expire.after-backup");
     }
-    if (rc == 0 && keep_from < ids.count) {
-        mf_manifest *m = NULL;
-        wal_expire we = {r, "", 0};
-        rc = chain_load(r, ids.ids[keep_from], &m, &err);
-        if (rc == 0) {
-            snprintf(we.oldest, sizeof(we.oldest), "%s", mf_header(m)->start_wal);
-            rc = repo_list(r, "wal/", expire_wal, &we, &err);
-        }
-        mf_free(m);
-        if (rc == 0)
-            printf("expired %" PRIu64 " WAL segments older than %s\n", we.removed, we.oldest);
-    }
-    chain_ids_free(&ids);
+    if (rc == 0)
+        rc = expire_wal_before(r, &hist, keep, &err);
+    free(keep);
+    chain_history_free(&hist);
     repo_free(r);
     if (rc) {
         pb_log(PB_LOG_ERROR, "%s", err.msg);

@@ -149,7 +149,8 @@ pb_check "the repository verifies once the manifest is back" pbx "$S1" "$PB_REPO
 SEG0=$(ls "$SRC/pg_wal" | grep -E '^[0-9A-F]{24}$' | head -n 1)
 WINS=0 BAD=0
 for round in 1 2 3 4 5 6; do
-    NAME=$(printf '00000009000000000000%04X' "$round")
+    # a later timeline, same segment number: archive-get checks the page address
+    NAME=$(printf '%08X%s' "$((8 + round))" "${SEG0:8}")
     mkdir -p "$PB_WORK/pa$round/a" "$PB_WORK/pa$round/b"
     cp "$SRC/pg_wal/$SEG0" "$PB_WORK/pa$round/a/$NAME"
     cp "$SRC/pg_wal/$SEG0" "$PB_WORK/pa$round/b/$NAME"

@@ -1,5 +1,6 @@
 /* tests/unit/archive_test.c — WAL archive push/get over a posix repository. */
 #include "engine/archive.h"
+#include "engine/pack.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>
@@ -30,7 +31,21 @@ static repo *open_repo(void)
     return r;
 }
 
-/* WAL-like content: mostly compressible records with random bytes mixed in. */
+/* The long page header PostgreSQL writes at the start of every segment (archive.c
+ * checks it against the name). */
+static void wal_header(uint8_t *p, uint32_t tli, uint64_t segno, uint32_t seg_size)
+{
+    memset(p, 0, 40);
+    pb_put_u16(p, 0xD110);
+    pb_put_u16(p + 2, 0x0002);
+    pb_put_u32(p + 4, tli);
+    pb_put_u64(p + 8, segno * seg_size);
+    pb_put_u32(p + 32, seg_size);
+    pb_put_u32(p + 36, 8192);
+}
+
+/* WAL-like content: mostly compressible records with random bytes mixed in, behind the
+ * long page header of SEG1 (timeline 1, segment 0xA * 256 + 0xFE). */
 static uint8_t *make_segment(uint32_t seed)
 {
     uint8_t *p = malloc(SEG_SIZE);
@@ -39,6 +54,7 @@ static uint8_t *make_segment(uint32_t seed)
         s = s * 1664525u + 1013904223u;
         p[i] = (i % 256) < 200 ? (uint8_t)(i / 4096) : (uint8_t)(s >> 24);
     }
+    wal_header(p, 1, 0xAull * 256 + 0xFE, SEG_SIZE);
     return p;
 }
 
@@ -212,6 +228,67 @@ static void test_history_and_small(void)
     repo_free(r);
 }
 
+/* An archived object under key built with the manifest envelope's encoder, its magic
+ * replaced by the WAL one (the magic is outside both checksums). */
+static void put_wal_object(repo *r, const char *key, const void *raw, size_t len)
+{
+    pb_buf obj = {0};
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(pack_object_encode(raw, len, 1, &obj, &e) == 0);
+    memcpy(obj.data, "PBWAL001", 8);
+    PBT_CHECK(repo_put(r, key, obj.data, obj.len, &e) == 0);
+    pb_buf_free(&obj);
+}
+
+/* Defect 10: the WAL object header's raw size is bounded by what the name can hold (a
+ * history file is text, not 64 MiB) and by what the payload can expand to. */
+static void test_hostile_sizes(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    size_t big = 64u << 20;
+    uint8_t *zeros = calloc(1, big);
+    put_wal_object(r, "wal/history/00000007.history.zst", zeros, big);
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    PBT_CHECK(arch_read(r, "00000007.history", &out, &out_len, &e) == PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "wal/history/00000007.history.zst") != NULL);
+    PBT_CHECK(out == NULL);
+    free(out);
+    /* a segment-sized object is fine for a segment name */
+    wal_header(zeros, 7, 1, 16u << 20);
+    put_wal_object(r, "wal/00000007/000000070000000000000001.zst", zeros, 16u << 20);
+    PBT_CHECK(arch_read(r, "000000070000000000000001", &out, &out_len, &e) == 0);
+    PBT_CHECK(out_len == 16u << 20);
+    free(out);
+    /* another segment's content under this name (a swap): the page address tells */
+    put_wal_object(r, "wal/00000007/000000070000000000000003.zst", zeros, 16u << 20);
+    PBT_CHECK(arch_read(r, "000000070000000000000003", &out, &out_len, &e) == PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "000000070000000000000003") && strstr(e.msg, "another segment"));
+    /* a segment-named object that is not a segment at all */
+    put_wal_object(r, "wal/00000007/000000070000000000000004.zst", zeros, 4096);
+    PBT_CHECK(arch_read(r, "000000070000000000000004", &out, &out_len, &e) == PB_ECORRUPT);
+    /* the first segment of timeline 8 is a copy of timeline 7's: an older page tli is fine */
+    wal_header(zeros, 7, 3, 16u << 20);
+    put_wal_object(r, "wal/00000008/000000080000000000000003.zst", zeros, 16u << 20);
+    PBT_CHECK(arch_read(r, "000000080000000000000003", &out, &out_len, &e) == 0);
+    free(out);
+    /* header claims 1 GiB, payload of a few bytes: refused before allocating */
+    uint8_t obj[32 + 17] = "PBWAL001";
+    uint8_t z[17] = {0x28, 0xB5, 0x2F, 0xFD, 0xE0};
+    pb_put_u64(z + 5, 1u << 30);
+    z[13] = 0x03, z[15] = 0x10;
+    pb_put_u64(obj + 8, 1u << 30);
+    pb_put_u64(obj + 24, pb_hash64(z, sizeof(z)));
+    memcpy(obj + 32, z, sizeof(z));
+    PBT_CHECK(repo_put(r, "wal/00000007/000000070000000000000002.zst", obj, sizeof(obj), &e) ==
+              0);
+    PBT_CHECK(arch_read(r, "000000070000000000000002", &out, &out_len, &e) == PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "000000070000000000000002") != NULL);
+    free(zeros);
+    repo_free(r);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -228,6 +305,7 @@ int main(void)
     PBT_RUN(test_push_get);
     PBT_RUN(test_corrupt);
     PBT_RUN(test_history_and_small);
+    PBT_RUN(test_hostile_sizes);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
 }

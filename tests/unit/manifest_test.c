@@ -3,10 +3,12 @@
 #include "manifest/manifest_internal.h"
 #include "tests/unit/pbtest.h"
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- helpers ---- */
@@ -95,6 +97,7 @@ static int add_rel_hashes(mf_manifest *m, const char *path, uint32_t npages, uin
     f.path = xstrdup(path);
     f.kind = MF_REL;
     f.npages = npages;
+    f.size = (uint64_t)npages * PB_PAGE_SIZE;
     f.nruns = 1;
     f.runs = calloc(1, sizeof(*f.runs));
     f.runs[0] = (mf_run){first, count, 9, 9, 9, 9};
@@ -203,6 +206,7 @@ static void test_add_find(void)
     f.path = xstrdup("ovl");
     f.kind = MF_REL;
     f.npages = 10;
+    f.size = 10 * PB_PAGE_SIZE;
     f.nruns = 2;
     f.runs = calloc(2, sizeof(*f.runs));
     f.runs[0] = (mf_run){4, 4, 0, 0, 0, 0};
@@ -455,6 +459,22 @@ static void test_corrupt_objects(void)
         PBT_CHECK(rc == PB_ECORRUPT);
         if (rc != PB_ECORRUPT)
             fprintf(stderr, "evil #%zu: rc %d\n", i, rc);
+        pb_buf_free(&c);
+    }
+    /* defect 10: npages sizes restore's per-page plan, so it must match the size and stay
+     * under MF_REL_MAX_PAGES (old code: accepted, then restore calloc'd 32 GiB) */
+    size_t off_size = (size_t)(path - b.data) + 8 + 4 + 4;
+    PBT_CHECK(pb_get_u64(b.data + off_size) == 100 * PB_PAGE_SIZE);
+    struct { uint64_t size; uint32_t npages; } lies[] = {
+        {100 * PB_PAGE_SIZE, 200}, {(uint64_t)UINT32_MAX * PB_PAGE_SIZE, UINT32_MAX},
+        {(uint64_t)(MF_REL_MAX_PAGES + 1) * PB_PAGE_SIZE, MF_REL_MAX_PAGES + 1}, {10, 100}};
+    for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
+        pb_buf c = {0};
+        pb_buf_append(&c, b.data, b.len);
+        pb_put_u64(c.data + off_size, lies[i].size);
+        pb_put_u32(c.data + off_npages, lies[i].npages);
+        reseal(&c);
+        PBT_CHECK(parse_code(&c, &err) == PB_ECORRUPT && strstr(err.msg, "rel/file"));
         pb_buf_free(&c);
     }
     /* the run error names the file */
@@ -747,6 +767,74 @@ out:
     rm_tree(dir);
 }
 
+/* Flip one byte in the middle of the largest table file of a closed catalog. */
+static int damage_largest(const char *db, int truncate_it)
+{
+    char cmd[512], path[512] = "";
+    snprintf(cmd, sizeof(cmd), "ls -S '%s'/*.sst 2>/dev/null | head -n 1", db);
+    FILE *p = popen(cmd, "r");
+    if (!p || !fgets(path, sizeof(path), p)) {
+        if (p)
+            pclose(p);
+        return -1;
+    }
+    pclose(p);
+    path[strcspn(path, "\n")] = '\0';
+    struct stat st;
+    int fd = open(path, O_RDWR);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return -1;
+    int rc = 0;
+    if (truncate_it) {
+        rc = ftruncate(fd, st.st_size / 2);
+    } else {
+        uint8_t b;
+        off_t at = st.st_size / 3;
+        rc = pread(fd, &b, 1, at) == 1 && (b ^= 0x40, pwrite(fd, &b, 1, at) == 1) ? 0 : -1;
+    }
+    close(fd);
+    return rc;
+}
+
+/* The catalog is a cache: a damaged one opens empty (head PB_ENOENT) so that the
+ * backup rebuilds it from the repository, instead of failing every backup from now on
+ * (old code: open or the first lookup fails with PB_ECORRUPT). */
+static void test_catalog_damage_rebuilds(void)
+{
+    for (int truncate_it = 0; truncate_it < 2; truncate_it++) {
+        char dir[] = "/tmp/mf_test.XXXXXX";
+        PBT_CHECK(mkdtemp(dir) != NULL);
+        char db[64];
+        snprintf(db, sizeof(db), "%s/catalog", dir);
+        pb_error err = PB_ERROR_INIT;
+        mf_catalog *cat = NULL;
+        PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+        mf_manifest *m = new_manifest("F1", "", 'F');
+        for (int i = 0; i < 40; i++) {
+            char path[32];
+            snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+            add_rel(m, 1, path, 3000, 0, 1, 0, 3000);
+        }
+        mf_sort(m);
+        PBT_CHECK(mf_catalog_apply(cat, m, &err) == 0);
+        mf_free(m);
+        mf_catalog_close(cat);
+        /* a reopen flushes the write-ahead log into table files */
+        PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+        mf_catalog_close(cat);
+        PBT_CHECK(damage_largest(db, truncate_it) == 0);
+        cat = NULL;
+        int rc = mf_catalog_open(&cat, db, &err);
+        PBT_CHECK(rc == 0);
+        if (rc)
+            fprintf(stderr, "  damaged catalog: %s\n", err.msg);
+        char id[MF_ID_LEN];
+        PBT_CHECK(cat && mf_catalog_head(cat, id, &err) == PB_ENOENT);
+        mf_catalog_close(cat);
+        rm_tree(dir);
+    }
+}
+
 /* A catalog in a path that cannot be created reports an error, not a crash. */
 static void test_catalog_open_fails(void)
 {
@@ -766,5 +854,6 @@ int main(void)
     PBT_RUN(test_corrupt_objects);
     PBT_RUN(test_catalog_chain);
     PBT_RUN(test_catalog_open_fails);
+    PBT_RUN(test_catalog_damage_rebuilds);
     return PBT_DONE();
 }

@@ -302,6 +302,76 @@ static void test_object_codec(void)
     free(raw);
 }
 
+/* A crafted envelope: valid checksums, a zstd frame whose header claims content_size
+ * bytes but whose one RLE block yields 128 KiB. */
+static void crafted_object(pb_buf *obj, uint64_t raw_len, uint64_t content_size)
+{
+    uint8_t z[17] = {0x28, 0xB5, 0x2F, 0xFD, 0xE0};
+    pb_put_u64(z + 5, content_size);
+    z[13] = 0x03; /* last block, RLE, 131072 bytes */
+    z[14] = 0x00;
+    z[15] = 0x10;
+    z[16] = 0x00;
+    obj->len = 0;
+    PBT_CHECK(pb_buf_append(obj, PACK_OBJECT_MAGIC, 8) == 0);
+    PBT_CHECK(pb_buf_u64(obj, raw_len) == 0);
+    PBT_CHECK(pb_buf_u64(obj, 0) == 0);
+    PBT_CHECK(pb_buf_u64(obj, pb_hash64(z, sizeof(z))) == 0);
+    PBT_CHECK(pb_buf_append(obj, z, sizeof(z)) == 0);
+}
+
+/* Defect 10: a header's raw length is bounded by the maximum and by what the payload can
+ * expand to before anything is allocated; a lying one fails as corruption, never as a
+ * 60 GiB allocation (old code: malloc(60 GiB) -> PB_ENOMEM, or an ASan abort). */
+static void test_object_hostile_lengths(void)
+{
+    pb_buf obj = {0};
+    pb_error err = PB_ERROR_INIT;
+    void *back = NULL;
+    size_t back_len = 0;
+    const uint64_t lies[] = {60ull << 30, PACK_OBJECT_MAX_RAW + 1, 1u << 30, 4u << 20};
+    for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
+        crafted_object(&obj, lies[i], lies[i]);
+        PBT_CHECK(pack_object_decode(obj.data, obj.len, "backup/X/manifest", &back, &back_len,
+                                     &err) == PB_ECORRUPT);
+        PBT_CHECK(strstr(err.msg, "backup/X/manifest") != NULL);
+        PBT_CHECK(back == NULL);
+    }
+    /* the header and the frame disagree; a frame that really holds 128 KiB but claims less */
+    crafted_object(&obj, 131072, 131072 + 1);
+    PBT_CHECK(pack_object_decode(obj.data, obj.len, "m", &back, &back_len, &err) == PB_ECORRUPT);
+    crafted_object(&obj, 131072, 131072);
+    PBT_CHECK(pack_object_decode(obj.data, obj.len, "m", &back, &back_len, &err) ==
+              PB_ECORRUPT); /* raw hash 0 does not match 128 KiB of zeros */
+    /* the same envelope under another magic is refused */
+    PBT_CHECK(pack_envelope_decode(obj.data, obj.len, "PBWAL001", 1u << 30, "w", &back,
+                                   &back_len, &err) == PB_ECORRUPT);
+    pb_buf_free(&obj);
+}
+
+/* Defect 10: frame locations read from a manifest are bounded before use. */
+static void test_loc_bounds(void)
+{
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(pack_loc_check("k", 16, 40, 8192, &e) == 0);
+    PBT_CHECK(pack_loc_check("k", 16, PACK_MAX_FRAME_STORED, PACK_MAX_FRAME_RAW, &e) == 0);
+    PBT_CHECK(pack_loc_check("k", 16, PACK_MAX_FRAME_STORED + 1, 8192, &e) == PB_ECORRUPT);
+    PBT_CHECK(pack_loc_check("k", 16, 31, 8192, &e) == PB_ECORRUPT);
+    PBT_CHECK(pack_loc_check("k", 16, 40, PACK_MAX_FRAME_RAW + 1, &e) == PB_ECORRUPT);
+    PBT_CHECK(pack_loc_check("k", 3, 40, 8192, &e) == PB_ECORRUPT);
+    PBT_CHECK(pack_loc_check("k", UINT64_MAX - 10, 40, 8192, &e) == PB_ECORRUPT);
+    PBT_CHECK(pack_loc_check("pack/000001", (uint64_t)INT64_MAX, 40, 8192, &e) == PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "pack/000001") != NULL);
+    repo *r = open_repo();
+    uint8_t *out = malloc(PACK_MAX_FRAME_RAW);
+    pack_loc huge = {1, 16, 0xFFFFFFF0u, 8192};
+    PBT_CHECK(pack_read_frame(r, DIR_KEY, &huge, out, PACK_MAX_FRAME_RAW, &e) == PB_ECORRUPT);
+    pack_loc wrap = {1, UINT64_MAX - 20, 64, 8192};
+    PBT_CHECK(pack_read_frame(r, DIR_KEY, &wrap, out, PACK_MAX_FRAME_RAW, &e) == PB_ECORRUPT);
+    free(out);
+    repo_free(r);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -312,6 +382,8 @@ int main(void)
     PBT_RUN(test_small_cases);
     PBT_RUN(test_corruption);
     PBT_RUN(test_object_codec);
+    PBT_RUN(test_object_hostile_lengths);
+    PBT_RUN(test_loc_bounds);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
 }

@@ -61,6 +61,8 @@ static repo *backup_with_links(const char *name, const char *const links[][2], s
     o.location = dir;
     pb_error err = PB_ERROR_INIT;
     PBT_CHECK(repo_open(&r, &o, &err) == 0);
+    /* the identity file a first backup writes: restore checks the chain against it */
+    PBT_CHECK(r && chain_check_identity(r, 0, true, &err) == 0);
     mf_backup h;
     memset(&h, 0, sizeof(h));
     snprintf(h.id, sizeof(h.id), "20260101-000000F");

@@ -71,6 +71,19 @@ static void push_wal(repo *r, const char *name)
     snprintf(path, sizeof(path), "%s/%s", root, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     PBT_CHECK(fd >= 0 && ftruncate(fd, SEG) == 0);
+    /* the long page header PostgreSQL writes first (archive.c checks it); the segment
+     * number is the name's last eight digits (segment size 16 MiB) */
+    uint8_t h[40] = {0};
+    char tli[9], log[9];
+    snprintf(tli, sizeof(tli), "%.8s", name);
+    snprintf(log, sizeof(log), "%.8s", name + 8);
+    uint64_t segno = strtoull(log, NULL, 16) * 256 + strtoull(name + 16, NULL, 16);
+    pb_put_u16(h + 2, 0x0002);
+    pb_put_u32(h + 4, (uint32_t)strtoul(tli, NULL, 16));
+    pb_put_u64(h + 8, segno * SEG);
+    pb_put_u32(h + 32, SEG);
+    pb_put_u32(h + 36, 8192);
+    PBT_CHECK(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
     close(fd);
     pb_error err = PB_ERROR_INIT;
     PBT_CHECK(arch_push(r, path, &err) == 0);
@@ -228,6 +241,8 @@ static repo *open_repo(const char *dir)
     pb_error err = PB_ERROR_INIT;
     mkdir(dir, 0700);
     PBT_CHECK(repo_open(&r, &o, &err) == 0);
+    /* the identity file a first backup writes: restore and verify check it */
+    PBT_CHECK(r && chain_check_identity(r, 0, true, &err) == 0);
     return r;
 }
 
@@ -296,6 +311,54 @@ static void test_corrupt_hash_and_missing_wal(void)
     repo_free(r);
 }
 
+/* Defect 10: a manifest whose run points at an impossible frame location (a stored length
+ * of 4 GiB, an offset that wraps) is refused as corruption naming the pack, before any
+ * allocation or read from it (old code: a 4 GiB buffer, or a negative pread offset). */
+static void test_hostile_frame_locations(void)
+{
+    const mf_run evil[] = {{0, 1, 1, 0xFFFFFFF0u, 16, 8192},
+                           {0, 1, 1, 64, UINT64_MAX - 20, 8192},
+                           {0, 1, 1, 64, (uint64_t)INT64_MAX - 8, 8192},
+                           {0, 1, 1, 3, 16, 8192}};
+    for (size_t i = 0; i < sizeof(evil) / sizeof(evil[0]); i++) {
+        char dir[300], target[300];
+        snprintf(dir, sizeof(dir), "%s/repo-evil%zu", root, i);
+        repo *r = open_repo(dir);
+        pb_error err = PB_ERROR_INIT;
+        uint8_t page[PB_PAGE_SIZE];
+        fill_page(page, 5);
+        pack_writer *pw = NULL;
+        PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000000F", 1 << 20, 1, &err) == 0);
+        mf_manifest *f = new_backup("20260101-000000F", "", 'F');
+        add_dir(f, "base");
+        mf_file rel = {0};
+        rel.path = strdup("base/100");
+        rel.kind = MF_REL;
+        rel.mode = 0600;
+        rel.size = PB_PAGE_SIZE;
+        rel.npages = 1;
+        ship(pw, &rel, 0, 1, page);
+        rel.runs[0] = evil[i];
+        PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
+        PBT_CHECK(pack_writer_finish(pw, &err) == 0);
+        pack_writer_free(pw);
+        mf_sort(f);
+        PBT_CHECK(chain_commit(r, f, &err) == 0);
+        mf_free(f);
+        push_wal(r, "000000010000000000000001");
+        rs_stats st;
+        int rc = rs_verify(r, NULL, 1, &st, &err);
+        PBT_CHECK(rc == PB_ECORRUPT);
+        PBT_CHECK(strstr(err.msg, "backup/20260101-000000F/pack/000001") != NULL);
+        if (rc != PB_ECORRUPT)
+            fprintf(stderr, "evil location #%zu: rc %d: %s\n", i, rc, err.msg);
+        rs_opts o = RS_OPTS_INIT;
+        snprintf(target, sizeof(target), "%s/target-evil%zu", root, i);
+        o.target_dir = target;
+        PBT_CHECK(rs_restore(r, &o, &st, &err) == PB_ECORRUPT);
+        repo_free(r);
+    }
+}
 
 static void write_file(const char *path, const char *text)
 {
@@ -567,6 +630,7 @@ int main(void)
         return 1;
     PBT_RUN(test_restore_chain);
     PBT_RUN(test_corrupt_hash_and_missing_wal);
+    PBT_RUN(test_hostile_frame_locations);
     PBT_RUN(test_delta_through_link);
     PBT_RUN(test_hostile_manifest);
     PBT_RUN(test_wal_link);

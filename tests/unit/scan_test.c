@@ -127,6 +127,13 @@ static void test_open_options(void)
     o.read_size = 1000; /* not a multiple of 4096 */
     PBT_CHECK(scan_open(&s, &o, &err) == PB_EINVAL && s == NULL);
     PBT_CHECK(strstr(err.msg, "1000") != NULL);
+    /* defect 12: a multiple of 4 KiB that is not one of the 8 kB page would split pages
+     * between chunks (old code accepted it) */
+    o.read_size = 12 * KiB;
+    PBT_CHECK(scan_open(&s, &o, &err) == PB_EINVAL && s == NULL);
+    PBT_CHECK(strstr(err.msg, "12288") != NULL);
+    o.read_size = 132 * KiB;
+    PBT_CHECK(scan_open(&s, &o, &err) == PB_EINVAL && s == NULL);
     o.read_size = 0; /* default: from the device holding the working directory */
     PBT_CHECK(scan_open(&s, &o, &err) == 0 && s != NULL);
     scan_free(s);
@@ -590,6 +597,8 @@ static void test_stripe_size(void)
     fake_md(root, "md6", "raid0", "2", "4096", NULL);     /* 8 KiB stripe: raised */
     fake_md(root, "md7", "raid0", "16", "4194304", NULL); /* 64 MiB: capped */
     fake_md(root, "md8", "raid5", "3", "12288", NULL);    /* 24 KiB: whole stripes */
+    fake_md(root, "md9", "raid5", "4", "4096", NULL);     /* 12 KiB: whole stripes and pages */
+    fake_md(root, "md10", "raid0", "7", "4096", NULL);    /* 28 KiB */
     /* md0p1: a partition of md0, as sysfs nests it. */
     snprintf(path, sizeof(path), "%s/md0/md0p1", root);
     mkdir(path, 0700);
@@ -621,6 +630,9 @@ static void test_stripe_size(void)
     PBT_CHECK(strstr(why, "adjusted") != NULL);
     PBT_CHECK(stripe_of(root, "md7", why, sizeof(why)) == 16 * MiB);
     PBT_CHECK(stripe_of(root, "md8", why, sizeof(why)) == 144 * KiB); /* 6 whole stripes */
+    /* defect 12: old code rounded 12 KiB stripes to 132 KiB, which splits pages */
+    PBT_CHECK(stripe_of(root, "md9", why, sizeof(why)) == 144 * KiB); /* 12 stripes, 18 pages */
+    PBT_CHECK(stripe_of(root, "md10", why, sizeof(why)) == 168 * KiB); /* 6 x 28, 21 pages */
     PBT_CHECK(stripe_of(root, "md0/md0p1", why, sizeof(why)) == 2 * MiB);
     PBT_CHECK(stripe_of(root, "dm-0", why, sizeof(why)) == 2 * MiB);
     PBT_CHECK(strstr(why, "md2") != NULL);

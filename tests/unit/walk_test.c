@@ -353,6 +353,32 @@ static void test_walk_tree(void)
     walk_list_free(NULL);
 }
 
+/* Defect 12: a tablespace location shared with another cluster (an upgrade leaves
+ * PG_16_... next to PG_15_...): only this cluster's directory is walked. */
+static void test_walk_foreign_cluster(void)
+{
+    char pg[128], ts[128];
+    snprintf(pg, sizeof(pg), "%s/pgdata-fc", root);
+    snprintf(ts, sizeof(ts), "%s/ts-fc", root);
+    PBT_CHECK(mkdir(pg, 0700) == 0);
+    PBT_CHECK(mkdir(ts, 0700) == 0);
+    PBT_CHECK(build_tree(pg, ts) == 0);
+    PBT_CHECK(mk_dir(ts, "PG_16_202307071") == 0 && mk_dir(ts, "PG_16_202307071/5") == 0);
+    PBT_CHECK(mk_file(ts, "PG_16_202307071/5/16600", 8192, 0600) == 0);
+    walk_list l = {0};
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(walk_pgdata_cluster(pg, "PG_15_202209061", &l, &err) == 0);
+    size_t nwant = sizeof(want_list) / sizeof(want_list[0]), foreign = 0;
+    for (size_t i = 0; i < l.count; i++)
+        foreign += strstr(l.items[i].path, "PG_16_") != NULL;
+    PBT_CHECK(l.count == nwant && foreign == 0);
+    walk_list_free(&l);
+    /* without a cluster directory every entry is taken, as before */
+    PBT_CHECK(walk_pgdata(pg, &l, &err) == 0);
+    PBT_CHECK(l.count == nwant + 3);
+    walk_list_free(&l);
+}
+
 static void test_walk_errors(void)
 {
     char p[128];
@@ -442,6 +468,7 @@ int main(void)
     PBT_RUN(test_is_excluded);
     PBT_RUN(test_is_relation);
     PBT_RUN(test_walk_tree);
+    PBT_RUN(test_walk_foreign_cluster);
     PBT_RUN(test_walk_errors);
     PBT_RUN(test_walk_wal_link_and_inplace_ts);
     PBT_RUN(test_walk_empty);

@@ -1,0 +1,196 @@
+/*
+ * restore/choose_set.c — which backup a restore starts from.
+ *
+ * A backup can reach a target when replay from it becomes consistent (at its stop LSN)
+ * before the target: PostgreSQL refuses a stop point before the consistent point. For
+ * time and LSN targets the manifest says where the backup ends, so the newest backup
+ * (in history order: engine/chain_order.c) ending before the target is chosen. A
+ * transaction id or a restore point name cannot be placed without reading WAL, so for
+ * those the newest backup is chosen and the message says what to do if PostgreSQL finds
+ * the target inside the backup's window. The timeline each backup would recover along
+ * is rs_follow_timeline's (wal_view.c).
+ */
+#include "restore/recovery_internal.h"
+
+#include "engine/archive.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* 1 when backup h can reach the target, 0 (with the reason in why) when not. */
+static int can_reach(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                     const mf_backup *h, char *why, size_t why_len, pb_error *err)
+{
+    if (opts->target != RS_TARGET_IMMEDIATE || opts->target_timeline) {
+        rs_timeline tl;
+        int rc = rs_follow_timeline(v, opts, tv, h, &tl, err);
+        if (rc)
+            return rc;
+        if (!rs_on_path(v, h, why, why_len))
+            return 0;
+    }
+    char a[40], b[40];
+    if (opts->target == RS_TARGET_TIME && !(h->stop_time < tv->time)) {
+        rs_fmt_time(h->stop_time, a);
+        snprintf(why, why_len, "it ended at %s, not before the target time %s", a,
+                 tv->time_text);
+        return 0;
+    }
+    if (opts->target == RS_TARGET_LSN && h->stop_lsn > tv->lsn) {
+        pb_lsn_format(h->stop_lsn, a);
+        pb_lsn_format(tv->lsn, b);
+        snprintf(why, why_len, "it becomes consistent at LSN %s, after the target LSN %s", a,
+                 b);
+        return 0;
+    }
+    return 1;
+}
+
+static void explain_choice(const rs_opts *opts, const rs_target_val *tv, const mf_backup *h,
+                           const char *older, bool explicit, char *why, size_t why_len)
+{
+    char a[40], stop[32];
+    pb_lsn_format(h->stop_lsn, stop);
+    rs_fmt_time(h->stop_time, a);
+    const char *how = explicit ? "requested with --set" : "the newest backup";
+    switch (opts->target) {
+    case RS_TARGET_TIME:
+        snprintf(why, why_len, "%s that ended (at %s, LSN %s, timeline %u) before the target "
+                 "time %s", how, a, stop, h->timeline, tv->time_text);
+        break;
+    case RS_TARGET_LSN:
+        snprintf(why, why_len, "%s that becomes consistent (at LSN %s, timeline %u) before "
+                 "the target LSN %s", how, stop, h->timeline, opts->target_value);
+        break;
+    case RS_TARGET_XID:
+    case RS_TARGET_NAME:
+        snprintf(why, why_len, "%s (ends at LSN %s, %s); a %s cannot be placed before or after "
+                 "a backup without reading WAL: if PostgreSQL stops with \"requested recovery "
+                 "stop point is before consistent recovery point\", restore with --set %s",
+                 how, stop, a, opts->target == RS_TARGET_XID ? "transaction id"
+                                                             : "restore point name",
+                 older && older[0] ? older : "<an older backup>");
+        break;
+    default:
+        snprintf(why, why_len, "%s (ends at LSN %s, %s, timeline %u)", how, stop, a,
+                 h->timeline);
+    }
+}
+
+/* Name the newest backup and, when another, the oldest with their reasons: a time or LSN
+ * before every backup shows in the oldest, a timeline mismatch in the newest. */
+static int refuse(repo *r, const rs_opts *opts, const char *newest, const char *newest_why,
+                  const char *oldest, const char *oldest_why, pb_error *err)
+{
+    char more[600] = "";
+    if (strcmp(newest, oldest) != 0)
+        snprintf(more, sizeof(more), "; the oldest, %s, because %s", oldest, oldest_why);
+    return pb_fail(err, PB_ENOENT, "no backup in repository %s can reach the recovery target "
+                   "%s%s%s: the newest, %s, cannot because %s%s", repo_location(r),
+                   opts->target_value ? "'" : "", opts->target_value ? opts->target_value
+                                                                     : "(end of backup)",
+                   opts->target_value ? "'" : "", newest, newest_why, more);
+}
+
+/* PostgreSQL ends with "recovery ended before configured recovery target was reached"
+ * when the target lies beyond the archived WAL; a target in the future always does. The
+ * margin allows for a database host whose clock runs ahead of this one. */
+static int check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err)
+{
+    int64_t now = (int64_t)time(NULL);
+    if (opts->target != RS_TARGET_TIME || tv->time <= now)
+        return 0;
+    if (tv->time > now + 300)
+        return pb_fail(err, PB_EINVAL, "the target time %s is in the future: recovery could "
+                       "never reach it (PostgreSQL would stop with \"recovery ended before "
+                       "configured recovery target was reached\"); use --target-end to replay "
+                       "all archived WAL", tv->time_text);
+    pb_warn("the target time %s is later than this host's clock: recovery reaches it only "
+            "if WAL up to then is archived", tv->time_text);
+    return 0;
+}
+
+/* --set names one backup: only its manifest is needed (another's damage is verify's). */
+static int load_one(repo *r, const char *id, chain_history *out, pb_error *err)
+{
+    mf_manifest *m = NULL;
+    memset(out, 0, sizeof(*out));
+    int rc = chain_load(r, id, &m, err);
+    if (rc == 0 && !(out->items = malloc(sizeof(*out->items))))
+        rc = pb_fail(err, PB_ENOMEM, "out of memory loading backup %s", id);
+    if (rc == 0)
+        out->items[out->count++] = *mf_header(m);
+    mf_free(m);
+    return rc;
+}
+
+/* Backups are tried newest state first (history order, never id order: a rebase's
+ * synthetic full of an older state has the last id). */
+int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
+                  size_t why_len, pb_error *err)
+{
+    rs_target_val tv;
+    rs_wal_view v;
+    chain_history hist = {0};
+    memset(&v, 0, sizeof(v));
+    int rc = rs_parse_target(opts, &tv, err);
+    bool explicit = opts->set && strcmp(opts->set, "latest") != 0;
+    if (rc == 0)
+        rc = check_future(opts, &tv, err);
+    if (rc == 0)
+        rc = rs_view_load(&v, r, ARCH_LIST_HISTORY, err);
+    /* Placing a target past a timeline branch needs the segments too (wal_view.c). */
+    if (rc == 0 && v.nhist) {
+        rs_view_free(&v);
+        rc = rs_view_load(&v, r, ARCH_LIST_HISTORY | ARCH_LIST_SEGMENTS, err);
+    }
+    if (rc == 0)
+        rc = explicit ? load_one(r, opts->set, &hist, err) : chain_history_load(r, &hist, err);
+    if (rc)
+        goto out;
+    if (hist.count == 0) {
+        rc = pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
+        goto out;
+    }
+    char first_why[400] = "", newest[MF_ID_LEN] = "", last_why[400] = "",
+         oldest[MF_ID_LEN] = "";
+    rc = PB_ENOENT;
+    for (size_t i = hist.count; i-- > 0 && rc == PB_ENOENT;) {
+        const mf_backup *h = &hist.items[i];
+        if (explicit && strcmp(h->id, opts->set) != 0)
+            continue;
+        char skip[400] = "";
+        int ok = can_reach(&v, opts, &tv, h, skip, sizeof(skip), err);
+        if (ok == 1) {
+            snprintf(out_id, MF_ID_LEN, "%s", h->id);
+            explain_choice(opts, &tv, h, i > 0 ? hist.items[i - 1].id : NULL, explicit, why,
+                           why_len);
+            rc = 0;
+        } else if (ok == 0) {
+            pb_debug("backup %s cannot reach the target: %s", h->id, skip);
+            if (!newest[0]) {
+                snprintf(newest, sizeof(newest), "%s", h->id);
+                snprintf(first_why, sizeof(first_why), "%s", skip);
+            }
+            snprintf(oldest, sizeof(oldest), "%s", h->id);
+            snprintf(last_why, sizeof(last_why), "%s", skip);
+            rc = PB_ENOENT;
+        } else {
+            rc = ok;
+        }
+    }
+    if (rc == PB_ENOENT && explicit && !newest[0])
+        rc = pb_fail(err, PB_ENOENT, "backup set %s not found in repository %s", opts->set,
+                     repo_location(r));
+    else if (rc == PB_ENOENT && explicit)
+        rc = pb_fail(err, PB_ENOENT, "backup %s cannot reach the recovery target '%s': %s",
+                     opts->set, opts->target_value ? opts->target_value : "", first_why);
+    else if (rc == PB_ENOENT)
+        rc = refuse(r, opts, newest, first_why, oldest, last_why, err);
+out:
+    chain_history_free(&hist);
+    rs_view_free(&v);
+    return rc;
+}

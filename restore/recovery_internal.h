@@ -1,0 +1,60 @@
+/*
+ * restore/recovery_internal.h — shared by the point-in-time files of restore/:
+ * recovery.c (targets, recovery settings), wal_view.c (the WAL archive as recovery will
+ * read it, the timeline it will follow), choose_set.c (which backup can reach a target)
+ * and verify.c (the archive's consistency).
+ */
+#ifndef PB_RESTORE_RECOVERY_INTERNAL_H
+#define PB_RESTORE_RECOVERY_INTERNAL_H
+
+#include "restore/restore_internal.h"
+
+typedef struct rs_target_val {
+    int64_t time;      /* RS_TARGET_TIME: unix seconds (fraction dropped) */
+    bool zoned;        /* the text carried a time zone */
+    char time_text[96];/* the time with an explicit offset, as written for PostgreSQL */
+    uint64_t lsn;      /* RS_TARGET_LSN */
+} rs_target_val;
+
+/* Read opts->target_value for opts->target (messages name the option at fault). */
+int rs_parse_target(const rs_opts *opts, rs_target_val *tv, pb_error *err);
+/* "YYYY-MM-DD HH:MM:SS+00". */
+void rs_fmt_time(int64_t t, char out[40]);
+
+/* One timeline of a history: WAL positions [begin, end) belong to tli. */
+typedef struct rs_tl_entry {
+    uint32_t tli;
+    uint64_t begin, end; /* end = UINT64_MAX on the last timeline of the history */
+} rs_tl_entry;
+
+typedef struct rs_wal_view {
+    repo *r;
+    uint32_t *hist;       /* timelines with an archived .history file */
+    size_t nhist, hcap;
+    char (*segs)[25];     /* archived segments, sorted */
+    size_t nsegs, scap;
+    rs_tl_entry *tl;      /* history of timeline tl_of (oldest first) */
+    size_t ntl;
+    uint32_t tl_of;
+} rs_wal_view;
+
+/* List the archive (kinds: ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY) once. */
+int rs_view_load(rs_wal_view *v, repo *r, unsigned kinds, pb_error *err);
+void rs_view_free(rs_wal_view *v);
+bool rs_view_has_history(const rs_wal_view *v, uint32_t tli);
+bool rs_view_has_segment(const rs_wal_view *v, const char *name);
+/* Read and check the history of tli into v->tl (timeline 1, or one without a history
+ * file, is a history of its own). */
+int rs_view_history(rs_wal_view *v, uint32_t tli, pb_error *err);
+/* Which archived file recovery reads for segno along the loaded history (see wal_view.c);
+ * false when none is archived (name is then the one expected). */
+bool rs_segment_for(const rs_wal_view *v, uint64_t segno, uint32_t seg_size, char name[25]);
+/* Is backup h on the loaded history, ending before its timeline branched off? */
+bool rs_on_path(const rs_wal_view *v, const mf_backup *h, char *why, size_t why_len);
+
+/* The timeline recovery from backup h follows for this target (see wal_view.c), with
+ * v->tl loaded for it. A target that cannot be placed on one timeline is refused. */
+int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                       const mf_backup *h, rs_timeline *out, pb_error *err);
+
+#endif

@@ -1,0 +1,52 @@
+/* restore/verify_internal.h — shared by verify.c (backups) and verify_wal.c (archive). */
+#ifndef PB_RESTORE_VERIFY_INTERNAL_H
+#define PB_RESTORE_VERIFY_INTERNAL_H
+
+#include "restore/recovery_internal.h"
+
+/* Problems noted per backup before the rest are only counted. */
+#define VFY_NOTES_PER_SUBJECT 10
+
+/* A frame that failed (unreadable, corrupt, or a page hash mismatch). */
+typedef struct vfy_bad {
+    const mf_manifest *m; /* the backup whose pack holds it */
+    uint32_t pack_no;
+    uint64_t offset;
+} vfy_bad;
+
+typedef struct vfy_run {
+    repo *r;
+    rs_verify_note note;
+    void *note_ctx;
+    rs_verify_stats *stats;
+    size_t subject_problems; /* problems of the backup (or archive part) being checked */
+    vfy_bad *bad;            /* every failed frame, so chains that need one are named */
+    size_t nbad, bad_cap;
+} vfy_run;
+
+/* Note a problem of subject id (NULL: the WAL archive): counted always, passed to the
+ * note callback up to VFY_NOTES_PER_SUBJECT times per subject. */
+void vfy_problem(vfy_run *v, const char *id, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Remember a failed frame of backup m / ask whether one failed (verify_frames.c). */
+int vfy_add_bad(vfy_run *v, const mf_manifest *m, const mf_run *run);
+bool vfy_is_bad(const vfy_run *v, const mf_manifest *m, const mf_run *run);
+
+/* Read every frame backup m stored (each once), check every page and whole-file hash;
+ * problems are noted and failed frames remembered. Returns PB_ENOMEM or 0. frame is a
+ * PACK_MAX_FRAME_RAW buffer. */
+int vfy_own_frames(vfy_run *v, const mf_manifest *m, pack_reader *rd, uint8_t *frame);
+
+/* Backup h's own WAL (start to stop on its timeline, as the backup was completed by):
+ * a missing segment is a problem of h. */
+void vfy_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup *h);
+
+/* The whole WAL archive (w: one listing of it) against the backups ms[0..n): every
+ * object's checksum, gaps on each timeline from the oldest backup's start on, history
+ * files that parse and agree. Problems go through vfy_problem; the return value is for
+ * failures to run at all. */
+int vfy_wal_archive(vfy_run *v, rs_wal_view *w, mf_manifest *const *ms, size_t n,
+                    pb_error *err);
+
+#endif

@@ -1,0 +1,492 @@
+/*
+ * restore/wal_view.c — the WAL archive as recovery will read it: one listing of the
+ * archive, timeline histories, which segment file recovery reads for each position,
+ * the timeline it follows, and the check (before anything is written) that the WAL a
+ * restore needs is there.
+ *
+ * Timelines follow PostgreSQL's rules: the target timeline ("latest" = the highest
+ * timeline whose history file is archived, counting up from the backup's) must contain
+ * the backup's timeline, and the backup must end before that timeline branched off.
+ * Each WAL segment is looked for on the newest timeline of the history that had begun
+ * by then, falling back to older ones as PostgreSQL does. A target past a branch point
+ * is placed on the timeline that holds it (rs_follow_timeline) or refused: the check
+ * follows the timeline path recovery will follow (docs/DESIGN.md, rule 9).
+ */
+#include "restore/recovery_internal.h"
+
+#include "engine/archive.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+
+static int collect_name(void *vctx, const char *name)
+{
+    rs_wal_view *v = vctx;
+    if (strlen(name) == 24) {
+        if (v->nsegs == v->scap) {
+            size_t cap = v->scap ? v->scap * 2 : 1024;
+            void *p = realloc(v->segs, cap * sizeof(*v->segs));
+            if (!p)
+                return PB_ENOMEM;
+            v->segs = p;
+            v->scap = cap;
+        }
+        memcpy(v->segs[v->nsegs++], name, 25);
+        return 0;
+    }
+    if (v->nhist == v->hcap) {
+        size_t cap = v->hcap ? v->hcap * 2 : 16;
+        void *p = realloc(v->hist, cap * sizeof(*v->hist));
+        if (!p)
+            return PB_ENOMEM;
+        v->hist = p;
+        v->hcap = cap;
+    }
+    v->hist[v->nhist++] = (uint32_t)strtoul(name, NULL, 16);
+    return 0;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    return memcmp(a, b, 24);
+}
+
+int rs_view_load(rs_wal_view *v, repo *r, unsigned kinds, pb_error *err)
+{
+    memset(v, 0, sizeof(*v));
+    v->r = r;
+    int rc = arch_list(r, kinds, collect_name, v, err);
+    if (rc == PB_ENOMEM)
+        return pb_fail(err, rc, "out of memory listing the WAL archive of %s",
+                       repo_location(r));
+    if (rc)
+        return pb_error_wrap(err, "listing the WAL archive");
+    if (v->nsegs)
+        qsort(v->segs, v->nsegs, sizeof(*v->segs), cmp_seg);
+    return 0;
+}
+
+void rs_view_free(rs_wal_view *v)
+{
+    free(v->hist);
+    free(v->segs);
+    free(v->tl);
+    memset(v, 0, sizeof(*v));
+}
+
+bool rs_view_has_history(const rs_wal_view *v, uint32_t tli)
+{
+    for (size_t i = 0; i < v->nhist; i++)
+        if (v->hist[i] == tli)
+            return true;
+    return false;
+}
+
+bool rs_view_has_segment(const rs_wal_view *v, const char *name)
+{
+    return v->nsegs && bsearch(name, v->segs, v->nsegs, sizeof(*v->segs), cmp_seg) != NULL;
+}
+
+static int add_entry(rs_wal_view *v, uint32_t tli, uint64_t begin, uint64_t end)
+{
+    rs_tl_entry *p = realloc(v->tl, (v->ntl + 1) * sizeof(*p));
+    if (!p)
+        return PB_ENOMEM;
+    v->tl = p;
+    v->tl[v->ntl++] = (rs_tl_entry){tli, begin, end};
+    return 0;
+}
+
+/* Parse "parentTLI <tab> X/Y <tab> reason" lines, as PostgreSQL's readTimeLineHistory. */
+static int parse_history(rs_wal_view *v, uint32_t tli, const char *text, size_t len,
+                         pb_error *err)
+{
+    uint64_t prev = 0;
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char line[256];
+        snprintf(line, sizeof(line), "%.*s", (int)(n < 255 ? n : 255), p);
+        p += n + 1;
+        char *s = line + strspn(line, " \t");
+        if (!*s || *s == '#')
+            continue;
+        unsigned parent, hi, lo;
+        if (sscanf(s, "%u\t%X/%X", &parent, &hi, &lo) != 3 &&
+            sscanf(s, "%u %X/%X", &parent, &hi, &lo) != 3)
+            return pb_fail(err, PB_ECORRUPT, "history file %08X.history: bad line '%s'", tli,
+                           s);
+        uint64_t sw = ((uint64_t)hi << 32) | lo;
+        if (parent >= tli || sw < prev)
+            return pb_fail(err, PB_ECORRUPT, "history file %08X.history: timeline %u at "
+                           "%X/%X is out of order", tli, parent, hi, lo);
+        if (add_entry(v, parent, prev, sw))
+            return pb_fail(err, PB_ENOMEM, "out of memory reading timeline history");
+        prev = sw;
+    }
+    if (add_entry(v, tli, prev, UINT64_MAX))
+        return pb_fail(err, PB_ENOMEM, "out of memory reading timeline history");
+    return 0;
+}
+
+/* Load the history of timeline tli into v->tl (timeline 1, or one without an archived
+ * history file, is a history of its own). */
+int rs_view_history(rs_wal_view *v, uint32_t tli, pb_error *err)
+{
+    if (v->tl && v->tl_of == tli)
+        return 0;
+    free(v->tl);
+    v->tl = NULL;
+    v->ntl = 0;
+    v->tl_of = tli;
+    if (tli == 1 || !rs_view_has_history(v, tli))
+        return add_entry(v, tli, 0, UINT64_MAX)
+                   ? pb_fail(err, PB_ENOMEM, "out of memory reading timeline history") : 0;
+    char name[32];
+    snprintf(name, sizeof(name), "%08X.history", tli);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    int rc = arch_read(v->r, name, &text, &len, err);
+    if (rc == 0)
+        rc = parse_history(v, tli, (const char *)text, len, err);
+    free(text);
+    if (rc) {
+        free(v->tl);
+        v->tl = NULL;
+        v->ntl = 0;
+    }
+    return rc;
+}
+
+/* Consistency at the backup's end lies on the backup's own timeline: "current" there,
+ * so a backup taken before a later promotion still restores without naming a timeline. */
+static const char *timeline_setting(const rs_opts *opts)
+{
+    if (opts->target_timeline)
+        return opts->target_timeline;
+    return opts->target == RS_TARGET_IMMEDIATE ? "current" : "latest";
+}
+
+/* The timeline recovery will follow from a backup on timeline backup_tli. */
+static int target_tli(const rs_wal_view *v, const rs_opts *opts, uint32_t backup_tli,
+                      uint32_t *out, pb_error *err)
+{
+    const char *t = timeline_setting(opts);
+    if (!strcmp(t, "current")) {
+        *out = backup_tli;
+    } else if (!strcmp(t, "latest")) {
+        uint32_t tli = backup_tli;
+        while (rs_view_has_history(v, tli + 1)) /* PostgreSQL's findNewestTimeLine */
+            tli++;
+        *out = tli;
+    } else {
+        char *end;
+        unsigned long n = strtoul(t, &end, 0);
+        if (*end || n == 0 || n > UINT32_MAX)
+            return pb_fail(err, PB_EINVAL, "--target-timeline must be latest, current or a "
+                           "timeline id, not '%s'", t);
+        *out = (uint32_t)n;
+    }
+    return 0;
+}
+
+/* Is backup h on the path of the loaded history, ending before its timeline branched? */
+bool rs_on_path(const rs_wal_view *v, const mf_backup *h, char *why, size_t why_len)
+{
+    for (size_t i = 0; i < v->ntl; i++) {
+        if (v->tl[i].tli != h->timeline)
+            continue;
+        if (h->stop_lsn <= v->tl[i].end)
+            return true;
+        char a[32], b[32];
+        pb_lsn_format(h->stop_lsn, a);
+        pb_lsn_format(v->tl[i].end, b);
+        snprintf(why, why_len, "it ends at LSN %s on timeline %u, after timeline %u branched "
+                 "off at %s", a, h->timeline, v->tl_of, b);
+        return false;
+    }
+    snprintf(why, why_len, "its timeline %u is not in the history of target timeline %u",
+             h->timeline, v->tl_of);
+    return false;
+}
+
+/* Which archived file recovery reads for segment segno: the newest timeline of the
+ * history that had begun by then, else an older one whose part ends inside or after it.
+ * Returns whether one is archived; name is the one found, or the one expected. */
+bool rs_segment_for(const rs_wal_view *v, uint64_t segno, uint32_t seg_size,
+                    char name[25])
+{
+    name[0] = '\0';
+    for (size_t i = v->ntl; i-- > 0;) {
+        const rs_tl_entry *e = &v->tl[i];
+        if (e->begin / seg_size > segno || (e->end != UINT64_MAX && segno * seg_size >= e->end))
+            continue;
+        char cand[25];
+        arch_segment_name(cand, e->tli, segno, seg_size);
+        if (!name[0])
+            memcpy(name, cand, 25);
+        if (rs_view_has_segment(v, cand)) {
+            memcpy(name, cand, 25);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- the timeline recovery follows ---------------------------------------------------- */
+
+/* Where the loaded history leaves timeline b (UINT64_MAX when b is its last timeline or
+ * not in it at all: rs_on_path then decides). */
+static uint64_t branch_point(const rs_wal_view *v, uint32_t b, size_t *at)
+{
+    for (size_t i = 0; i < v->ntl; i++)
+        if (v->tl[i].tli == b) {
+            *at = i;
+            return v->tl[i].end;
+        }
+    return UINT64_MAX;
+}
+
+/*
+ * Where written WAL ends inside an archived segment, as an offset: the last non-zero
+ * byte outside the page headers of pages whose header names this position. A segment is
+ * archived whole, and what follows the last record (after a WAL switch, or on a new
+ * timeline after the copied part of the old one) is zero-filled pages; pages left over
+ * from a recycled segment name another position and are skipped. Page headers: 24 bytes
+ * (SizeOfXLogShortPHD), 40 on a segment's first page (SizeOfXLogLongPHD, which also
+ * carries XLOG_BLCKSZ), PostgreSQL's access/xlog_internal.h.
+ */
+static int wal_end_in_segment(repo *r, const char *name, uint64_t segno, uint32_t seg_size,
+                              uint64_t *end, pb_error *err)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    *end = 0;
+    int rc = arch_read(r, name, &data, &len, err);
+    if (rc)
+        return rc;
+    uint32_t blck = len >= 40 ? pb_get_u32(data + 36) : 0;
+    if (blck < 1024 || blck > 65536 || (blck & (blck - 1)) || len != seg_size)
+        blck = 8192;
+    uint64_t base = segno * (uint64_t)seg_size;
+    for (size_t p = len / blck; p-- > 0 && *end == 0;) {
+        const uint8_t *page = data + p * blck;
+        if (pb_get_u64(page + 8) != base + p * blck)
+            continue;
+        for (size_t k = blck; k-- > (p == 0 ? 40u : 24u);)
+            if (page[k]) {
+                *end = p * blck + k + 1;
+                break;
+            }
+    }
+    free(data);
+    return 0;
+}
+
+/* Does timeline tli's archived WAL go on past lsn? Yes when the next segment is archived;
+ * else when written WAL in lsn's segment ends after it. */
+static int holds_lsn(rs_wal_view *v, uint32_t tli, uint64_t lsn, uint32_t seg, bool *out,
+                     pb_error *err)
+{
+    char name[25], next[25];
+    uint64_t segno = lsn / seg, end = 0;
+    arch_segment_name(name, tli, segno, seg);
+    arch_segment_name(next, tli, segno + 1, seg);
+    *out = rs_view_has_segment(v, next);
+    if (*out || !rs_view_has_segment(v, name))
+        return 0;
+    int rc = wal_end_in_segment(v->r, name, segno, seg, &end, err);
+    *out = rc == 0 && lsn % seg < end;
+    return rc;
+}
+
+/* Has timeline b archived WAL in a segment after the one where the branch left it? */
+static bool lived_on(const rs_wal_view *v, uint32_t b, uint64_t branch, uint32_t seg,
+                     char last[25])
+{
+    last[0] = '\0';
+    for (size_t i = 0; i < v->nsegs; i++) {
+        uint32_t tli;
+        uint64_t n;
+        if (arch_parse_segment(v->segs[i], seg, &tli, &n) && tli == b && n > branch / seg)
+            memcpy(last, v->segs[i], 25);
+    }
+    return last[0] != '\0';
+}
+
+/* An LSN past the branch: the timeline whose archived WAL goes on past it; refused when
+ * both do (the user must say which) or neither does (recovery could not reach it). */
+static int place_lsn(rs_wal_view *v, const mf_backup *h, uint64_t lsn, size_t at,
+                     bool *stay, pb_error *err)
+{
+    uint32_t seg = h->wal_segment_size, later = 0;
+    for (size_t i = at + 1; i < v->ntl && !later; i++)
+        if (v->tl[i].begin <= lsn && lsn < v->tl[i].end)
+            later = v->tl[i].tli;
+    bool on_b = false, on_later = false;
+    int rc = holds_lsn(v, h->timeline, lsn, seg, &on_b, err);
+    if (rc == 0 && later)
+        rc = holds_lsn(v, later, lsn, seg, &on_later, err);
+    if (rc)
+        return rc;
+    *stay = on_b && !on_later;
+    if (on_b != on_later)
+        return 0;
+    char a[32], b[32];
+    pb_lsn_format(lsn, a);
+    pb_lsn_format(v->tl[at].end, b);
+    if (!on_b)
+        return pb_fail(err, PB_ENOENT, "the target LSN %s lies after %s, where timeline %u "
+                       "branched off timeline %u, and the archived WAL of neither timeline "
+                       "reaches it: recovery would end before the target; nothing was "
+                       "written", a, b, later, h->timeline);
+    return pb_fail(err, PB_EINVAL, "the target LSN %s lies after %s, where timeline %u "
+                   "branched off timeline %u, and the archive holds WAL at that LSN on both: "
+                   "say which with --target-timeline %u (stay on timeline %u) or "
+                   "--target-timeline %u; nothing was written", a, b, later, h->timeline,
+                   h->timeline, h->timeline, later);
+}
+
+/* A time, xid, name or end-of-WAL target cannot be placed against the branch point (a
+ * history file has its LSN, not its time). It can only be on the branch when timeline b
+ * has no WAL after the branch's segment; it is on b when the backup itself ends after
+ * the branch; otherwise both went on, and the user must say which. */
+static int place_unplaceable(const rs_wal_view *v, const rs_opts *opts, const mf_backup *h,
+                             size_t at, bool *stay, pb_error *err)
+{
+    uint64_t branch = v->tl[at].end;
+    char last[25], a[32];
+    *stay = h->stop_lsn > branch;
+    if (*stay || !lived_on(v, h->timeline, branch, h->wal_segment_size, last))
+        return 0;
+    pb_lsn_format(branch, a);
+    return pb_fail(err, PB_EINVAL, "the recovery target '%s' cannot be placed on one timeline: "
+                   "timeline %u branched off timeline %u at LSN %s, after backup %s ended, and "
+                   "timeline %u went on after that point too (archived WAL up to %s); a %s "
+                   "cannot be placed against a branch point without reading WAL, so say "
+                   "--target-timeline %u to stay on timeline %u or --target-timeline %u (or "
+                   "latest) to follow the branch; nothing was written",
+                   opts->target_value ? opts->target_value : "end of WAL", v->tl_of,
+                   h->timeline, a, h->id, h->timeline, last,
+                   opts->target == RS_TARGET_TIME ? "time" : "target", h->timeline,
+                   h->timeline, v->tl_of);
+}
+
+/*
+ * PostgreSQL's default target timeline is "latest": the newest timeline whose history
+ * file is archived. A promoted test restore that still archives into the repository
+ * adds such a timeline, branching off at the LSN where its recovery ended; a target on
+ * the original timeline past that point is then unreachable along "latest" (recovery
+ * ends before the target). Without --target-timeline, a target past the branch follows
+ * the timeline whose archived WAL holds it: LSN targets by where each timeline's WAL
+ * goes on (place_lsn), others as place_unplaceable says; both holding it is refused.
+ */
+int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                       const mf_backup *h, rs_timeline *out, pb_error *err)
+{
+    const char *setting = timeline_setting(opts);
+    int rc = target_tli(v, opts, h->timeline, &out->tli, err);
+    if (rc == 0)
+        rc = rs_view_history(v, out->tli, err);
+    snprintf(out->setting, sizeof(out->setting), "%s", setting);
+    if (rc || opts->target_timeline || opts->target == RS_TARGET_IMMEDIATE ||
+        out->tli == h->timeline)
+        return rc;
+    size_t at = 0;
+    uint64_t branch = branch_point(v, h->timeline, &at);
+    bool stay = false;
+    if (branch == UINT64_MAX || (opts->target == RS_TARGET_LSN && tv->lsn < branch))
+        return 0;
+    if (opts->target == RS_TARGET_LSN)
+        rc = place_lsn(v, h, tv->lsn, at, &stay, err);
+    else
+        rc = place_unplaceable(v, opts, h, at, &stay, err);
+    if (rc || !stay)
+        return rc;
+    pb_info("the target lies on timeline %u, past the point where timeline %u branched off "
+            "it: recovering along timeline %u", h->timeline, out->tli, h->timeline);
+    out->tli = h->timeline;
+    snprintf(out->setting, sizeof(out->setting), "%u", h->timeline);
+    return rs_view_history(v, out->tli, err);
+}
+
+/* ---- the WAL a restore needs -------------------------------------------------------- */
+
+/* After the required range: how far the archive goes on without a gap, and whether WAL
+ * exists beyond a gap (replay would stop at the gap without reaching it). */
+static void report_reach(const rs_wal_view *v, const mf_backup *h, uint64_t last)
+{
+    uint32_t seg = h->wal_segment_size;
+    char name[25], end[25] = "", gap[25];
+    uint64_t s = last;
+    while (rs_segment_for(v, s + 1, seg, name)) {
+        memcpy(end, name, 25);
+        s++;
+    }
+    if (!end[0])
+        rs_segment_for(v, last, seg, end);
+    rs_segment_for(v, s + 1, seg, gap);
+    bool beyond = false;
+    for (size_t i = 0; i < v->nsegs && !beyond; i++) {
+        uint32_t tli;
+        uint64_t n;
+        if (!arch_parse_segment(v->segs[i], seg, &tli, &n) || n <= s + 1)
+            continue;
+        for (size_t j = 0; j < v->ntl; j++)
+            beyond |= v->tl[j].tli == tli;
+    }
+    char lsn[32];
+    pb_lsn_format((s + 1) * (uint64_t)seg, lsn);
+    if (beyond)
+        pb_warn("WAL segment %s is missing from the repository although later WAL is "
+                "archived: replay will end at LSN %s and cannot reach a target after it",
+                gap, lsn);
+    else
+        pb_info("archived WAL runs without a gap to %s: replay can go up to LSN %s", end, lsn);
+}
+
+int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, rs_timeline *tl,
+                 pb_error *err)
+{
+    rs_target_val tv;
+    rs_wal_view v;
+    uint32_t seg = h->wal_segment_size;
+    int rc = rs_parse_target(opts, &tv, err);
+    if (rc)
+        return rc;
+    if (!arch_valid_seg_size(seg))
+        return pb_fail(err, PB_ECORRUPT, "backup %s records an impossible WAL segment size "
+                       "%u", h->id, seg);
+    rc = rs_view_load(&v, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
+    if (rc == 0)
+        rc = rs_follow_timeline(&v, opts, &tv, h, tl, err);
+    if (rc)
+        goto out;
+    uint64_t first = h->start_lsn / seg, need = (h->stop_lsn - 1) / seg, last = need;
+    if (opts->target == RS_TARGET_LSN && tv.lsn / seg > last)
+        last = tv.lsn / seg;
+    for (uint64_t s = first; s <= last; s++) {
+        char name[25];
+        if (rs_segment_for(&v, s, seg, name))
+            continue;
+        char what[200];
+        if (s <= need)
+            snprintf(what, sizeof(what), "to make backup %s consistent", h->id);
+        else
+            snprintf(what, sizeof(what), "to replay backup %s up to the target LSN %s", h->id,
+                     opts->target_value);
+        rc = pb_fail(err, PB_ENOENT, "WAL segment %s needed %s is missing from repository "
+                     "%s; nothing was written", name[0] ? name : "(none on this timeline)",
+                     what, repo_location(r));
+        goto out;
+    }
+    if (opts->target != RS_TARGET_IMMEDIATE && opts->target != RS_TARGET_LSN)
+        report_reach(&v, h, last);
+out:
+    rs_view_free(&v);
+    return rc;
+}

@@ -1,0 +1,162 @@
+/*
+ * tests/unit/chain_test.c — engine/chain_order.c: history order (stop LSN, a synthetic
+ * full after the real backup it copies, never id order), the chain head, and retention
+ * that keeps every ancestor a kept backup needs. The rebase scenario: full, incr 1,
+ * incr 2, then a synthetic full of incr 1 whose id sorts last.
+ */
+#include "engine/chain.h"
+#include "tests/unit/pbtest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char root[256];
+
+static mf_backup hdr(const char *id, const char *parent, char type, uint64_t stop_lsn,
+                     int64_t stop_time)
+{
+    mf_backup h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.id, sizeof(h.id), "%s", id);
+    snprintf(h.parent, sizeof(h.parent), "%s", parent);
+    h.type = type;
+    h.timeline = 1;
+    h.wal_segment_size = 16u << 20;
+    h.start_lsn = stop_lsn - 0x100;
+    h.stop_lsn = stop_lsn;
+    h.stop_time = stop_time;
+    return h;
+}
+
+static void commit(repo *r, const mf_backup *h)
+{
+    mf_manifest *m = NULL;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(mf_new(&m, h, &err) == 0);
+    PBT_CHECK(chain_commit(r, m, &err) == 0);
+    mf_free(m);
+}
+
+static repo *open_repo(const char *name)
+{
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/%s", root, name);
+    mkdir(dir, 0700);
+    repo *r = NULL;
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = dir;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &err) == 0);
+    return r;
+}
+
+#define F "20260101-000000F"
+#define I1 "20260101-000100I"
+#define I2 "20260101-000200I"
+#define S1 "20260101-000300S" /* rebase --set I1: made last, holds I1's state */
+
+static void rebase_scenario(repo *r)
+{
+    mf_backup f = hdr(F, "", 'F', 0x1000000, 100), i1 = hdr(I1, F, 'I', 0x2000000, 160),
+              i2 = hdr(I2, I1, 'I', 0x3000000, 220), s1 = hdr(S1, "", 'S', 0x2000000, 160);
+    commit(r, &s1);
+    commit(r, &f);
+    commit(r, &i2);
+    commit(r, &i1);
+}
+
+static void test_comparator(void)
+{
+    mf_backup a = hdr("20260101-000000F", "", 'F', 10, 5);
+    mf_backup b = hdr("20250101-000000I", "x", 'I', 20, 1); /* older id, newer state */
+    PBT_CHECK(chain_cmp_history(&a, &b) < 0);
+    PBT_CHECK(chain_cmp_history(&b, &a) > 0);
+    mf_backup s = hdr("20240101-000000S", "", 'S', 20, 1); /* same stop as b */
+    PBT_CHECK(chain_cmp_history(&b, &s) < 0); /* the synthetic copy sorts after */
+    mf_backup c = hdr("20240101-000000I", "x", 'I', 20, 2);
+    PBT_CHECK(chain_cmp_history(&b, &c) < 0); /* same LSN: stop time decides */
+    PBT_CHECK(chain_cmp_history(&a, &a) == 0);
+}
+
+static void test_history_order_and_head(void)
+{
+    repo *r = open_repo("order");
+    rebase_scenario(r);
+    chain_history h;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(chain_history_load(r, &h, &err) == 0);
+    PBT_CHECK(h.count == 4);
+    const char *want[] = {F, I1, S1, I2};
+    for (size_t i = 0; i < 4 && i < h.count; i++)
+        PBT_CHECK(strcmp(h.items[i].id, want[i]) == 0);
+    PBT_CHECK(chain_history_find(&h, S1) == &h.items[2]);
+    PBT_CHECK(chain_history_find(&h, "nope") == NULL);
+    chain_history_free(&h);
+    chain_history_free(&h); /* twice is harmless */
+    char head[MF_ID_LEN];
+    PBT_CHECK(chain_head(r, head, &err) == 0);
+    PBT_CHECK(strcmp(head, I2) == 0); /* not S1, whose id sorts last */
+    repo_free(r);
+    r = open_repo("empty");
+    PBT_CHECK(chain_head(r, head, &err) == PB_ENOENT);
+    repo_free(r);
+}
+
+static void test_retain_keeps_parents(void)
+{
+    repo *r = open_repo("retain");
+    rebase_scenario(r);
+    chain_history h;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(chain_history_load(r, &h, &err) == 0);
+    bool keep[8];
+    /* Newest full is S1; I2 comes after it and needs I1 and F: nothing goes. */
+    PBT_CHECK(chain_retain(&h, 1, keep) == 4);
+    for (size_t i = 0; i < h.count; i++)
+        PBT_CHECK(keep[i]);
+    chain_history_free(&h);
+    /* A new full F2 after everything: retain 1 keeps F2 alone. */
+    mf_backup f2 = hdr("20260101-000400F", "", 'F', 0x4000000, 300);
+    commit(r, &f2);
+    PBT_CHECK(chain_history_load(r, &h, &err) == 0);
+    PBT_CHECK(chain_retain(&h, 1, keep) == 1 && keep[4] && !keep[3] && !keep[0]);
+    PBT_CHECK(chain_retain(&h, 2, keep) == 5); /* S1 and later, and I2's parents */
+    PBT_CHECK(chain_retain(&h, 9, keep) == 5); /* fewer fulls than asked: keep all */
+    PBT_CHECK(chain_retain(&h, 0, keep) == 5);
+    chain_history_free(&h);
+    repo_free(r);
+}
+
+/* A damaged manifest fails the history (naming it): no "newest" decided without it. */
+static void test_corrupt_manifest_fails(void)
+{
+    repo *r = open_repo("corrupt");
+    rebase_scenario(r);
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(repo_put(r, "backup/" I2 "/manifest", "garbage", 7, &err) == 0);
+    chain_history h;
+    PBT_CHECK(chain_history_load(r, &h, &err) == PB_ECORRUPT);
+    PBT_CHECK(strstr(err.msg, "backup/" I2 "/manifest") != NULL);
+    PBT_CHECK(h.count == 0 && h.items == NULL);
+    char head[MF_ID_LEN];
+    PBT_CHECK(chain_head(r, head, &err) == PB_ECORRUPT);
+    repo_free(r);
+}
+
+int main(void)
+{
+    snprintf(root, sizeof(root), "/tmp/pb-chain-test.XXXXXX");
+    if (!mkdtemp(root))
+        return 1;
+    PBT_RUN(test_comparator);
+    PBT_RUN(test_history_order_and_head);
+    PBT_RUN(test_retain_keeps_parents);
+    PBT_RUN(test_corrupt_manifest_fails);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", root);
+    return PBT_DONE();
+}
