@@ -89,8 +89,13 @@ done
 #    leaves other segments' alone.
 SEGDIR=$PB_WORK/seg && mkdir -p "$SEGDIR"
 FIRST=$(ls "$SRC/pg_wal" | grep -E '^[0-9A-F]{24}$' | head -n 1)
-cp "$SRC/pg_wal/$FIRST" "$SEGDIR/0000000100000000000000F1"
-cp "$SRC/pg_wal/$FIRST" "$SEGDIR/0000000100000000000000F2"
+# copies of a real segment whose first page claims the place their name gives them
+for n in F1 F2; do
+    python3 -c 'import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[8:16] = struct.pack("<Q", int(sys.argv[3], 16) * len(d))
+open(sys.argv[2], "wb").write(d)' "$SRC/pg_wal/$FIRST" "$SEGDIR/0000000100000000000000$n" "$n"
+done
 _pb_chown_pg "$SEGDIR" && chown postgres "$SEGDIR"/*
 push() { _pb_as_pg env PAGEBACK_TEST_FAULT="${2:-}" "$PB_BIN" archive-push "$SEGDIR/$1" \
     --repo "$PB_REPO"; }
@@ -106,9 +111,10 @@ LIVE=$WAL/0000000100000000000000F1.zst.tmp.$$.0000beef
 chown postgres "$WAL"/*.tmp.*
 # one process that holds the flock (a live writer), so that killing it frees the flock
 python3 -c 'import fcntl, sys, time
-f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(30)' "$LIVE" &
+f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); open(sys.argv[2], "w").close()
+time.sleep(30)' "$LIVE" "$PB_WORK/held" &
 HOLDER=$!
-sleep 0.2
+for i in $(seq 1 100); do [ -e "$PB_WORK/held" ] && break; sleep 0.05; done
 push 0000000100000000000000F1 >"$PB_WORK/out" 2>&1 ||
     pb_test_fail "archive-push after the killed ones: $(tail -n 1 "$PB_WORK/out")"
 pb_assert_eq "$(temps '*F1.zst')" "${LIVE#"$PB_REPO"/}" \
