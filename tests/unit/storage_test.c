@@ -785,6 +785,69 @@ static void test_cleanup_locked(void)
     repo_free(r);
 }
 
+static void commit_backup(repo *r, const char *id, const char *parent, char type)
+{
+    mf_backup h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.id, sizeof(h.id), "%s", id);
+    snprintf(h.parent, sizeof(h.parent), "%s", parent);
+    h.type = type;
+    h.timeline = 1;
+    h.wal_segment_size = 16u << 20;
+    h.start_lsn = 0x1000000;
+    h.stop_lsn = 0x1000100;
+    mf_manifest *m = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(mf_new(&m, &h, &e) == 0);
+    PBT_CHECK(chain_commit(r, m, &e) == 0);
+    mf_free(m);
+}
+
+/* Issue 8, item 9: the one locked cleanup of backup, rebase and expire. A backup without
+ * a manifest goes (with its temp files and emptied directories), unless a committed
+ * backup names it as its parent; empty directories under backup/ go; committed backups
+ * stay. */
+static void test_chain_cleanup(void)
+{
+    char dir[700];
+    snprintf(dir, sizeof(dir), "%s/cc", tmpdir);
+    PBT_CHECK(mkdir(dir, 0750) == 0);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = dir;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    if (!r)
+        return;
+    commit_backup(r, "20260101-000000F", "", 'F');
+    commit_backup(r, "20260101-000300I", "20260101-000200F", 'I'); /* its parent lost */
+    PBT_CHECK(repo_put(r, "backup/20260101-000100F/pack/000001", "p", 1, &e) == 0);
+    PBT_CHECK(repo_put(r, "backup/20260101-000200F/pack/000001", "p", 1, &e) == 0);
+    char p[800];
+    snprintf(p, sizeof(p), "%s/backup/20260101-000100F/pack/000002.tmp.1.0000abcd", dir);
+    FILE *f = fopen(p, "w");
+    PBT_CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    snprintf(p, sizeof(p), "%s/backup/20260101-000400I", dir);
+    PBT_CHECK(mkdir(p, 0750) == 0);
+    snprintf(p, sizeof(p), "%s/backup/20260101-000400I/pack", dir);
+    PBT_CHECK(mkdir(p, 0750) == 0);
+    repo_lock *l = NULL;
+    PBT_CHECK(repo_lock_acquire(r, "expire", &l, &e) == 0);
+    PBT_CHECK(chain_cleanup(r, l, &e) == 0);
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/backup/20260101-000100F", dir);
+    PBT_CHECK(stat(p, &st) != 0); /* interrupted writer: gone, temp file and dirs too */
+    snprintf(p, sizeof(p), "%s/backup/20260101-000400I", dir);
+    PBT_CHECK(stat(p, &st) != 0); /* empty directories: gone */
+    PBT_CHECK(repo_stat(r, "backup/20260101-000200F/pack/000001", NULL, &e) == 0); /* a parent */
+    PBT_CHECK(repo_stat(r, "backup/20260101-000000F/manifest", NULL, &e) == 0);
+    PBT_CHECK(repo_stat(r, "backup/20260101-000300I/manifest", NULL, &e) == 0);
+    repo_lock_release(l);
+    repo_free(r);
+}
+
 /* Defect 3: ids unique within one second, type letter still at index 15, sorting by
  * the second first. */
 static void test_ids_same_second(void)
@@ -828,6 +891,7 @@ int main(void)
     PBT_RUN(test_lock);
     PBT_RUN(test_lock_lease);
     PBT_RUN(test_cleanup_locked);
+    PBT_RUN(test_chain_cleanup);
     PBT_RUN(test_ids_same_second);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
