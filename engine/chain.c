@@ -167,8 +167,26 @@ static int check_chain_identity(repo *r, const chain *c, const char *id, pb_erro
                          id);
 }
 
-/* Walk parents from id back to its full backup, then reverse into oldest-first order. */
+/* The manifest of id: moved out of pool when it is there, else read. */
+static int take_or_load(repo *r, chain *pool, const char *id, mf_manifest **out,
+                        pb_error *err)
+{
+    for (size_t i = 0; pool && i < pool->count; i++)
+        if (pool->items[i] && strcmp(mf_header_c(pool->items[i])->id, id) == 0) {
+            *out = pool->items[i];
+            pool->items[i] = NULL;
+            return 0;
+        }
+    return chain_load(r, id, out, err);
+}
+
 int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
+{
+    return chain_resolve_from(r, id, NULL, out, err);
+}
+
+/* Walk parents from id back to its full backup, then reverse into oldest-first order. */
+int chain_resolve_from(repo *r, const char *id, chain *pool, chain *out, pb_error *err)
 {
     memset(out, 0, sizeof(*out));
     char next[MF_ID_LEN];
@@ -186,7 +204,7 @@ int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
             out->items = p;
         }
         mf_manifest *m = NULL;
-        rc = chain_load(r, next, &m, err);
+        rc = take_or_load(r, pool, next, &m, err);
         if (rc) {
             if (out->count)
                 pb_error_wrap(err, "backup %s needs its parent %s", id, next);

@@ -87,7 +87,8 @@ int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
 /* Build a synthetic full backup from the chain ending at set (no database read). */
 int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], pb_error *err);
 
-/* Pick the backup for a point-in-time target: the newest whose stop point precedes it. */
+/* Pick the backup for a point-in-time target: the newest whose stop point precedes it
+ * (the restore plan's choice, restore/plan.c: its chain is resolved too). */
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
                   size_t why_len, pb_error *err);
 
