@@ -230,8 +230,9 @@ out:
     return rc;
 }
 
-int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, pb_error *err)
+int chain_sync_catalog(mf_catalog *cat, const chain *c, bool *rebuilt, pb_error *err)
 {
+    const char *id = mf_header_c(c->items[c->count - 1])->id;
     char head[MF_ID_LEN] = "";
     *rebuilt = false;
     int rc = mf_catalog_head(cat, head, err);
@@ -241,14 +242,9 @@ int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, 
         return 0;
     pb_info("catalog head is %s, repository chain head is %s: rebuilding the catalog from "
             "the repository", rc == 0 ? head : "(empty)", id);
-    chain c;
-    rc = chain_resolve(r, id, &c, err);
-    if (rc)
-        return rc;
     rc = mf_catalog_reset(cat, err);
-    for (size_t i = 0; rc == 0 && i < c.count; i++)
-        rc = mf_catalog_apply(cat, c.items[i], err);
-    chain_free(&c);
+    for (size_t i = 0; rc == 0 && i < c->count; i++)
+        rc = mf_catalog_apply(cat, c->items[i], err);
     if (rc == 0)
         *rebuilt = true;
     return rc;

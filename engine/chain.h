@@ -73,9 +73,10 @@ void chain_free(chain *c); /* accepts NULL, and NULL slots (chain_resolve_from) 
 /* Find the manifest with this id inside a resolved chain (NULL if absent). */
 const mf_manifest *chain_find(const chain *c, const char *id);
 
-/* Make the catalog's head equal to backup id (rebuilding from the repository when the
- * catalog is empty or reflects another backup). *rebuilt tells whether it had to. */
-int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, pb_error *err);
+/* Make the catalog's head equal to the last backup of the resolved chain c (rebuilding it
+ * from c when the catalog is empty or reflects another backup). *rebuilt tells whether
+ * it had to. */
+int chain_sync_catalog(mf_catalog *cat, const chain *c, bool *rebuilt, pb_error *err);
 
 /* Repository identity file "pageback.repo": the cluster's system identifier. A
  * repository holding another cluster's backups is refused. */
