@@ -146,6 +146,17 @@ const mf_manifest *chain_find(const chain *c, const char *id)
     return NULL;
 }
 
+int chain_verify_identity(repo *r, uint64_t system_id, const char *id, pb_error *err)
+{
+    int rc = chain_check_identity(r, system_id, false, err);
+    if (rc == 0 || rc == PB_ENOMEM || rc == PB_EIO || rc == PB_EREMOTE || rc == PB_EAUTH)
+        return rc;
+    if (err)
+        err->code = PB_ECORRUPT;
+    return pb_error_wrap(err, "repository identity %s (checked for backup %s)", IDENTITY_KEY,
+                         id);
+}
+
 /* Every backup of a chain is of the cluster that the repository identity file names, so
  * a damaged, missing or foreign identity file (or a manifest of another cluster) stops a
  * restore or verify before anything is read from the chain. */
@@ -158,13 +169,7 @@ static int check_chain_identity(repo *r, const chain *c, const char *id, pb_erro
                            "identifier %" PRIu64 ", its chain's newest (%s) of %" PRIu64,
                            mf_header_c(c->items[i])->id, mf_header_c(c->items[i])->system_id,
                            id, sys);
-    int rc = chain_check_identity(r, sys, false, err);
-    if (rc == 0 || rc == PB_ENOMEM || rc == PB_EIO || rc == PB_EREMOTE || rc == PB_EAUTH)
-        return rc;
-    if (err)
-        err->code = PB_ECORRUPT;
-    return pb_error_wrap(err, "repository identity %s (checked for backup %s)", IDENTITY_KEY,
-                         id);
+    return chain_verify_identity(r, sys, id, err);
 }
 
 /* The manifest of id: moved out of pool when it is there, else read. */

@@ -81,6 +81,10 @@ int chain_sync_catalog(mf_catalog *cat, const chain *c, bool *rebuilt, pb_error 
 /* Repository identity file "pageback.repo": the cluster's system identifier. A
  * repository holding another cluster's backups is refused. */
 int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err);
+/* The identity file names the cluster of backup id (system_id from its manifest): any
+ * other answer (missing, unreadable, another cluster) is PB_ECORRUPT naming the file;
+ * restore, verify and rebase check it (chain_resolve does). */
+int chain_verify_identity(repo *r, uint64_t system_id, const char *id, pb_error *err);
 
 /* Remove a backup: its manifest first (it is invisible from then on), then every other
  * object under backup/<id>/. Missing objects are fine; other failures are logged. */
