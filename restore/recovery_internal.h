@@ -8,6 +8,7 @@
 #define PB_RESTORE_RECOVERY_INTERNAL_H
 
 #include "restore/restore_internal.h"
+#include "engine/wal/wal.h"
 
 typedef struct rs_target_val {
     int64_t time;      /* RS_TARGET_TIME: unix seconds (fraction dropped) */
@@ -21,11 +22,8 @@ int rs_parse_target(const rs_opts *opts, rs_target_val *tv, pb_error *err);
 /* "YYYY-MM-DD HH:MM:SS+00". */
 void rs_fmt_time(int64_t t, char out[40]);
 
-/* One timeline of a history: WAL positions [begin, end) belong to tli. */
-typedef struct rs_tl_entry {
-    uint32_t tli;
-    uint64_t begin, end; /* end = UINT64_MAX on the last timeline of the history */
-} rs_tl_entry;
+/* One timeline of a history: WAL positions [begin, end) belong to tli (engine/wal). */
+typedef arch_tl_entry rs_tl_entry;
 
 typedef struct rs_wal_view {
     repo *r;

@@ -1,5 +1,5 @@
 /* tests/unit/archive_test.c — WAL archive push/get over a posix repository. */
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/pack.h"
 #include "tests/unit/pbtest.h"
 
