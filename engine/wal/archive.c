@@ -23,7 +23,7 @@
 #define WAL_MAGIC "PBWAL001"
 #define WAL_LEVEL 1 /* fast: archive_command latency holds back WAL recycling */
 
-/* ---- object encoding -------------------------------------------------------------- */
+/* ---- the object: envelope and segment check ------------------------------------- */
 
 /* The object of one WAL file (archive.c's part of the envelope: its magic and level). */
 static int encode(const uint8_t *raw, size_t len, const char *name, pb_buf *out,
@@ -75,8 +75,8 @@ static uint64_t max_raw_for(const char *name)
 }
 
 /* Verifies an archived object and decompresses it into a new buffer (*raw, caller
- * frees). Every failure is PB_ECORRUPT naming the key; the envelope (and its bounds on
- * the header's raw size) is the one manifests use, see pack_envelope_decode. */
+ * frees). Every failure but PB_ENOMEM is PB_ECORRUPT naming the key; the envelope (and
+ * its bounds on the header's raw size) is the one manifests use, pack_envelope_decode. */
 static int decode(const uint8_t *obj, size_t len, const char *key, uint8_t **raw,
                   size_t *raw_len, pb_error *err)
 {
@@ -99,8 +99,6 @@ static int decode(const uint8_t *obj, size_t len, const char *key, uint8_t **raw
     *raw = buf;
     return rc;
 }
-
-/* ---- local files ---------------------------------------------------------------- */
 
 /* ---- push / get / exists -------------------------------------------------------- */
 
