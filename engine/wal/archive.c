@@ -140,6 +140,11 @@ int arch_push(repo *r, const char *path, pb_error *err)
     uint8_t *raw = NULL;
     size_t len = 0;
     pb_buf obj = {0};
+    /* PostgreSQL retries a push that was killed; what that push left (its temp file) goes
+     * now, whether this push stores the segment or finds it stored. Not fatal. */
+    pb_error cerr = PB_ERROR_INIT;
+    if (repo_cleanup_key(r, key, &cerr) != 0)
+        pb_warn("%s", cerr.msg);
     if ((rc = arch_file_read(path, &raw, &len, err)))
         goto out;
     rc = repo_stat(r, key, NULL, err);
