@@ -16,7 +16,7 @@ LIBS="$(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash) -lpt
 mkdir -p "$OUT/obj"
 objs=()
 cd "$SRC"
-for f in common/*.c manifest/*.c engine/pack.c engine/archive.c \
+for f in common/*.c manifest/*.c engine/pack.c engine/envelope.c engine/wal/*.c \
          engine/storage/*.c engine/storage/s3/*.c \
          tools/options.c; do
     o=$OUT/obj/$(echo "$f" | tr / _).o
