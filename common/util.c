@@ -1,4 +1,4 @@
-/* common/util.c — logging, hashing, buffers, LSN text. */
+/* common/util.c — logging, hashing, buffers, growable arrays, LSN text. */
 #include "pb.h"
 
 #include <errno.h>
@@ -86,6 +86,29 @@ int pb_buf_reserve(pb_buf *b, size_t extra)
         return PB_ENOMEM;
     b->data = p;
     b->cap = cap;
+    return 0;
+}
+
+/* The array pointer is copied in and out with memcpy, so any T * works without a cast
+ * through void ** (which would read a T * object as a void * one). */
+int pb_grow(void *array_ptr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    if (elem == 0 || need > SIZE_MAX / elem)
+        return PB_ENOMEM;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n = n > SIZE_MAX / 2 ? need : n * 2;
+    if (n > SIZE_MAX / elem)
+        n = need;
+    void *old;
+    memcpy(&old, array_ptr, sizeof(old));
+    void *p = realloc(old, n * elem);
+    if (!p)
+        return PB_ENOMEM;
+    memcpy(array_ptr, &p, sizeof(p));
+    *cap = n;
     return 0;
 }
 
