@@ -36,14 +36,8 @@ static int collect_manifest(void *vctx, const char *key, uint64_t size)
     const char *slash = strchr(rest, '/');
     if (!slash || strcmp(slash, "/manifest") != 0 || (size_t)(slash - rest) >= MF_ID_LEN)
         return 0;
-    if (ctx->ids->count == ctx->cap) {
-        size_t cap = ctx->cap ? ctx->cap * 2 : 16;
-        void *p = realloc(ctx->ids->ids, cap * sizeof(*ctx->ids->ids));
-        if (!p)
-            return PB_ENOMEM;
-        ctx->ids->ids = p;
-        ctx->cap = cap;
-    }
+    if (PB_GROW(ctx->ids->ids, &ctx->cap, ctx->ids->count + 1))
+        return PB_ENOMEM;
     char *dst = ctx->ids->ids[ctx->ids->count++];
     memcpy(dst, rest, (size_t)(slash - rest));
     dst[slash - rest] = '\0';
@@ -176,14 +170,9 @@ int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
     size_t cap = 0;
     int rc = 0;
     while (next[0]) {
-        if (out->count == cap) {
-            cap = cap ? cap * 2 : 8;
-            void *p = realloc(out->items, cap * sizeof(*out->items));
-            if (!p) {
-                rc = pb_fail(err, PB_ENOMEM, "out of memory resolving chain of %s", id);
-                goto out;
-            }
-            out->items = p;
+        if (PB_GROW(out->items, &cap, out->count + 1)) {
+            rc = pb_fail(err, PB_ENOMEM, "out of memory resolving chain of %s", id);
+            goto out;
         }
         mf_manifest *m = NULL;
         rc = chain_load(r, next, &m, err);
@@ -280,12 +269,22 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
     return 0;
 }
 
-static int drop_object(void *vr, const char *key, uint64_t size)
+int chain_delete_object(repo *r, const char *key)
 {
     pb_error err = PB_ERROR_INIT;
-    int rc = repo_delete(vr, key, &err);
-    if (rc && rc != PB_ENOENT)
+    int rc = repo_delete(r, key, &err);
+    if (rc == PB_ENOENT)
+        return 0;
+    if (rc)
         pb_warn("%s", err.msg);
+    return rc;
+}
+
+/* A listing callback: one object that cannot be removed does not stop the others. */
+static int drop_object(void *vr, const char *key, uint64_t size)
+{
+    (void)size;
+    chain_delete_object(vr, key);
     return 0;
 }
 

@@ -76,8 +76,12 @@ int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, 
 int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err);
 
 /* Remove a backup: its manifest first (it is invisible from then on), then every other
- * object under backup/<id>/. Missing objects are fine; other failures are logged. */
+ * object under backup/<id>/ with chain_delete_object. */
 int chain_drop(repo *r, const char *id, pb_error *err);
+/* Remove one object (of a dropped backup, or expired WAL), best effort: a missing object
+ * is fine (0); any other failure is logged as a warning naming the key and returned, and
+ * the caller goes on with the next (a later expire retries what is left). */
+int chain_delete_object(repo *r, const char *key);
 
 /* A new backup id: the UTC time now, its type letter ('F', 'I', 'S') at index 15, and a
  * microsecond + random suffix that keeps ids unique within a second; it sorts after
