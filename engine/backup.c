@@ -166,7 +166,7 @@ static void drop_partial(repo *r, const char *id)
 typedef struct orphan_ctx {
     char (*ids)[MF_ID_LEN]; /* ids seen under backup/, in listing (lexical) order */
     bool *committed;
-    size_t n, cap;
+    size_t n, cap, committed_cap;
 } orphan_ctx;
 
 static int collect_orphan(void *vctx, const char *key, uint64_t size)
@@ -178,17 +178,9 @@ static int collect_orphan(void *vctx, const char *key, uint64_t size)
     if (len == 0 || len >= MF_ID_LEN || !id[len])
         return 0;
     if (o->n == 0 || strncmp(o->ids[o->n - 1], id, len) != 0 || o->ids[o->n - 1][len]) {
-        if (o->n == o->cap) {
-            size_t cap = o->cap ? o->cap * 2 : 16;
-            void *a = realloc(o->ids, cap * sizeof(*o->ids));
-            if (a)
-                o->ids = a;
-            void *b = a ? realloc(o->committed, cap * sizeof(*o->committed)) : NULL;
-            if (!b)
-                return PB_ENOMEM;
-            o->committed = b;
-            o->cap = cap;
-        }
+        if (PB_GROW(o->ids, &o->cap, o->n + 1) ||
+            PB_GROW(o->committed, &o->committed_cap, o->n + 1))
+            return PB_ENOMEM;
         snprintf(o->ids[o->n], MF_ID_LEN, "%.*s", (int)len, id);
         o->committed[o->n++] = false;
     }
@@ -259,28 +251,19 @@ static int check_parent(repo *r, const mf_backup *h, pb_error *err)
     return rc;
 }
 
-/* Bytes in flight decide both throughput and the database's read latency. An md array
- * needs a full stripe per request and several in flight to keep every disk busy; a
- * single device does not, and there megabytes queued ahead of the database's random
- * reads multiply its query p99 (docs/BENCHMARKS.md, "Query latency"): 512 KiB x 2
- * read ~88% as fast as 1 MiB x 8 here and kept p99 at pg_basebackup's level. */
+/* The read size and depth are the scanner's I/O plan (scan_plan_io, one decision per
+ * backup from the device under the data directory and the user's settings). */
 static int open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
 {
+    scan_io_plan plan;
+    scan_plan_io(ctx->pgdata, opts->read_size, opts->queue_depth, &plan);
     scan_opts so = SCAN_OPTS_INIT;
-    char why[256] = "";
-    bool single = false;
-    so.read_size = opts->read_size;
-    if (!so.read_size) {
-        so.read_size = scan_default_read_size(ctx->pgdata, why, sizeof(why));
-        single = strstr(why, "default") != NULL; /* no stripe detected */
-        if (single)
-            so.read_size = 512u << 10;
-    }
-    so.queue_depth = opts->queue_depth ? opts->queue_depth : (single ? 2u : 8u);
+    so.read_size = plan.read_size;
+    so.queue_depth = plan.queue_depth;
     so.use_uring = opts->use_uring;
     so.direct = opts->direct;
     pb_info("reading %zu KiB x %u in flight%s%s", so.read_size / 1024, so.queue_depth,
-            why[0] ? ": " : "", why[0] ? why : "");
+            plan.why[0] ? ": " : "", plan.why);
     return scan_open(&ctx->scan, &so, err);
 }
 
