@@ -59,7 +59,8 @@ static void test_grow(void)
     uint64_t *kept = a;
     PBT_CHECK(PB_GROW(a, &cap, SIZE_MAX / 4) == PB_ENOMEM); /* need * 8 overflows */
     PBT_CHECK(a == kept && cap == before && a[999] == 999);
-    PBT_CHECK(pb_grow(&a, &cap, SIZE_MAX, 1) == PB_ENOMEM && a == kept && cap == before);
+    PBT_CHECK(pb_grow(&a, &cap, SIZE_MAX / 2 + 2, 2) == PB_ENOMEM && a == kept &&
+              cap == before);
     free(a);
     char (*names)[25] = NULL; /* arrays of arrays, as the WAL listing keeps names */
     cap = 0;
