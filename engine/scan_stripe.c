@@ -213,8 +213,9 @@ size_t scan_default_read_size(const char *path, char *why, size_t why_len)
  * needs a full stripe per request and several in flight to keep every disk busy; a
  * single device does not, and there megabytes queued ahead of the database's random
  * reads multiply its query p99 (docs/BENCHMARKS.md, "Query latency"): 512 KiB x 2
- * read ~88% as fast as 1 MiB x 8 here and kept p99 at pg_basebackup's level. A read
- * size the user gives is not a device decision, so it is read with the deeper queue. */
+ * read ~88% as fast as 1 MiB x 8 here and kept p99 at pg_basebackup's level. With a
+ * read size the user gives the device is not probed, and the depth is the array's 8
+ * unless a depth is given too. */
 void scan_plan_io(const char *path, size_t read_size, unsigned queue_depth,
                   scan_io_plan *out)
 {
