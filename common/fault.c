@@ -30,10 +30,14 @@ const pb_fault_info pb_fault_points[] = {
                           "(nth = after the nth MiB of any pack)"},
     {"writer.after-commit", "a streaming object (pack) was renamed into place and its "
                             "directory fsynced (nth = after the nth pack)"},
-    {"put.after-temp-write", "an object (WAL segment, manifest, or a pack at its commit) is "
-                             "durable in its temp file, not yet renamed"},
+    {"put.after-temp-write", "an object (manifest, or a pack at its commit) is durable in "
+                             "its temp file, not yet renamed"},
     {"put.after-rename", "an object was renamed into place; its directory is not yet "
                          "fsynced"},
+    {"put-new.after-temp-write", "a create-if-absent object (a WAL file of archive-push, the "
+                                 "writer lock) is durable in its temp file, not yet linked"},
+    {"put-new.after-link", "a create-if-absent object was linked to its name; its temp name "
+                           "is not yet removed, its directory not yet fsynced"},
     {"expire.after-backup", "expire dropped a backup (nth = after the nth one), more to go"},
     {"drop.after-manifest", "a backup's manifest is deleted, its packs are not "
                             "(expire, or a failed backup giving its space back)"},

@@ -313,6 +313,11 @@ int arch_push(repo *r, const char *path, pb_error *err)
     arch_key(key, sizeof(key), name);
     uint8_t *raw = NULL, *obj = NULL;
     size_t len = 0, olen = 0;
+    /* PostgreSQL retries a push that was killed; what that push left (its temp file) goes
+     * now, whether this push stores the segment or finds it stored. Not fatal. */
+    pb_error cerr = PB_ERROR_INIT;
+    if (repo_cleanup_key(r, key, &cerr) != 0)
+        pb_warn("%s", cerr.msg);
     if ((rc = read_file(path, &raw, &len, err)))
         goto out;
     rc = repo_stat(r, key, NULL, err);

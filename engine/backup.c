@@ -163,78 +163,6 @@ static void drop_partial(repo *r, const char *id)
         pb_warn("could not remove every object of the failed backup %s: %s", id, err.msg);
 }
 
-typedef struct orphan_ctx {
-    char (*ids)[MF_ID_LEN]; /* ids seen under backup/, in listing (lexical) order */
-    bool *committed;
-    size_t n, cap, committed_cap;
-} orphan_ctx;
-
-static int collect_orphan(void *vctx, const char *key, uint64_t size)
-{
-    (void)size;
-    orphan_ctx *o = vctx;
-    const char *id = key + strlen("backup/");
-    size_t len = strcspn(id, "/");
-    if (len == 0 || len >= MF_ID_LEN || !id[len])
-        return 0;
-    if (o->n == 0 || strncmp(o->ids[o->n - 1], id, len) != 0 || o->ids[o->n - 1][len]) {
-        if (PB_GROW(o->ids, &o->cap, o->n + 1) ||
-            PB_GROW(o->committed, &o->committed_cap, o->n + 1))
-            return PB_ENOMEM;
-        snprintf(o->ids[o->n], MF_ID_LEN, "%.*s", (int)len, id);
-        o->committed[o->n++] = false;
-    }
-    if (strcmp(id + len, "/manifest") == 0)
-        o->committed[o->n - 1] = true;
-    return 0;
-}
-
-/* Does a committed backup newer than o->ids[i] name it as its parent? Then its manifest
- * was lost to damage, not to a killed writer, and its packs are what a repair needs.
- * (A child's id always sorts after its parent's; chains are linked only by parents.) */
-static const char *orphan_child(repo *r, const orphan_ctx *o, size_t i)
-{
-    for (size_t j = i + 1; j < o->n; j++) {
-        mf_manifest *m = NULL;
-        pb_error lerr = PB_ERROR_INIT;
-        if (!o->committed[j] || chain_load(r, o->ids[j], &m, &lerr) != 0)
-            continue;
-        bool child = strcmp(mf_header(m)->parent, o->ids[i]) == 0;
-        mf_free(m);
-        if (child)
-            return o->ids[j];
-    }
-    return NULL;
-}
-
-/* Leftovers of killed writers (rule 9): objects under backup/<id>/ without a manifest.
- * Called with the writer lock held, before this run writes anything, so none of them
- * belongs to a writer still running. */
-static int drop_orphans(repo *r, pb_error *err)
-{
-    orphan_ctx o = {0};
-    int rc = repo_list(r, "backup/", collect_orphan, &o, err);
-    if (rc == PB_ENOMEM)
-        rc = pb_fail(err, rc, "out of memory listing %s/backup/", repo_location(r));
-    for (size_t i = 0; rc == 0 && i < o.n; i++) {
-        if (o.committed[i])
-            continue;
-        const char *child = orphan_child(r, &o, i);
-        if (child) {
-            pb_warn("backup %s has no manifest, but backup %s names it as its parent: its "
-                    "objects are kept (restore the manifest, or expire the chain)", o.ids[i],
-                    child);
-            continue;
-        }
-        pb_info("removing the objects of backup %s, which never committed its manifest",
-                o.ids[i]);
-        rc = chain_drop(r, o.ids[i], err);
-    }
-    free(o.ids);
-    free(o.committed);
-    return rc;
-}
-
 /* Rule: a backup never commits on top of a parent that is gone (expire takes the same
  * lock, so it cannot have run; this is the last line all the same). */
 static int check_parent(repo *r, const mf_backup *h, pb_error *err)
@@ -440,7 +368,7 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
      * backups without a manifest) go first; failing to remove them does not block a
      * backup. */
     pb_error clean_err = PB_ERROR_INIT;
-    if (repo_cleanup(r, ctx.lock, &clean_err) != 0 || drop_orphans(r, &clean_err) != 0)
+    if (chain_cleanup(r, ctx.lock, &clean_err) != 0)
         pb_warn("could not clean up after earlier interrupted runs: %s", clean_err.msg);
     rc = chain_check_identity(r, info.system_id, true, err);
     if (rc == 0)

@@ -3,6 +3,7 @@
 #include "engine/pack.h"
 #include "common/fault.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,17 @@ const mf_manifest *chain_find(const chain *c, const char *id)
     return NULL;
 }
 
+int chain_verify_identity(repo *r, uint64_t system_id, const char *id, pb_error *err)
+{
+    int rc = chain_check_identity(r, system_id, false, err);
+    if (rc == 0 || rc == PB_ENOMEM || rc == PB_EIO || rc == PB_EREMOTE || rc == PB_EAUTH)
+        return rc;
+    if (err)
+        err->code = PB_ECORRUPT;
+    return pb_error_wrap(err, "repository identity %s (checked for backup %s)", IDENTITY_KEY,
+                         id);
+}
+
 /* Every backup of a chain is of the cluster that the repository identity file names, so
  * a damaged, missing or foreign identity file (or a manifest of another cluster) stops a
  * restore or verify before anything is read from the chain. */
@@ -152,13 +164,7 @@ static int check_chain_identity(repo *r, const chain *c, const char *id, pb_erro
                            "identifier %" PRIu64 ", its chain's newest (%s) of %" PRIu64,
                            mf_header_c(c->items[i])->id, mf_header_c(c->items[i])->system_id,
                            id, sys);
-    int rc = chain_check_identity(r, sys, false, err);
-    if (rc == 0 || rc == PB_ENOMEM || rc == PB_EIO || rc == PB_EREMOTE || rc == PB_EAUTH)
-        return rc;
-    if (err)
-        err->code = PB_ECORRUPT;
-    return pb_error_wrap(err, "repository identity %s (checked for backup %s)", IDENTITY_KEY,
-                         id);
+    return chain_verify_identity(r, sys, id, err);
 }
 
 /* Walk parents from id back to its full backup, then reverse into oldest-first order. */
@@ -326,4 +332,104 @@ void chain_new_id(char out[MF_ID_LEN], char type, const char *after)
             return;
         sleep(1);
     }
+}
+
+/* ---- leftovers of writers that are gone ------------------------------------------- */
+
+typedef struct orphan_ctx {
+    char (*ids)[MF_ID_LEN]; /* every id seen under backup/, in listing order */
+    bool *committed;        /* its manifest exists */
+    bool *needed;           /* a committed backup names it as its parent */
+    size_t n, orphans;
+    size_t ids_cap, committed_cap, needed_cap;
+} orphan_ctx;
+
+/* Room for one more id in each of the three parallel arrays. */
+static int orphan_grow(orphan_ctx *o)
+{
+    size_t need = o->n + 1;
+    if (PB_GROW(o->ids, &o->ids_cap, need) || PB_GROW(o->committed, &o->committed_cap, need) ||
+        PB_GROW(o->needed, &o->needed_cap, need))
+        return PB_ENOMEM;
+    return 0;
+}
+
+/* The keys of one backup are contiguous in the (lexical) listing: a new id starts
+ * whenever the id part differs from the previous key's. */
+static int collect_orphan(void *vctx, const char *key, uint64_t size)
+{
+    (void)size;
+    orphan_ctx *o = vctx;
+    const char *id = key + strlen("backup/");
+    size_t len = strcspn(id, "/");
+    if (len == 0 || len >= MF_ID_LEN || !id[len])
+        return 0;
+    if (o->n == 0 || strncmp(o->ids[o->n - 1], id, len) != 0 || o->ids[o->n - 1][len]) {
+        if (orphan_grow(o) != 0)
+            return PB_ENOMEM;
+        snprintf(o->ids[o->n], MF_ID_LEN, "%.*s", (int)len, id);
+        o->committed[o->n] = o->needed[o->n] = false;
+        o->n++;
+    }
+    if (strcmp(id + len, "/manifest") == 0)
+        o->committed[o->n - 1] = true;
+    return 0;
+}
+
+/* Marks the manifest-less backups that a committed backup names as its parent. Every
+ * committed manifest is read once (only when there is an orphan at all); one that cannot
+ * be read might name any of them, so then nothing is removed. */
+static int mark_needed(repo *r, orphan_ctx *o, pb_error *err)
+{
+    for (size_t j = 0; j < o->n; j++) {
+        if (!o->committed[j])
+            continue;
+        mf_manifest *m = NULL;
+        int rc = chain_load(r, o->ids[j], &m, err);
+        if (rc)
+            return pb_error_wrap(err, "backups without a manifest are kept (backup %s, which "
+                                 "may need one of them, is unreadable)", o->ids[j]);
+        const char *parent = mf_header(m)->parent;
+        for (size_t i = 0; parent[0] && i < o->n; i++)
+            if (!o->committed[i] && strcmp(o->ids[i], parent) == 0 && !o->needed[i]) {
+                o->needed[i] = true;
+                pb_warn("backup %s has no manifest, but backup %s names it as its parent: "
+                        "its objects are kept (restore the manifest, or expire the chain)",
+                        o->ids[i], o->ids[j]);
+            }
+        mf_free(m);
+    }
+    return 0;
+}
+
+/* Objects under backup/<id>/ without a manifest: with the writer lock held, none of them
+ * belongs to a writer still running. */
+static int drop_orphans(repo *r, pb_error *err)
+{
+    orphan_ctx o = {0};
+    int rc = repo_list(r, "backup/", collect_orphan, &o, err);
+    if (rc == PB_ENOMEM)
+        rc = pb_fail(err, rc, "out of memory listing %s/backup/", repo_location(r));
+    for (size_t i = 0; rc == 0 && i < o.n; i++)
+        o.orphans += !o.committed[i];
+    if (rc == 0 && o.orphans)
+        rc = mark_needed(r, &o, err);
+    for (size_t i = 0; rc == 0 && i < o.n; i++) {
+        if (o.committed[i] || o.needed[i])
+            continue;
+        pb_info("removing the objects of backup %s, which has no manifest (its writer was "
+                "interrupted)", o.ids[i]);
+        rc = chain_drop(r, o.ids[i], err);
+    }
+    free(o.ids);
+    free(o.committed);
+    free(o.needed);
+    return rc;
+}
+
+int chain_cleanup(repo *r, const repo_lock *held, pb_error *err)
+{
+    assert(held);
+    int rc = repo_cleanup(r, held, err);
+    return rc ? rc : drop_orphans(r, err);
 }

@@ -74,6 +74,10 @@ int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, 
 /* Repository identity file "pageback.repo": the cluster's system identifier. A
  * repository holding another cluster's backups is refused. */
 int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err);
+/* The identity file names the cluster of backup id (system_id from its manifest): any
+ * other answer (missing, unreadable, another cluster) is PB_ECORRUPT naming the file;
+ * restore, verify and rebase check it (chain_resolve does). */
+int chain_verify_identity(repo *r, uint64_t system_id, const char *id, pb_error *err);
 
 /* Remove a backup: its manifest first (it is invisible from then on), then every other
  * object under backup/<id>/ with chain_delete_object. */
@@ -82,6 +86,15 @@ int chain_drop(repo *r, const char *id, pb_error *err);
  * is fine (0); any other failure is logged as a warning naming the key and returned, and
  * the caller goes on with the next (a later expire retries what is left). */
 int chain_delete_object(repo *r, const char *key);
+
+/* Leftovers of writers that are gone (issue 8, item 9), for backup, rebase and expire to
+ * call once they hold the writer lock (held, not NULL) and before they write anything:
+ * temp objects and unfinished uploads (repo_cleanup), then every backup/<id>/ without a
+ * manifest, which a writer killed before its commit (or an expire killed between a
+ * manifest and its packs) left. Such a backup is kept, with a warning, when a committed
+ * backup names it as its parent: then its manifest was lost to damage, and its packs are
+ * what a repair needs. Errors are returned (the caller decides whether they block it). */
+int chain_cleanup(repo *r, const repo_lock *held, pb_error *err);
 
 /* A new backup id: the UTC time now, its type letter ('F', 'I', 'S') at index 15, and a
  * microsecond + random suffix that keeps ids unique within a second; it sorts after

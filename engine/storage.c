@@ -318,3 +318,11 @@ int repo_cleanup(repo *r, const repo_lock *held, pb_error *err)
 {
     return r->drv->cleanup(r->impl, held != NULL, err);
 }
+
+int repo_cleanup_key(repo *r, const char *key, pb_error *err)
+{
+    int rc = check_key(key, err);
+    if (rc || !r->drv->cleanup_key)
+        return rc;
+    return r->drv->cleanup_key(r->impl, key, err);
+}

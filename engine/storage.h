@@ -95,12 +95,18 @@ void repo_lock_release(repo_lock *l);
 
 /* Remove leftovers of interrupted writes (temp files, unfinished multipart uploads) of
  * writers that are gone. With held == NULL only what is provably dead goes (posix: temp
- * files of processes gone on this host, idle for a minute; S3: uploads initiated more
- * than REPO_STALE_UPLOAD_SECS ago). With the writer lock held, every leftover under
+ * files whose flock is free — a writer holds it on its temp file until the file has its
+ * final name, and loses it when it dies; S3: uploads initiated more than
+ * REPO_STALE_UPLOAD_SECS ago). With the writer lock held, every leftover under
  * "backup/" goes at once: only the lock holder writes there, and held is ours, so what
  * is there is the debris of a writer that is gone. WAL ("wal/") is pushed without the
  * lock, so its leftovers always follow the first rule. */
 #define REPO_STALE_UPLOAD_SECS 3600
 int repo_cleanup(repo *r, const repo_lock *held, pb_error *err);
+/* The same first rule for one key's leftovers only, without the writer lock: what a
+ * killed earlier write of key left (posix: its temp files whose flock is free; a
+ * concurrent writer of key keeps its own). S3: nothing (repo_cleanup handles uploads).
+ * archive-push calls it for the segment it pushes. */
+int repo_cleanup_key(repo *r, const char *key, pb_error *err);
 
 #endif

@@ -23,6 +23,10 @@ typedef struct repo_driver {
     int (*writer_commit)(void *w, pb_error *err);
     void (*writer_abort)(void *w);
     int (*cleanup)(void *impl, bool locked, pb_error *err);
+    /* Remove key's own leftovers whose writers are provably gone, without the writer
+     * lock (posix: temp files whose flock is free). NULL: the driver leaves none that
+     * cleanup would not handle (S3: uploads). */
+    int (*cleanup_key)(void *impl, const char *key, pb_error *err);
     /* Create-if-absent (PB_EEXIST when present). hold_fd, when not NULL, gets an fd that
      * keeps the new object flock'ed (posix; -1 elsewhere). PB_EUNSUPPORTED: the server
      * cannot do it; storage.c falls back to a best effort. */

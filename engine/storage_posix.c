@@ -4,7 +4,9 @@
  *
  * Atomicity: an object is written to "<key>.tmp.<pid>.<random>", made durable with
  * fdatasync, renamed over its final name, and the directory is fsynced, so a reader
- * sees either nothing or the whole object. Page cache: repository files are written
+ * sees either nothing or the whole object. The writer keeps its temp file flock'ed until
+ * the rename, which is how a cleanup tells a dead writer's temp file from a live one's
+ * (storage_posix_excl.c). Page cache: repository files are written
  * once and rarely read back on the host being backed up, so every write range is
  * dropped from the cache (POSIX_FADV_DONTNEED) once it is on disk; the backup must
  * not evict the database's hot data with its own output.
@@ -24,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,6 @@
 #define WRITER_BUF (1u << 20)        /* writer buffer: one write(2) per MiB */
 #define WRITER_SYNC_EVERY (64u << 20) /* flush and drop from cache every 64 MiB */
 #define TMP_MARK POSIX_TMP_MARK
-#define TMP_STALE_SECONDS 60
 
 typedef struct posix_writer {
     posix_repo *pr;
@@ -134,15 +134,22 @@ int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *
             return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
         *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
                      POSIX_FILE_MODE);
-        if (*fd >= 0 && pr->give_away && fchown(*fd, pr->owner_uid, pr->owner_gid) != 0) {
-            rc = pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root, tmp,
-                               (unsigned)pr->owner_uid);
+        if (*fd >= 0) {
+            rc = posix_lock_tmp(pr, *fd, tmp, err);
+            if (rc == 0 && pr->give_away && fchown(*fd, pr->owner_uid, pr->owner_gid) != 0)
+                rc = pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root, tmp,
+                                   (unsigned)pr->owner_uid);
+            if (rc == 0)
+                return 0;
             close(*fd);
+            *fd = -1;
+            if (rc == PB_ENOENT) {
+                rc = 0;
+                continue; /* a cleaner took it before our flock: another name */
+            }
             (void)unlinkat(pr->dirfd, tmp, 0);
             return rc;
         }
-        if (*fd >= 0)
-            return 0;
         if (errno == ENOENT && (rc = make_parents(pr, key, err)) == 0)
             continue; /* a delete pruned the emptied directory meanwhile */
         if (rc)
@@ -166,8 +173,9 @@ static void remove_tmp(posix_repo *pr, const char *tmp)
     prune_backup_dirs(pr, parent);
 }
 
-/* fdatasync, drop from cache, close, rename over key, fsync the directory.
- * Closes fd in every case; the temp file is removed on failure. */
+/* fdatasync, drop from cache, rename over key, close, fsync the directory. fd (and so
+ * the temp file's flock) is closed only after the rename: until then a cleanup must see
+ * a live writer. Closes fd in every case; the temp file is removed on failure. */
 static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, pb_error *err)
 {
     int rc = 0;
@@ -175,16 +183,19 @@ static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, 
         rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
     else
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    if (close(fd) < 0 && !rc)
-        rc = pb_fail_errno(err, PB_EIO, "close of %s/%s failed", pr->root, tmp);
     if (!rc)
         PB_FAULT_POINT("put.after-temp-write");
     if (!rc && renameat(pr->dirfd, tmp, pr->dirfd, key) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot rename %s/%s to %s", pr->root, tmp, key);
     if (rc) {
+        close(fd);
         remove_tmp(pr, tmp);
         return rc;
     }
+    /* Data and size are durable (fdatasync): a failing close here is reported, but the
+     * object stays what it is. */
+    if (close(fd) < 0)
+        return pb_fail_errno(err, PB_EIO, "close of %s/%s failed", pr->root, key);
     PB_FAULT_POINT("put.after-rename");
     char parent[PATH_MAX];
     posix_parent_of(key, parent, sizeof(parent));
@@ -394,7 +405,6 @@ static int posix_del(void *impl, const char *key, pb_error *err)
 typedef struct walk_entry {
     char *key;
     uint64_t size;
-    struct timespec mtime;
 } walk_entry;
 
 typedef struct walk_state {
@@ -418,7 +428,6 @@ static int walk_add(walk_state *ws, const char *key, const struct stat *st, pb_e
     if (!(ws->v[ws->n].key = strdup(key)))
         return pb_fail(err, PB_ENOMEM, "out of memory listing %s", ws->pr->root);
     ws->v[ws->n].size = (uint64_t)st->st_size;
-    ws->v[ws->n].mtime = st->st_mtim;
     ws->n++;
     return 0;
 }
@@ -631,56 +640,22 @@ static int posix_writer_commit(void *wp, pb_error *err)
     return rc;
 }
 
-/* ---- cleanup --------------------------------------------------------------------- */
+/* ---- for the cleanup (storage_posix_clean.c) -------------------------------------- */
 
-/* "<key>.tmp.<pid>.<random>" -> pid, or 0 when the name does not parse. */
-static long tmp_pid(const char *key)
+int posix_walk_tmp(posix_repo *pr, int (*cb)(posix_repo *pr, const char *tmp, void *ctx),
+                   void *ctx, pb_error *err)
 {
-    const char *m = strstr(key, TMP_MARK);
-    if (!m)
-        return 0;
-    char *end;
-    long pid = strtol(m + strlen(TMP_MARK), &end, 10);
-    return *end == '.' && pid > 0 ? pid : 0;
-}
-
-/* A temp file is stale when it has not been written for a minute and the process that
- * created it is gone; a live writer's files are never touched. With the writer lock held
- * (locked), temp files under backup/ are a dead writer's whatever their age or pid:
- * another host's pid cannot be checked, and only the lock holder writes there. */
-static bool tmp_is_stale(const walk_entry *e, bool locked, const struct timespec *now)
-{
-    if (locked && strncmp(e->key, "backup/", 7) == 0)
-        return true;
-    if (now->tv_sec - e->mtime.tv_sec < TMP_STALE_SECONDS)
-        return false;
-    long pid = tmp_pid(e->key);
-    return !(pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM));
-}
-
-static int posix_cleanup(void *impl, bool locked, pb_error *err)
-{
-    posix_repo *pr = impl;
     walk_state ws = {.pr = pr, .prefix = "", .want_tmp = true};
     int rc = walk_dir(&ws, "", err);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    for (size_t i = 0; !rc && i < ws.n; i++) {
-        if (!tmp_is_stale(&ws.v[i], locked, &now))
-            continue;
-        if (unlinkat(pr->dirfd, ws.v[i].key, 0) < 0 && errno != ENOENT)
-            rc = pb_fail_errno(err, PB_EIO, "cannot remove stale temp file %s/%s", pr->root,
-                               ws.v[i].key);
-        else
-            pb_info("removed stale temp file %s/%s", pr->root, ws.v[i].key);
-        if (rc == 0 && strncmp(ws.v[i].key, "backup/", 7) == 0) {
-            char parent[PATH_MAX];
-            posix_parent_of(ws.v[i].key, parent, sizeof(parent));
-            prune_backup_dirs(pr, parent);
-        }
-    }
+    for (size_t i = 0; !rc && i < ws.n; i++)
+        rc = cb(pr, ws.v[i].key, ctx);
     walk_free(&ws);
     return rc;
+}
+
+void posix_prune_backup_dirs(posix_repo *pr, const char *dir)
+{
+    prune_backup_dirs(pr, dir);
 }
 
 const repo_driver repo_posix_driver = {
@@ -697,6 +672,7 @@ const repo_driver repo_posix_driver = {
     .writer_commit = posix_writer_commit,
     .writer_abort = posix_writer_abort,
     .cleanup = posix_cleanup,
+    .cleanup_key = posix_cleanup_key,
     .put_new = posix_put_new,
     .lock_probe = posix_lock_probe,
     .lock_rewrite = posix_lock_rewrite,

@@ -11,8 +11,18 @@
  * The lock file is flock'ed before it gets its name (the flock belongs to the inode,
  * which the link keeps), so there is no moment at which the lock exists unlocked and a
  * prober could take it for the debris of a dead writer.
+ *
+ * Temp files: every writer of the driver holds a flock on its temp file from creation
+ * until the file has its final name (or is removed), and the kernel drops it when the
+ * writer dies, however it dies. So a temp file whose flock we obtain is proof that its
+ * writer is gone, on this host or (NFSv4 locks) another; no pid or age guess is needed.
+ * That is what lets archive-push, which runs without the writer lock, remove what a
+ * killed push of the same segment left, while a concurrent push of it goes on (the
+ * removal is in storage_posix_clean.c).
  */
 #include "engine/storage_posix_internal.h"
+
+#include "common/fault.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,8 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Does key still name the file open on fd? (A takeover replaces the file.) */
-static bool same_file(posix_repo *pr, const char *key, int fd)
+bool posix_same_file(posix_repo *pr, const char *key, int fd)
 {
     struct stat a, b;
     return fstat(fd, &a) == 0 && fstatat(pr->dirfd, key, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -46,14 +55,18 @@ int posix_put_new(void *impl, const char *key, const void *data, size_t len, int
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
     else if (fdatasync(fd) < 0)
         rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
-    else if (hold_fd && flock(fd, LOCK_EX | LOCK_NB) < 0)
-        rc = pb_fail_errno(err, PB_EIO, "cannot lock %s/%s", pr->root, tmp);
-    else if (linkat(pr->dirfd, tmp, pr->dirfd, key, 0) < 0)
+    if (rc == 0)
+        PB_FAULT_POINT("put-new.after-temp-write");
+    /* The temp file is flock'ed since posix_open_tmp: for the writer lock (hold_fd) that
+     * flock is the lock's, from its first moment under its name. */
+    if (rc == 0 && linkat(pr->dirfd, tmp, pr->dirfd, key, 0) < 0)
         rc = errno == EEXIST ? pb_fail(err, PB_EEXIST, "object %s/%s exists already",
                                        pr->root, key)
                              : pb_fail_errno(err, PB_EIO, "cannot link %s/%s to %s", pr->root,
                                              tmp, key);
-    (void)unlinkat(pr->dirfd, tmp, 0);
+    if (rc == 0)
+        PB_FAULT_POINT("put-new.after-link");
+    (void)unlinkat(pr->dirfd, tmp, 0); /* still flock'ed: no cleaner takes it meanwhile */
     if (rc == 0) {
         char parent[PATH_MAX];
         posix_parent_of(key, parent, sizeof(parent));
@@ -85,7 +98,7 @@ int posix_lock_probe(void *impl, const char *key, int *fd, pb_error *err)
         errno = e;
         return pb_fail_errno(err, PB_EIO, "cannot lock %s/%s", pr->root, key);
     }
-    if (!same_file(pr, key, f)) {
+    if (!posix_same_file(pr, key, f)) {
         /* Replaced or removed between our open and our flock: look again. */
         close(f);
         return pb_fail(err, PB_ENOENT, "lock %s/%s changed while probing it", pr->root, key);
@@ -98,7 +111,7 @@ int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, si
                        pb_error *err)
 {
     posix_repo *pr = impl;
-    if (!same_file(pr, key, fd))
+    if (!posix_same_file(pr, key, fd))
         return pb_fail(err, PB_ESTATE, "writer lock %s/%s was taken over or removed", pr->root,
                        key);
     const unsigned char *p = data;
@@ -113,5 +126,20 @@ int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, si
     }
     if (ftruncate(fd, (off_t)len) < 0 || fdatasync(fd) < 0)
         return pb_fail_errno(err, PB_EIO, "cannot write lock %s/%s", pr->root, key);
+    return 0;
+}
+
+/* ---- temp files: the flock that proves a writer alive (storage_posix_clean.c) -------- */
+
+int posix_lock_tmp(posix_repo *pr, int fd, const char *tmp, pb_error *err)
+{
+    while (flock(fd, LOCK_EX) < 0)
+        if (errno != EINTR)
+            return pb_fail_errno(err, PB_EIO, "cannot lock temp file %s/%s", pr->root, tmp);
+    /* Between our create and our flock the file was unlocked: a cleaner may have taken
+     * it for a dead writer's and removed it. Then the name is gone (or another file's). */
+    if (!posix_same_file(pr, tmp, fd))
+        return pb_fail(err, PB_ENOENT, "temp file %s/%s was removed as it was created",
+                       pr->root, tmp);
     return 0;
 }

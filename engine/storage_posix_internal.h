@@ -1,5 +1,5 @@
 /* engine/storage_posix_internal.h — what the posix driver's files share. Private to
- * storage_posix.c and storage_posix_excl.c. */
+ * storage_posix.c, storage_posix_excl.c and storage_posix_clean.c. */
 #ifndef PB_ENGINE_STORAGE_POSIX_INTERNAL_H
 #define PB_ENGINE_STORAGE_POSIX_INTERNAL_H
 
@@ -34,6 +34,23 @@ int posix_fsync_dir(posix_repo *pr, const char *dir, pb_error *err);
 /* A fresh temp file beside key (parents created, mode POSIX_FILE_MODE). */
 int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
                    pb_error *err);
+
+/* Does key still name the file open on fd? (A takeover or a cleaner replaces it.) */
+bool posix_same_file(posix_repo *pr, const char *key, int fd);
+/* For the cleanup: cb for every temp file in the repository; prune emptied backup dirs. */
+int posix_walk_tmp(posix_repo *pr, int (*cb)(posix_repo *pr, const char *tmp, void *ctx),
+                   void *ctx, pb_error *err);
+void posix_prune_backup_dirs(posix_repo *pr, const char *dir);
+int posix_cleanup(void *impl, bool locked, pb_error *err);
+
+/* Every temp file is flock'ed by its writer for as long as it is a temp file (see
+ * storage_posix_excl.c). posix_lock_tmp takes that flock on a fresh temp file; PB_ENOENT
+ * when a cleaner removed the file first (make another). posix_remove_abandoned removes tmp
+ * only when its flock is free, i.e. its writer is gone (*removed says whether it did).
+ * posix_cleanup_key does that for every temp file of key (driver op cleanup_key). */
+int posix_lock_tmp(posix_repo *pr, int fd, const char *tmp, pb_error *err);
+int posix_remove_abandoned(posix_repo *pr, const char *tmp, bool *removed, pb_error *err);
+int posix_cleanup_key(void *impl, const char *key, pb_error *err);
 
 int posix_put_new(void *impl, const char *key, const void *data, size_t len, int *hold_fd,
                   pb_error *err);

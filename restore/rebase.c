@@ -56,7 +56,7 @@ static int copy_entry(mf_file *dst, const mf_file *src, const char *id)
 }
 
 static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, mf_manifest *dst,
-                        pb_error *err)
+                        repo_lock *lock, pb_error *err)
 {
     const char *id = mf_header_c(dst)->id;
     for (size_t i = 0; i < mf_count(src); i++) {
@@ -68,8 +68,8 @@ static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, 
         }
         sink->out = &nf;
         sink->runs_cap = sink->hashes_cap = sink->nhashes = 0;
-        int rc = 0;
-        if (f->kind == MF_REL || f->kind == MF_FILE)
+        int rc = repo_lock_renew(lock, err); /* a long rebase keeps its lease */
+        if (rc == 0 && (f->kind == MF_REL || f->kind == MF_FILE))
             rc = rs_rebuild_file(ctx, f, err);
         if (rc == 0)
             rc = mf_add_file(dst, &nf, err);
@@ -82,7 +82,8 @@ static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, 
     return 0;
 }
 
-int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], pb_error *err)
+int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
+              char out_id[MF_ID_LEN], pb_error *err)
 {
     rs_opts o = RS_OPTS_INIT;
     o.set = set;
@@ -123,7 +124,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], 
     if (rc == 0)
         rc = rs_ctx_buffers(&ctx, err);
     if (rc == 0)
-        rc = rebase_files(&ctx, &sink, src, dst, err);
+        rc = rebase_files(&ctx, &sink, src, dst, lock, err);
     if (rc == 0)
         rc = pack_writer_finish(sink.packs, err);
     if (rc == 0) {

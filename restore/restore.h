@@ -84,8 +84,10 @@ typedef void (*rs_verify_note)(void *ctx, const char *id, bool problem, const ch
 int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
                    void *note_ctx, rs_verify_stats *stats, pb_error *err);
 
-/* Build a synthetic full backup from the chain ending at set (no database read). */
-int rs_rebase(repo *r, const char *set, int zstd_level, char out_id[MF_ID_LEN], pb_error *err);
+/* Build a synthetic full backup from the chain ending at set (no database read). lock is
+ * the writer lock the caller holds, renewed file by file (NULL: nothing to renew). */
+int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
+              char out_id[MF_ID_LEN], pb_error *err);
 
 /* Pick the backup for a point-in-time target: the newest whose stop point precedes it. */
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,

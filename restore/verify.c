@@ -234,6 +234,20 @@ static int verify_all(vfy_run *v, pb_error *err)
     int rc = frame ? pack_reader_new(&rd, err) : PB_ENOMEM;
     if (rc == 0)
         rc = load_all(v, &l, err);
+    /* the identity file must name the cluster of every backup (one read, then compare) */
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        const mf_backup *h = mf_header_c(l.ms[i]), *h0 = mf_header_c(l.ms[0]);
+        pb_error e = PB_ERROR_INIT;
+        if (i == 0 ? chain_verify_identity(v->r, h->system_id, h->id, &e) == 0
+                   : h->system_id == h0->system_id)
+            continue;
+        v->subject_problems = 0;
+        if (i == 0)
+            vfy_problem(v, h->id, "%s", e.msg);
+        else
+            vfy_problem(v, h->id, "backup %s is of another cluster (system identifier %" PRIu64
+                        ") than %s", h->id, h->system_id, h0->id);
+    }
     if (rc == 0 && (!(found = calloc(l.n + 1, sizeof(*found))) ||
                     !(frames = calloc(l.n + 1, sizeof(*frames)))))
         rc = PB_ENOMEM;

@@ -194,8 +194,13 @@ int cmd_rebase(pb_options *o)
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = repo_lock_acquire(r, "rebase", &lock, &err);
+    /* What a killed backup, rebase or expire left goes first (as backup does it); that
+     * failing does not block the rebase. */
+    pb_error cerr = PB_ERROR_INIT;
+    if (rc == 0 && chain_cleanup(r, lock, &cerr) != 0)
+        pb_warn("could not clean up after earlier interrupted runs: %s", cerr.msg);
     if (rc == 0)
-        rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, id, &err);
+        rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, lock, id, &err);
     if (rc == 0)
         printf("synthetic full backup %s written\n", id);
     repo_lock_release(lock);

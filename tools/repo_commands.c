@@ -236,6 +236,12 @@ int cmd_expire(pb_options *o)
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = repo_lock_acquire(r, "expire", &lock, &err);
+    /* What a killed backup, rebase or expire left goes first (as backup does it), so an
+     * expire killed between a manifest and its packs is finished by the next one; that
+     * failing does not block the expire. */
+    pb_error cerr = PB_ERROR_INIT;
+    if (rc == 0 && chain_cleanup(r, lock, &cerr) != 0)
+        pb_warn("could not clean up after earlier interrupted runs: %s", cerr.msg);
     if (rc == 0)
         rc = expire_locked(o);
     repo_lock_release(lock);

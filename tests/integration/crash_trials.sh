@@ -106,6 +106,9 @@ leftovers() {
     while IFS= read -r f; do
         pid=$(echo "$f" | sed -n 's/.*\.tmp\.\([0-9]*\)\..*/\1/p')
         [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && continue
+        # Listed while its writer (an archive-push PostgreSQL started) ran, and gone with
+        # it: not a leftover.
+        [ -e "$f" ] || continue
         out+="${f#"$PB_REPO"/} "
     done < <(find "$PB_REPO" -name '*.tmp.*' 2>/dev/null)
     for d in "$PB_REPO"/backup/*/; do
@@ -285,12 +288,14 @@ rand_ms() { echo $(($1 + RANDOM % ($2 - $1 + 1))); }
 BACKUP_POINTS=(backup.after-start backup.mid-pack backup.mid-pack:5 writer.mid-object
     writer.mid-object:3 writer.after-commit backup.before-manifest-commit
     backup.after-manifest-commit backup.after-catalog-update put.after-temp-write
-    put.after-rename)
+    put.after-rename put-new.after-temp-write put-new.after-link)
 REBASE_POINTS=(rebase.mid-pack rebase.mid-pack:20 writer.mid-object writer.after-commit
     rebase.before-manifest-commit put.after-temp-write put.after-rename)
 EXPIRE_POINTS=(expire.after-backup drop.after-manifest drop.after-manifest:2
-    expire.after-backup:2 expire.mid-wal expire.mid-wal:2)
-ARCH_POINTS=(put.after-temp-write put.after-rename)
+    expire.after-backup:2 expire.mid-wal expire.mid-wal:2 put-new.after-link)
+# archive-push stores a segment create-if-absent (put-new.*); backup and expire reach
+# the same points while they create the writer lock (the first thing they write).
+ARCH_POINTS=(put-new.after-temp-write put-new.after-link)
 T0=$(date +%s)
 for i in $(seq 0 $((TRIALS - 1))); do
     write_load "$i"

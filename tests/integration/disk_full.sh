@@ -67,7 +67,7 @@ OUT=$(pb backup --type full --wal-timeout 20 2>&1)
 RC=$?
 pb_assert_ne "$RC" 0 "backup on a full repository fails (exit $RC)"
 if echo "$OUT" | grep -q "No space left on device" &&
-    echo "$OUT" | grep -Eq "backup/[0-9]{8}-[0-9]{6}[FIS]/(pack/[0-9]+|manifest)"; then
+    echo "$OUT" | grep -Eq "backup/[0-9]{8}-[0-9]{6}[FIS](-[0-9a-f-]+)?/(pack/[0-9]+|manifest)"; then
     pb_test_ok "the message names the object and ENOSPC: $(echo "$OUT" | grep 'No space' | head -n 1)"
 else
     pb_test_fail "the message should name the object and ENOSPC: $(echo "$OUT" | tail -n 2)"

@@ -1,6 +1,7 @@
 /* tests/unit/storage_test.c — repo_* over the posix driver, key validation, locations. */
 #include "engine/chain.h"
 #include "engine/storage.h"
+#include "common/fault.h"
 #include "tests/unit/pbtest.h"
 
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -368,6 +370,18 @@ static void make_tmp(const char *name, long age)
     utimensat(AT_FDCWD, p, ts, 0);
 }
 
+/* A live writer's temp file: open and flock'ed, as the driver's writers hold theirs. */
+static int hold_tmp(const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/C/%s", tmpdir, name);
+    int fd = open(p, O_RDONLY);
+    PBT_CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    return fd;
+}
+
+/* Issue 8, item 9: a temp file is a dead writer's exactly when its flock is free, whatever
+ * the pid in its name or its age; a live writer's (flock held) is never touched. */
 static void test_cleanup(void)
 {
     repo *r = open_repo();
@@ -382,15 +396,78 @@ static void test_cleanup(void)
     make_tmp(name, 300);
     snprintf(name, sizeof(name), "new-dead.tmp.%ld.0000abcd", (long)dead);
     make_tmp(name, 0);
-    snprintf(name, sizeof(name), "old-alive.tmp.%ld.0000abcd", (long)getpid());
+    snprintf(name, sizeof(name), "old-held.tmp.%ld.0000abcd", (long)dead);
     make_tmp(name, 300);
-    PBT_CHECK(count_files(tmpdir, ".tmp.") == 3);
+    int held = hold_tmp(name);
+    repo_writer *w = NULL;
+    PBT_CHECK(repo_writer_open(r, "C/live", &w, &e) == 0);
+    PBT_CHECK(repo_writer_write(w, "abc", 3, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 4);
     PBT_CHECK(repo_cleanup(r, NULL, &e) == 0);
     PBT_CHECK(count_files(tmpdir, ".tmp.") == 2);
     PBT_CHECK(count_files(tmpdir, "old-dead") == 0);
-    PBT_CHECK(count_files(tmpdir, "new-dead") == 1);
-    PBT_CHECK(count_files(tmpdir, "old-alive") == 1);
+    PBT_CHECK(count_files(tmpdir, "new-dead") == 0); /* fresh, but provably dead */
+    PBT_CHECK(count_files(tmpdir, "old-held") == 1); /* old, but its writer lives */
+    PBT_CHECK(count_files(tmpdir, "live.tmp.") == 1);
+    PBT_CHECK(repo_writer_commit(w, &e) == 0);
+    PBT_CHECK(repo_stat(r, "C/live", NULL, &e) == 0);
+    close(held); /* the writer "dies" */
+    PBT_CHECK(repo_cleanup(r, NULL, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, ".tmp.") == 0);
     PBT_CHECK(repo_stat(r, "C/keep", NULL, &e) == 0);
+    repo_free(r);
+}
+
+/* A child that creates key create-if-absent and is killed at fault point `point`. */
+static void put_new_killed(const char *key, const char *point)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        pb_error ce = PB_ERROR_INIT;
+        repo_opts o = REPO_OPTS_INIT;
+        o.location = tmpdir;
+        repo *cr = NULL;
+        if (pb_fault_init(point, &ce) != 0 || repo_open(&cr, &o, &ce) != 0)
+            _exit(3);
+        repo_put_new(cr, key, "segment", 7, &ce);
+        _exit(4); /* not reached: the point kills */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    PBT_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+/* Issue 8, item 9 for archive-push (no writer lock): repo_cleanup_key removes what killed
+ * pushes of that key left (before or after the link), keeps a live writer's temp file of
+ * the same key and every other key's. */
+static void test_cleanup_key(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    const char *seg = "W/00000001/000000010000000000000001.zst";
+    const char *other = "W/00000001/000000010000000000000002.zst";
+    put_new_killed(seg, "put-new.after-temp-write");
+    put_new_killed(other, "put-new.after-link");
+    PBT_CHECK(count_files(tmpdir, "0001.zst.tmp.") == 1);
+    PBT_CHECK(count_files(tmpdir, "0002.zst.tmp.") == 1);
+    PBT_CHECK(repo_stat(r, seg, NULL, &e) == PB_ENOENT);
+    PBT_CHECK(repo_stat(r, other, NULL, &e) == 0); /* linked before the kill */
+    repo_writer *w = NULL; /* a concurrent, live writer of seg */
+    PBT_CHECK(repo_writer_open(r, seg, &w, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, "0001.zst.tmp.") == 2);
+    PBT_CHECK(repo_cleanup_key(r, seg, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, "0001.zst.tmp.") == 1); /* the live one */
+    PBT_CHECK(count_files(tmpdir, "0002.zst.tmp.") == 1); /* another key: not ours */
+    repo_writer_abort(w);
+    PBT_CHECK(repo_put_new(r, seg, "segment", 7, &e) == 0);
+    PBT_CHECK(repo_cleanup_key(r, other, &e) == 0);
+    PBT_CHECK(count_files(tmpdir, ".zst.tmp.") == 0);
+    void *got = NULL;
+    size_t len = 0;
+    PBT_CHECK(repo_get(r, other, &got, &len, &e) == 0 && len == 7 &&
+              memcmp(got, "segment", 7) == 0);
+    free(got);
+    PBT_CHECK(repo_cleanup_key(r, "W/none/x.zst", &e) == 0); /* no directory: fine */
     repo_free(r);
 }
 
@@ -654,9 +731,9 @@ static void test_lock_lease(void)
     repo_free(r);
 }
 
-/* Defect 9: with the lock held, a live-looking temp file under backup/ (its pid is ours,
- * it is fresh) is a dead writer's: removed, with its directories. Without the lock it is
- * kept. */
+/* Defect 9: with the lock held, a temp file under backup/ is a dead writer's whatever its
+ * flock (only the lock holder writes there): removed, with its directories. Without the
+ * lock it is kept while its flock is held; outside backup/ the flock decides either way. */
 static void test_cleanup_locked(void)
 {
     repo *r = open_repo();
@@ -669,20 +746,104 @@ static void test_cleanup_locked(void)
     snprintf(name, sizeof(name), "%s/backup/x1/pack.tmp.%ld.0000abcd", tmpdir, (long)getpid());
     FILE *f = fopen(name, "w");
     PBT_CHECK(f != NULL);
+    int pack_fd = f ? dup(fileno(f)) : -1;
+    PBT_CHECK(pack_fd >= 0 && flock(pack_fd, LOCK_EX) == 0);
     if (f)
         fclose(f);
     snprintf(name, sizeof(name), "wal-fresh.tmp.%ld.0000abcd", (long)getpid());
     make_tmp(name, 0);
+    int wal_fd = hold_tmp(name);
+    snprintf(name, sizeof(name), "wal-dead.tmp.%ld.0000abcd", (long)getpid());
+    make_tmp(name, 0);
     PBT_CHECK(repo_cleanup(r, NULL, &e) == 0);
     PBT_CHECK(count_files(tmpdir, "pack.tmp.") == 1);
+    PBT_CHECK(count_files(tmpdir, "wal-dead") == 0);
     repo_lock *l = NULL;
     PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == 0);
     PBT_CHECK(repo_cleanup(r, l, &e) == 0);
     PBT_CHECK(count_files(tmpdir, "pack.tmp.") == 0);
-    PBT_CHECK(count_files(tmpdir, "wal-fresh") == 1); /* not under backup/: kept */
+    PBT_CHECK(count_files(tmpdir, "wal-fresh") == 1); /* not under backup/: its flock rules */
+    close(pack_fd);
+    close(wal_fd);
     struct stat st;
     snprintf(name, sizeof(name), "%s/backup/x1", tmpdir);
     PBT_CHECK(stat(name, &st) != 0); /* its empty directory went too */
+    /* Empty directories a writer killed between its mkdir and its first file left (no
+     * listing shows them): removed under the lock, backup/ itself stays. */
+    snprintf(name, sizeof(name), "%s/backup/x2", tmpdir);
+    PBT_CHECK(mkdir(name, 0750) == 0);
+    snprintf(name, sizeof(name), "%s/backup/x2/pack", tmpdir);
+    PBT_CHECK(mkdir(name, 0750) == 0);
+    PBT_CHECK(repo_cleanup(r, NULL, &e) == 0);
+    PBT_CHECK(stat(name, &st) == 0); /* without the lock: left alone */
+    PBT_CHECK(repo_cleanup(r, l, &e) == 0);
+    snprintf(name, sizeof(name), "%s/backup/x2", tmpdir);
+    PBT_CHECK(stat(name, &st) != 0);
+    snprintf(name, sizeof(name), "%s/backup", tmpdir);
+    PBT_CHECK(stat(name, &st) == 0 && S_ISDIR(st.st_mode));
+    repo_lock_release(l);
+    repo_free(r);
+}
+
+static void commit_backup(repo *r, const char *id, const char *parent, char type)
+{
+    mf_backup h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.id, sizeof(h.id), "%s", id);
+    snprintf(h.parent, sizeof(h.parent), "%s", parent);
+    h.type = type;
+    h.timeline = 1;
+    h.wal_segment_size = 16u << 20;
+    h.start_lsn = 0x1000000;
+    h.stop_lsn = 0x1000100;
+    mf_manifest *m = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(mf_new(&m, &h, &e) == 0);
+    PBT_CHECK(chain_commit(r, m, &e) == 0);
+    mf_free(m);
+}
+
+/* Issue 8, item 9: the one locked cleanup of backup, rebase and expire. A backup without
+ * a manifest goes (with its temp files and emptied directories), unless a committed
+ * backup names it as its parent; empty directories under backup/ go; committed backups
+ * stay. */
+static void test_chain_cleanup(void)
+{
+    char dir[700];
+    snprintf(dir, sizeof(dir), "%s/cc", tmpdir);
+    PBT_CHECK(mkdir(dir, 0750) == 0);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = dir;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    if (!r)
+        return;
+    commit_backup(r, "20260101-000000F", "", 'F');
+    commit_backup(r, "20260101-000300I", "20260101-000200F", 'I'); /* its parent lost */
+    PBT_CHECK(repo_put(r, "backup/20260101-000100F/pack/000001", "p", 1, &e) == 0);
+    PBT_CHECK(repo_put(r, "backup/20260101-000200F/pack/000001", "p", 1, &e) == 0);
+    char p[800];
+    snprintf(p, sizeof(p), "%s/backup/20260101-000100F/pack/000002.tmp.1.0000abcd", dir);
+    FILE *f = fopen(p, "w");
+    PBT_CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    snprintf(p, sizeof(p), "%s/backup/20260101-000400I", dir);
+    PBT_CHECK(mkdir(p, 0750) == 0);
+    snprintf(p, sizeof(p), "%s/backup/20260101-000400I/pack", dir);
+    PBT_CHECK(mkdir(p, 0750) == 0);
+    repo_lock *l = NULL;
+    PBT_CHECK(repo_lock_acquire(r, "expire", &l, &e) == 0);
+    PBT_CHECK(chain_cleanup(r, l, &e) == 0);
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/backup/20260101-000100F", dir);
+    PBT_CHECK(stat(p, &st) != 0); /* interrupted writer: gone, temp file and dirs too */
+    snprintf(p, sizeof(p), "%s/backup/20260101-000400I", dir);
+    PBT_CHECK(stat(p, &st) != 0); /* empty directories: gone */
+    PBT_CHECK(repo_stat(r, "backup/20260101-000200F/pack/000001", NULL, &e) == 0); /* a parent */
+    PBT_CHECK(repo_stat(r, "backup/20260101-000000F/manifest", NULL, &e) == 0);
+    PBT_CHECK(repo_stat(r, "backup/20260101-000300I/manifest", NULL, &e) == 0);
     repo_lock_release(l);
     repo_free(r);
 }
@@ -722,6 +883,7 @@ int main(void)
     PBT_RUN(test_list);
     PBT_RUN(test_writer);
     PBT_RUN(test_cleanup);
+    PBT_RUN(test_cleanup_key);
     PBT_RUN(test_delete_prunes_empty_dirs);
     PBT_RUN(test_umask_000);
     PBT_RUN(test_root_gives_away);
@@ -729,6 +891,7 @@ int main(void)
     PBT_RUN(test_lock);
     PBT_RUN(test_lock_lease);
     PBT_RUN(test_cleanup_locked);
+    PBT_RUN(test_chain_cleanup);
     PBT_RUN(test_ids_same_second);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
