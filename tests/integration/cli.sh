@@ -21,7 +21,7 @@ for form in help --help; do
     run $form
     pb_assert_eq "$rc" 0 "pageback $form exits 0"
     for c in backup restore archive-push archive-get info verify expire rebase tune; do
-        echo "$out" | grep -q "^  $c " ||
+        grep -q "^  $c " <<<"$out" ||
             pb_test_fail "pageback $form does not list $c"
     done
     pb_assert_eq "$err" "" "pageback $form writes nothing to stderr"
@@ -38,7 +38,7 @@ for c in backup restore archive-push archive-get info verify expire rebase tune;
     pb_assert_eq "$others" 1 "pageback $c --help shows one command"
 done
 run backup --help
-echo "$out" | grep -q -- "--read-size" && echo "$out" | grep -q -- "--repo" &&
+grep -q -- "--read-size" <<<"$out" && grep -q -- "--repo" <<<"$out" &&
     pb_test_ok "backup --help names its options and the common ones" ||
     pb_test_fail "backup --help lacks --read-size or --repo: $out"
 run help restore
@@ -50,13 +50,13 @@ pb_assert_eq "$rc" 0 "--help among other options still exits 0"
 # 3. Usage errors: exit 2, message and global usage on stderr, nothing on stdout.
 run nosuch --help
 pb_assert_eq "$rc" 2 "help for an unknown command is a usage error"
-echo "$err" | grep -q "unknown command 'nosuch'" && pb_test_ok "it names the command" ||
+grep -q "unknown command 'nosuch'" <<<"$err" && pb_test_ok "it names the command" ||
     pb_test_fail "no 'unknown command' message: $err"
 run nosuch --repo "$PB_WORK/r"
 pb_assert_eq "$rc" 2 "an unknown command exits 2"
 run backup --type sometimes --repo "$PB_WORK/r"
 pb_assert_eq "$rc" 2 "a bad value exits 2"
-echo "$err" | grep -q -- "--type must be full or incr" && echo "$err" | grep -q "^usage:" &&
+grep -q -- "--type must be full or incr" <<<"$err" && grep -q "^usage:" <<<"$err" &&
     pb_test_ok "the bad value is named, usage follows on stderr" ||
     pb_test_fail "unexpected stderr: $err"
 pb_assert_eq "$out" "" "a usage error writes nothing to stdout"
@@ -64,7 +64,7 @@ run backup --no-such-option --repo "$PB_WORK/r"
 pb_assert_eq "$rc" 2 "an unknown option exits 2"
 run info
 pb_assert_eq "$rc" 2 "a command without a repository exits 2"
-echo "$err" | grep -q "no repository" && pb_test_ok "it says no repository" ||
+grep -q "no repository" <<<"$err" && pb_test_ok "it says no repository" ||
     pb_test_fail "no 'no repository' message: $err"
 run
 pb_assert_eq "$rc" 2 "no command at all exits 2"
@@ -73,11 +73,11 @@ pb_assert_eq "$rc" 2 "no command at all exits 2"
 mkdir -p "$PB_WORK/pgdata"
 run tune --pgdata "$PB_WORK/pgdata"
 pb_assert_eq "$rc" 0 "tune exits 0 without a repository"
-echo "$out" | grep -Eq "^read size +[0-9]+ KiB" && echo "$out" | grep -Eq "^queue depth +[0-9]+" &&
+grep -Eq "^read size +[0-9]+ KiB" <<<"$out" && grep -Eq "^queue depth +[0-9]+" <<<"$out" &&
     pb_test_ok "tune prints a read size and a queue depth" || pb_test_fail "tune said: $out"
 run tune --pgdata "$PB_WORK/pgdata" --read-size 256K --queue-depth 3
-echo "$out" | grep -Eq "^read size +256 KiB +\(given with --read-size\)" &&
-    echo "$out" | grep -Eq "^queue depth +3 +\(given with --queue-depth\)" &&
+grep -Eq "^read size +256 KiB +\(given with --read-size\)" <<<"$out" &&
+    grep -Eq "^queue depth +3 +\(given with --queue-depth\)" <<<"$out" &&
     pb_test_ok "tune shows the settings given, as the backup would use them" ||
     pb_test_fail "tune ignored the given settings: $out"
 
