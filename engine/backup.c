@@ -26,88 +26,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-typedef struct bk_plan {
-    char type;           /* 'F' or 'I' */
-    char reason[1400];
-    char latest[MF_ID_LEN]; /* newest backup in the repository ("" if none) */
-    mf_manifest *parent; /* chain head when incremental */
-} bk_plan;
-
-static int count_since_full(repo *r, const mf_manifest *head, unsigned *count, int64_t *full_time,
-                            pb_error *err)
-{
-    chain c;
-    int rc = chain_resolve(r, mf_header_c(head)->id, &c, err);
-    if (rc)
-        return rc;
-    *count = (unsigned)c.count;
-    *full_time = mf_header_c(c.items[0])->start_time;
-    chain_free(&c);
-    return 0;
-}
-
-/* Decide full or incremental before touching the server's backup state. */
-static int plan_type(repo *r, const bk_opts *opts, const pgc_info *info, bk_plan *plan,
-                     pb_error *err)
-{
-    chain_ids ids;
-    memset(plan, 0, sizeof(*plan));
-    int rc = chain_list(r, &ids, err);
-    if (rc)
-        return rc;
-    plan->type = 'F';
-    if (ids.count == 0) {
-        snprintf(plan->reason, sizeof(plan->reason), "no backup in the repository yet");
-        goto out;
-    }
-    /* plan->latest (the last id) keeps new ids unique; the parent is the chain head by
-     * stop LSN (a rebase's synthetic full of an older state has the last id). */
-    snprintf(plan->latest, sizeof(plan->latest), "%s", ids.ids[ids.count - 1]);
-    char head[MF_ID_LEN];
-    pb_error herr = PB_ERROR_INIT;
-    if (chain_head(r, head, &herr) != 0)
-        snprintf(head, sizeof(head), "%s", plan->latest);
-    const char *latest = head;
-    if (opts->type == 'F') {
-        snprintf(plan->reason, sizeof(plan->reason), "full backup requested");
-        goto out;
-    }
-    pb_error lerr = PB_ERROR_INIT;
-    if (chain_load(r, latest, &plan->parent, &lerr) != 0) {
-        snprintf(plan->reason, sizeof(plan->reason), "latest backup %s is unusable (%s)",
-                 latest, lerr.msg);
-        goto out;
-    }
-    const mf_backup *ph = mf_header_c(plan->parent);
-    unsigned count = 0;
-    int64_t full_time = 0;
-    if (ph->system_id != info->system_id) {
-        snprintf(plan->reason, sizeof(plan->reason),
-                 "latest backup %s is of another cluster (system identifier %" PRIu64 ")",
-                 latest, ph->system_id);
-    } else if (count_since_full(r, plan->parent, &count, &full_time, &lerr) != 0) {
-        snprintf(plan->reason, sizeof(plan->reason), "chain of %s is broken (%s)", latest,
-                 lerr.msg);
-    } else if (opts->full_every && count >= opts->full_every) {
-        snprintf(plan->reason, sizeof(plan->reason),
-                 "chain already holds %u backups (--full-every %u)", count, opts->full_every);
-    } else if (opts->full_after_secs && time(NULL) - full_time >= opts->full_after_secs) {
-        snprintf(plan->reason, sizeof(plan->reason),
-                 "the chain's full backup is older than --full-after (%" PRId64 " s)",
-                 (int64_t)opts->full_after_secs);
-    } else {
-        plan->type = 'I';
-        snprintf(plan->reason, sizeof(plan->reason), "incremental on top of %s", latest);
-    }
-out:
-    if (plan->type == 'F') {
-        mf_free(plan->parent);
-        plan->parent = NULL;
-    }
-    chain_ids_free(&ids);
-    return 0;
-}
-
 /* Rule 4: the backup needs WAL from the start segment to the one holding stop_lsn-1. */
 static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned timeout,
                         pb_error *err)
@@ -337,8 +255,9 @@ static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
     return 0;
 }
 
-int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
+int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
 {
+    *out = NULL;
     pgc *conn = NULL;
     pgc_info info;
     bk_plan plan = {0};
@@ -372,7 +291,7 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
         pb_warn("could not clean up after earlier interrupted runs: %s", clean_err.msg);
     rc = chain_check_identity(r, info.system_id, true, err);
     if (rc == 0)
-        rc = plan_type(r, opts, &info, &plan, err);
+        rc = bk_plan_type(r, opts, info.system_id, &plan, err);
     if (rc == 0)
         rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
@@ -381,10 +300,10 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
         goto out;
     if (plan.type == 'I') {
         bool rebuilt = false;
-        rc = chain_sync_catalog(r, ctx.cat, mf_header(plan.parent)->id, &rebuilt, err);
+        rc = chain_sync_catalog(ctx.cat, &plan.chain, &rebuilt, err);
         if (rc)
             goto out;
-        ctx.prev_stop_lsn = mf_header(plan.parent)->stop_lsn;
+        ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
     }
     pb_info("taking a %s backup: %s", plan.type == 'F' ? "full" : "incremental", plan.reason);
     mf_catalog *cat = ctx.cat;
@@ -404,13 +323,14 @@ int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err)
     }
     ctx.cat = cat;
     if (rc == 0) {
-        snprintf(out_id, MF_ID_LEN, "%s", mf_header(ctx.m)->id);
         PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
         if (mf_catalog_apply(ctx.cat, ctx.m, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
-                    "the next backup rebuilds it", out_id, cerr.msg);
+                    "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);
         PB_FAULT_POINT("backup.after-catalog-update");
+        *out = ctx.m; /* the committed manifest: the caller's now */
+        ctx.m = NULL;
     }
 out:
     bk_pipe_free(ctx.pipe);
@@ -422,7 +342,7 @@ out:
         drop_partial(r, mf_header(ctx.m)->id);
     scan_free(ctx.scan);
     mf_free(ctx.m);
-    mf_free(plan.parent);
+    bk_plan_free(&plan);
     mf_catalog_close(ctx.cat);
     pgc_free(conn);
     if (lock_fd >= 0)

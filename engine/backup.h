@@ -38,7 +38,8 @@ typedef struct bk_opts {
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
                       300, 256ull << 20, 0, 10}
 
-/* Run one backup into r. On success out_id names the committed backup. */
-int bk_run(repo *r, const bk_opts *opts, char out_id[MF_ID_LEN], pb_error *err);
+/* Run one backup into r. On success *out is the committed manifest (the caller's: free
+ * with mf_free), so a summary needs no second download; NULL on failure. */
+int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include "engine/backup.h"
 #include "engine/backup_pipe.h"
+#include "engine/chain.h"
 #include "engine/pack.h"
 #include "engine/scan.h"
 #include "engine/walk.h"
@@ -30,6 +31,23 @@ typedef struct bk_ctx {
     double rate_start;   /* when throttled reading began */
     uint64_t rate_bytes; /* bytes read since then */
 } bk_ctx;
+
+/* Full or incremental, decided before the server's backup state is touched
+ * (backup_plan.c). */
+typedef struct bk_plan {
+    char type;              /* 'F' or 'I' */
+    char reason[1400];      /* why, for the log */
+    char latest[MF_ID_LEN]; /* the last id in the repository ("" if none): new ids sort after */
+    chain chain;            /* 'I': the chain head's chain, each manifest read once */
+    const mf_manifest *parent; /* 'I': the chain head (the chain's last); else NULL */
+} bk_plan;
+
+/* Decide for a backup of the cluster system_id. A repository that cannot be read well
+ * enough to build on (no backup, a damaged or foreign head, a broken chain) plans a full
+ * backup with the reason; only a failed listing is an error. Free with bk_plan_free. */
+int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
+                 pb_error *err);
+void bk_plan_free(bk_plan *plan); /* accepts NULL */
 
 /* Sleep as needed to keep reads under opts->max_rate. */
 void bk_throttle(bk_ctx *ctx, size_t bytes);

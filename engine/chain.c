@@ -167,8 +167,26 @@ static int check_chain_identity(repo *r, const chain *c, const char *id, pb_erro
     return chain_verify_identity(r, sys, id, err);
 }
 
-/* Walk parents from id back to its full backup, then reverse into oldest-first order. */
+/* The manifest of id: moved out of pool when it is there, else read. */
+static int take_or_load(repo *r, chain *pool, const char *id, mf_manifest **out,
+                        pb_error *err)
+{
+    for (size_t i = 0; pool && i < pool->count; i++)
+        if (pool->items[i] && strcmp(mf_header_c(pool->items[i])->id, id) == 0) {
+            *out = pool->items[i];
+            pool->items[i] = NULL;
+            return 0;
+        }
+    return chain_load(r, id, out, err);
+}
+
 int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
+{
+    return chain_resolve_from(r, id, NULL, out, err);
+}
+
+/* Walk parents from id back to its full backup, then reverse into oldest-first order. */
+int chain_resolve_from(repo *r, const char *id, chain *pool, chain *out, pb_error *err)
 {
     memset(out, 0, sizeof(*out));
     char next[MF_ID_LEN];
@@ -181,7 +199,7 @@ int chain_resolve(repo *r, const char *id, chain *out, pb_error *err)
             goto out;
         }
         mf_manifest *m = NULL;
-        rc = chain_load(r, next, &m, err);
+        rc = take_or_load(r, pool, next, &m, err);
         if (rc) {
             if (out->count)
                 pb_error_wrap(err, "backup %s needs its parent %s", id, next);
@@ -207,8 +225,9 @@ out:
     return rc;
 }
 
-int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, pb_error *err)
+int chain_sync_catalog(mf_catalog *cat, const chain *c, bool *rebuilt, pb_error *err)
 {
+    const char *id = mf_header_c(c->items[c->count - 1])->id;
     char head[MF_ID_LEN] = "";
     *rebuilt = false;
     int rc = mf_catalog_head(cat, head, err);
@@ -218,14 +237,9 @@ int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, 
         return 0;
     pb_info("catalog head is %s, repository chain head is %s: rebuilding the catalog from "
             "the repository", rc == 0 ? head : "(empty)", id);
-    chain c;
-    rc = chain_resolve(r, id, &c, err);
-    if (rc)
-        return rc;
     rc = mf_catalog_reset(cat, err);
-    for (size_t i = 0; rc == 0 && i < c.count; i++)
-        rc = mf_catalog_apply(cat, c.items[i], err);
-    chain_free(&c);
+    for (size_t i = 0; rc == 0 && i < c->count; i++)
+        rc = mf_catalog_apply(cat, c->items[i], err);
     if (rc == 0)
         *rebuilt = true;
     return rc;

@@ -63,13 +63,20 @@ typedef struct chain {
     size_t count;
 } chain;
 int chain_resolve(repo *r, const char *id, chain *out, pb_error *err);
-void chain_free(chain *c);
+/* As chain_resolve, taking each manifest from pool when it is there (moved: its slot
+ * becomes NULL, and chain_free skips it) and reading only the others. pool may be NULL. */
+int chain_resolve_from(repo *r, const char *id, chain *pool, chain *out, pb_error *err);
+/* As chain_history_load, and hands every manifest it read to *all (id order; the caller
+ * frees it with chain_free), so a command that needs some in full reads each once. */
+int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *err);
+void chain_free(chain *c); /* accepts NULL, and NULL slots (chain_resolve_from) */
 /* Find the manifest with this id inside a resolved chain (NULL if absent). */
 const mf_manifest *chain_find(const chain *c, const char *id);
 
-/* Make the catalog's head equal to backup id (rebuilding from the repository when the
- * catalog is empty or reflects another backup). *rebuilt tells whether it had to. */
-int chain_sync_catalog(repo *r, mf_catalog *cat, const char *id, bool *rebuilt, pb_error *err);
+/* Make the catalog's head equal to the last backup of the resolved chain c (rebuilding it
+ * from c when the catalog is empty or reflects another backup). *rebuilt tells whether
+ * it had to. */
+int chain_sync_catalog(mf_catalog *cat, const chain *c, bool *rebuilt, pb_error *err);
 
 /* Repository identity file "pageback.repo": the cluster's system identifier. A
  * repository holding another cluster's backups is refused. */

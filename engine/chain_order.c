@@ -47,14 +47,24 @@ void chain_history_sort(chain_history *h)
  * since the listing (expire at work) is skipped. */
 int chain_history_load(repo *r, chain_history *out, pb_error *err)
 {
+    return chain_history_load_all(r, out, NULL, err);
+}
+
+/* all NULL: each manifest is freed once its header is copied. */
+int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *err)
+{
     memset(out, 0, sizeof(*out));
+    if (all)
+        memset(all, 0, sizeof(*all));
     chain_ids ids;
     int rc = chain_list(r, &ids, err);
     if (rc)
         return rc;
-    out->items = calloc(ids.count ? ids.count : 1, sizeof(*out->items));
-    if (!out->items) {
+    size_t n = ids.count ? ids.count : 1;
+    out->items = calloc(n, sizeof(*out->items));
+    if (!out->items || (all && !(all->items = calloc(n, sizeof(*all->items))))) {
         chain_ids_free(&ids);
+        chain_history_free(out);
         return pb_fail(err, PB_ENOMEM, "out of memory listing backups in %s",
                        repo_location(r));
     }
@@ -67,11 +77,15 @@ int chain_history_load(repo *r, chain_history *out, pb_error *err)
             rc = lrc;
         else
             out->items[out->count++] = *mf_header(m);
-        mf_free(m);
+        if (lrc == 0 && all)
+            all->items[all->count++] = m;
+        else
+            mf_free(m);
     }
     chain_ids_free(&ids);
     if (rc) {
         chain_history_free(out);
+        chain_free(all);
         return rc;
     }
     chain_history_sort(out);

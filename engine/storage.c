@@ -19,6 +19,8 @@ struct repo {
     const repo_driver *drv;
     void *impl;
     char *location;
+    repo_observe_cb observe; /* tests only (repo_observe) */
+    void *observe_ctx;
 };
 
 struct repo_writer {
@@ -234,11 +236,19 @@ int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, si
     return r->drv->put(r->impl, key, data, len, err);
 }
 
+void repo_observe(repo *r, repo_observe_cb cb, void *ctx)
+{
+    r->observe = cb;
+    r->observe_ctx = ctx;
+}
+
 int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *err)
 {
     *out = NULL;
     *out_len = 0;
     int rc = check_key(key, err);
+    if (rc == 0 && r->observe)
+        r->observe(r->observe_ctx, "get", key);
     return rc ? rc : r->drv->get(r->impl, key, out, out_len, err);
 }
 
@@ -269,6 +279,8 @@ int repo_delete(repo *r, const char *key, pb_error *err)
 int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error *err)
 {
     int rc = check_prefix(prefix, err);
+    if (rc == 0 && r->observe)
+        r->observe(r->observe_ctx, "list", prefix ? prefix : "");
     return rc ? rc : r->drv->list(r->impl, prefix ? prefix : "", cb, ctx, err);
 }
 

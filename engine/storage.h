@@ -46,6 +46,11 @@ void repo_free(repo *r);
 const char *repo_location(const repo *r);
 bool repo_is_local(const repo *r);
 
+/* Tests: cb sees every repo_get ("get") and repo_list ("list", with the prefix) made
+ * through r, so a unit test can count what a command reads. cb NULL stops it. */
+typedef void (*repo_observe_cb)(void *ctx, const char *op, const char *key);
+void repo_observe(repo *r, repo_observe_cb cb, void *ctx);
+
 /* Whole-object operations. repo_get allocates *out (caller frees with free()). */
 int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *err);
 /* Create-if-absent: PB_EEXIST when key exists already (nothing is written then). posix:

@@ -97,7 +97,7 @@ static int refuse(repo *r, const rs_opts *opts, const char *newest, const char *
 /* PostgreSQL ends with "recovery ended before configured recovery target was reached"
  * when the target lies beyond the archived WAL; a target in the future always does. The
  * margin allows for a database host whose clock runs ahead of this one. */
-static int check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err)
+int rs_check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err)
 {
     int64_t now = (int64_t)time(NULL);
     if (opts->target != RS_TARGET_TIME || tv->time <= now)
@@ -112,60 +112,32 @@ static int check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *
     return 0;
 }
 
-/* --set names one backup: only its manifest is needed (another's damage is verify's). */
-static int load_one(repo *r, const char *id, chain_history *out, pb_error *err)
+bool rs_names_set(const rs_opts *opts)
 {
-    mf_manifest *m = NULL;
-    memset(out, 0, sizeof(*out));
-    int rc = chain_load(r, id, &m, err);
-    if (rc == 0 && !(out->items = malloc(sizeof(*out->items))))
-        rc = pb_fail(err, PB_ENOMEM, "out of memory loading backup %s", id);
-    if (rc == 0)
-        out->items[out->count++] = *mf_header(m);
-    mf_free(m);
-    return rc;
+    return opts->set && strcmp(opts->set, "latest") != 0;
 }
 
 /* Backups are tried newest state first (history order, never id order: a rebase's
  * synthetic full of an older state has the last id). */
-int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
-                  size_t why_len, pb_error *err)
+int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_view *v,
+                 const chain_history *hist, char out_id[MF_ID_LEN], char *why,
+                 size_t why_len, pb_error *err)
 {
-    rs_target_val tv;
-    rs_wal_view v;
-    chain_history hist = {0};
-    memset(&v, 0, sizeof(v));
-    int rc = rs_parse_target(opts, &tv, err);
-    bool explicit = opts->set && strcmp(opts->set, "latest") != 0;
-    if (rc == 0)
-        rc = check_future(opts, &tv, err);
-    if (rc == 0)
-        rc = rs_view_load(&v, r, ARCH_LIST_HISTORY, err);
-    /* Placing a target past a timeline branch needs the segments too (wal_view.c). */
-    if (rc == 0 && v.nhist) {
-        rs_view_free(&v);
-        rc = rs_view_load(&v, r, ARCH_LIST_HISTORY | ARCH_LIST_SEGMENTS, err);
-    }
-    if (rc == 0)
-        rc = explicit ? load_one(r, opts->set, &hist, err) : chain_history_load(r, &hist, err);
-    if (rc)
-        goto out;
-    if (hist.count == 0) {
-        rc = pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
-        goto out;
-    }
+    bool explicit = rs_names_set(opts);
+    if (hist->count == 0)
+        return pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
     char first_why[400] = "", newest[MF_ID_LEN] = "", last_why[400] = "",
          oldest[MF_ID_LEN] = "";
-    rc = PB_ENOENT;
-    for (size_t i = hist.count; i-- > 0 && rc == PB_ENOENT;) {
-        const mf_backup *h = &hist.items[i];
+    int rc = PB_ENOENT;
+    for (size_t i = hist->count; i-- > 0 && rc == PB_ENOENT;) {
+        const mf_backup *h = &hist->items[i];
         if (explicit && strcmp(h->id, opts->set) != 0)
             continue;
         char skip[400] = "";
-        int ok = can_reach(&v, opts, &tv, h, skip, sizeof(skip), err);
+        int ok = can_reach(v, opts, tv, h, skip, sizeof(skip), err);
         if (ok == 1) {
             snprintf(out_id, MF_ID_LEN, "%s", h->id);
-            explain_choice(opts, &tv, h, i > 0 ? hist.items[i - 1].id : NULL, explicit, why,
+            explain_choice(opts, tv, h, i > 0 ? hist->items[i - 1].id : NULL, explicit, why,
                            why_len);
             rc = 0;
         } else if (ok == 0) {
@@ -189,8 +161,5 @@ int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *wh
                      opts->set, opts->target_value ? opts->target_value : "", first_why);
     else if (rc == PB_ENOENT)
         rc = refuse(r, opts, newest, first_why, oldest, last_why, err);
-out:
-    chain_history_free(&hist);
-    rs_view_free(&v);
     return rc;
 }

@@ -3,7 +3,7 @@
  * (no database read): every file is rebuilt through the verified restore path and
  * its pages packed again into the new backup, so the chain before it can expire.
  */
-#include "restore/restore_internal.h"
+#include "restore/plan_internal.h"
 #include "common/fault.h"
 
 #include <stdio.h>
@@ -87,19 +87,17 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
 {
     rs_opts o = RS_OPTS_INIT;
     o.set = set;
-    char id[MF_ID_LEN], why[256], dir[128];
-    chain c = {0};
+    char dir[128];
+    rs_plan *p = NULL;
     mf_manifest *dst = NULL;
     rebase_sink sink = {0};
     rs_stats stats = {0};
     rs_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
-    int rc = rs_choose_set(r, &o, id, why, sizeof(why), err);
-    if (rc == 0)
-        rc = chain_resolve(r, id, &c, err);
+    int rc = rs_plan_build(r, &o, 0, &p, err); /* no WAL: a rebase reads only the chain */
     if (rc)
         return rc;
-    const mf_manifest *src = c.items[c.count - 1];
+    const mf_manifest *src = rs_plan_manifest(p);
     mf_backup hdr = *mf_header_c(src);
     chain_ids ids;
     rc = chain_list(r, &ids, err);
@@ -117,7 +115,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     if (rc == 0)
         rc = pack_writer_open(&sink.packs, r, dir, 256ull << 20, zstd_level, err);
     ctx.repo = r;
-    ctx.chain = &c;
+    ctx.chain = &p->chain;
     ctx.stats = &stats;
     ctx.sink = sink_span;
     ctx.sink_ctx = &sink;
@@ -139,6 +137,6 @@ out:
     pack_writer_free(sink.packs);
     rs_ctx_free_buffers(&ctx);
     mf_free(dst);
-    chain_free(&c);
+    rs_plan_free(p);
     return rc;
 }

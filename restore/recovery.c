@@ -182,13 +182,10 @@ static const char *target_setting(rs_target_kind kind)
     }
 }
 
-int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_backup *h,
-                      const rs_timeline *tl, pb_error *err)
+int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_target_val *tv,
+                      const mf_backup *h, const rs_timeline *tl, pb_error *err)
 {
-    rs_target_val tv;
-    int rc = rs_parse_target(opts, &tv, err);
-    if (rc)
-        return rc;
+    int rc = 0;
     char path[4096];
     snprintf(path, sizeof(path), "%s/postgresql.auto.conf", target_dir);
     FILE *fp = fopen(path, "a");
@@ -207,7 +204,7 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_back
     if (opts->target == RS_TARGET_IMMEDIATE)
         put_setting(fp, "recovery_target", "immediate");
     else if (opts->target == RS_TARGET_TIME)
-        put_setting(fp, name, tv.time_text);
+        put_setting(fp, name, tv->time_text);
     else if (name)
         put_setting(fp, name, opts->target_value);
     if (name)

@@ -18,6 +18,11 @@ typedef struct rs_target_val {
 
 /* Read opts->target_value for opts->target (messages name the option at fault). */
 int rs_parse_target(const rs_opts *opts, rs_target_val *tv, pb_error *err);
+/* Write recovery settings and recovery.signal into the restored directory for the
+ * target tv (parsed from opts); recovery_target_timeline is tl->setting (as
+ * rs_check_wal chose it). */
+int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_target_val *tv,
+                      const mf_backup *h, const rs_timeline *tl, pb_error *err);
 /* "YYYY-MM-DD HH:MM:SS+00". */
 void rs_fmt_time(int64_t t, char out[40]);
 
@@ -56,5 +61,22 @@ bool rs_on_path(const rs_wal_view *v, const mf_backup *h, char *why, size_t why_
  * v->tl loaded for it. A target that cannot be placed on one timeline is refused. */
 int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
                        const mf_backup *h, rs_timeline *out, pb_error *err);
+
+/* ---- which backup (choose_set.c) ---- */
+/* Does opts->set name one backup (not NULL or "latest")? */
+bool rs_names_set(const rs_opts *opts);
+/* PB_EINVAL for a target time well in the future (a warning for one slightly ahead). */
+int rs_check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err);
+/* Pick from hist (history order) the newest backup whose stop point precedes the target
+ * (opts->set: that one, if it can reach it); v is used only for a target other than
+ * immediate or an explicit --target-timeline. why says why it was chosen. */
+int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_view *v,
+                 const chain_history *hist, char out_id[MF_ID_LEN], char *why,
+                 size_t why_len, pb_error *err);
+
+/* rs_check_wal against a listing the caller holds (v: segments and history files) and a
+ * target it parsed. */
+int rs_check_wal_in(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                    const mf_backup *h, rs_timeline *tl, pb_error *err);
 
 #endif

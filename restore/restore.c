@@ -6,7 +6,7 @@
  * beneath the target is resolved without following links (restore/target.c), as
  * docs/DESIGN.md rule 8 asks.
  */
-#include "restore/restore_internal.h"
+#include "restore/plan_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -447,9 +447,10 @@ static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, unsigned jobs, pb_erro
 
 /* After the files: prune (delta), tablespace_map, recovery settings, owner, and
  * everything on stable storage before success is reported. */
-static int finish(rs_target *t, const rs_opts *opts, const mf_manifest *m,
-                  const rs_timeline *tl, rs_stats *stats, pb_error *err)
+static int finish(rs_target *t, const rs_opts *opts, const rs_plan *p, rs_stats *stats,
+                  pb_error *err)
 {
+    const mf_manifest *m = rs_plan_manifest(p);
     int rc = 0;
     if (opts->delta) {
         prune_ctx pc = {t, m, stats, err};
@@ -458,7 +459,7 @@ static int finish(rs_target *t, const rs_opts *opts, const mf_manifest *m,
     if (rc == 0)
         rc = write_tablespace_map(t, opts, m, err);
     if (rc == 0)
-        rc = rs_write_recovery(opts->target_dir, opts, mf_header_c(m), tl, err);
+        rc = rs_write_recovery(opts->target_dir, opts, &p->tv, mf_header_c(m), &p->tl, err);
     if (rc == 0)
         rc = rs_target_fix_owner(t, err);
     if (rc == 0)
@@ -470,9 +471,7 @@ static int finish(rs_target *t, const rs_opts *opts, const mf_manifest *m,
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
 {
-    char id[MF_ID_LEN], why[512];
-    chain c = {0};
-    rs_timeline tl;
+    rs_plan *p = NULL;
     rs_ctx ctx;
     rs_target *t = NULL;
     memset(&ctx, 0, sizeof(ctx));
@@ -481,17 +480,12 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     /* --delta and --force too: a live server's files are never touched. */
     int rc = rs_check_not_running(opts->target_dir, err);
     if (rc == 0)
-        rc = rs_choose_set(r, opts, id, why, sizeof(why), err);
+        rc = rs_plan_build(r, opts, RS_PLAN_WAL, &p, err);
     if (rc)
         return rc;
-    pb_info("restoring backup %s: %s", id, why);
-    rc = chain_resolve(r, id, &c, err);
-    if (rc)
-        return rc;
-    const mf_manifest *m = c.items[c.count - 1];
-    rc = rs_check_manifest(m, err);
-    if (rc == 0)
-        rc = rs_check_wal(r, opts, mf_header_c(m), &tl, err);
+    pb_info("restoring backup %s: %s", p->id, p->why);
+    const mf_manifest *m = rs_plan_manifest(p);
+    rc = rs_plan_check(p, opts, err);
     if (rc == 0)
         rc = check_tablespaces(opts, m, err);
     if (rc == 0)
@@ -501,22 +495,22 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     if (rc)
         goto out;
     ctx.repo = r;
-    ctx.chain = &c;
+    ctx.chain = &p->chain;
     ctx.target_dir = opts->target_dir;
     ctx.target = t;
     ctx.delta = opts->delta;
     ctx.stats = stats;
     rc = rebuild_all(&ctx, m, opts->jobs, err);
     if (rc == 0)
-        rc = finish(t, opts, m, &tl, stats, err);
+        rc = finish(t, opts, p, stats, err);
     if (rc == 0) {
-        snprintf(stats->id, sizeof(stats->id), "%s", id);
-        stats->chain_length = c.count;
+        snprintf(stats->id, sizeof(stats->id), "%s", p->id);
+        stats->chain_length = p->chain.count;
     }
 out:
     stats->seconds = pb_now() - t0;
     rs_ctx_free_buffers(&ctx);
     rs_target_free(t);
-    chain_free(&c);
+    rs_plan_free(p);
     return rc;
 }

@@ -89,7 +89,8 @@ int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
 int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
               char out_id[MF_ID_LEN], pb_error *err);
 
-/* Pick the backup for a point-in-time target: the newest whose stop point precedes it. */
+/* Pick the backup for a point-in-time target: the newest whose stop point precedes it
+ * (the restore plan's choice, restore/plan.c: its chain is resolved too). */
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
                   size_t why_len, pb_error *err);
 

@@ -89,10 +89,6 @@ typedef struct rs_timeline {
     char setting[16]; /* "latest", "current" or a timeline id */
 } rs_timeline;
 
-/* Write recovery settings and recovery.signal into the restored directory;
- * recovery_target_timeline is tl->setting (as rs_check_wal chose it). */
-int rs_write_recovery(const char *target_dir, const rs_opts *opts, const mf_backup *h,
-                      const rs_timeline *tl, pb_error *err);
 
 /* Check, before anything is written, that the repository holds the WAL the restore of
  * backup h needs for this target: start to stop on the timeline path recovery will

@@ -13,6 +13,7 @@
  * what any restore of any listed backup would read. The WAL archive is verify_wal.c.
  */
 #include "restore/verify_internal.h"
+#include "restore/plan_internal.h"
 
 #include "engine/archive.h"
 
@@ -24,36 +25,30 @@
 
 int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
 {
-    chain c = {0};
+    rs_plan *p = NULL;
     rs_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     memset(stats, 0, sizeof(*stats));
     rs_opts o = RS_OPTS_INIT;
     o.set = set;
-    char id[MF_ID_LEN], why[512];
     double t0 = pb_now();
-    int rc = rs_choose_set(r, &o, id, why, sizeof(why), err);
-    if (rc == 0)
-        rc = chain_resolve(r, id, &c, err);
+    int rc = rs_plan_build(r, &o, RS_PLAN_WAL, &p, err);
     if (rc)
         return rc;
-    const mf_manifest *m = c.items[c.count - 1];
+    const mf_manifest *m = rs_plan_manifest(p);
     ctx.repo = r;
-    ctx.chain = &c;
+    ctx.chain = &p->chain;
     ctx.stats = stats;
-    rs_timeline tl;
-    rc = rs_check_manifest(m, err);
-    if (rc == 0)
-        rc = rs_check_wal(r, &o, mf_header_c(m), &tl, err); /* start..stop, one listing */
+    rc = rs_plan_check(p, &o, err); /* the manifest, and WAL start..stop: one listing */
     if (rc == 0)
         rc = rs_rebuild_parallel(&ctx, m, jobs, err);
     if (rc)
-        pb_error_wrap(err, "verifying backup %s", id);
-    snprintf(stats->id, sizeof(stats->id), "%s", id);
-    stats->chain_length = c.count;
+        pb_error_wrap(err, "verifying backup %s", p->id);
+    snprintf(stats->id, sizeof(stats->id), "%s", p->id);
+    stats->chain_length = p->chain.count;
     stats->seconds = pb_now() - t0;
     rs_ctx_free_buffers(&ctx);
-    chain_free(&c);
+    rs_plan_free(p);
     return rc;
 }
 

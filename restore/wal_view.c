@@ -437,29 +437,24 @@ static void report_reach(const rs_wal_view *v, const mf_backup *h, uint64_t last
         pb_info("archived WAL runs without a gap to %s: replay can go up to LSN %s", end, lsn);
 }
 
-int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, rs_timeline *tl,
-                 pb_error *err)
+/* The segments from the backup's start to its stop (on to the target LSN) on the path
+ * recovery follows; the first missing one is named. */
+int rs_check_wal_in(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                    const mf_backup *h, rs_timeline *tl, pb_error *err)
 {
-    rs_target_val tv;
-    rs_wal_view v;
     uint32_t seg = h->wal_segment_size;
-    int rc = rs_parse_target(opts, &tv, err);
-    if (rc)
-        return rc;
     if (!arch_valid_seg_size(seg))
         return pb_fail(err, PB_ECORRUPT, "backup %s records an impossible WAL segment size "
                        "%u", h->id, seg);
-    rc = rs_view_load(&v, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
-    if (rc == 0)
-        rc = rs_follow_timeline(&v, opts, &tv, h, tl, err);
+    int rc = rs_follow_timeline(v, opts, tv, h, tl, err);
     if (rc)
-        goto out;
+        return rc;
     uint64_t first = h->start_lsn / seg, need = (h->stop_lsn - 1) / seg, last = need;
-    if (opts->target == RS_TARGET_LSN && tv.lsn / seg > last)
-        last = tv.lsn / seg;
+    if (opts->target == RS_TARGET_LSN && tv->lsn / seg > last)
+        last = tv->lsn / seg;
     for (uint64_t s = first; s <= last; s++) {
         char name[25];
-        if (rs_segment_for(&v, s, seg, name))
+        if (rs_segment_for(v, s, seg, name))
             continue;
         char what[200];
         if (s <= need)
@@ -467,14 +462,26 @@ int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, rs_timeline *
         else
             snprintf(what, sizeof(what), "to replay backup %s up to the target LSN %s", h->id,
                      opts->target_value);
-        rc = pb_fail(err, PB_ENOENT, "WAL segment %s needed %s is missing from repository "
-                     "%s; nothing was written", name[0] ? name : "(none on this timeline)",
-                     what, repo_location(r));
-        goto out;
+        return pb_fail(err, PB_ENOENT, "WAL segment %s needed %s is missing from repository "
+                       "%s; nothing was written", name[0] ? name : "(none on this timeline)",
+                       what, repo_location(v->r));
     }
     if (opts->target != RS_TARGET_IMMEDIATE && opts->target != RS_TARGET_LSN)
-        report_reach(&v, h, last);
-out:
+        report_reach(v, h, last);
+    return 0;
+}
+
+int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, rs_timeline *tl,
+                 pb_error *err)
+{
+    rs_target_val tv;
+    rs_wal_view v;
+    memset(&v, 0, sizeof(v));
+    int rc = rs_parse_target(opts, &tv, err);
+    if (rc == 0)
+        rc = rs_view_load(&v, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
+    if (rc == 0)
+        rc = rs_check_wal_in(&v, opts, &tv, h, tl, err);
     rs_view_free(&v);
     return rc;
 }

@@ -70,7 +70,7 @@ int cmd_backup(pb_options *o)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
-    char sd[4096], id[MF_ID_LEN];
+    char sd[4096];
     o->backup.state_dir = state_dir(o, sd, sizeof(sd));
     if (!o->backup.state_dir) {
         pb_log(PB_LOG_ERROR, "no home directory to keep the local catalog in: set "
@@ -78,10 +78,10 @@ int cmd_backup(pb_options *o)
         return 2;
     }
     int rc = cmd_open_repo(&r, o, &err);
+    mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
     if (rc == 0)
-        rc = bk_run(r, &o->backup, id, &err);
-    mf_manifest *m = NULL;
-    if (rc == 0 && chain_load(r, id, &m, &err) == 0) {
+        rc = bk_run(r, &o->backup, &m, &err);
+    if (rc == 0) {
         const mf_backup *h = mf_header(m);
         char rd[32], st[32], a[32], b[32];
         human((double)h->bytes_read, rd, sizeof(rd));

@@ -1,0 +1,39 @@
+/*
+ * restore/plan_internal.h — the restore plan (restore/plan.c): what a restore, verify
+ * --set or rebase decides before it reads a frame, built once per command: the target
+ * parsed once, the WAL archive listed once, the backup chosen, and its chain resolved
+ * with each manifest read once.
+ */
+#ifndef PB_RESTORE_PLAN_INTERNAL_H
+#define PB_RESTORE_PLAN_INTERNAL_H
+
+#include "restore/recovery_internal.h"
+
+/* rs_plan_build needs: list the WAL archive even for a target (immediate, default
+ * timeline) whose choice does not read it, because rs_plan_check will. */
+#define RS_PLAN_WAL 1u
+
+typedef struct rs_plan {
+    rs_target_val tv;   /* opts' target, parsed once */
+    rs_wal_view wal;    /* the one listing of wal/ (empty when nothing needed it) */
+    char id[MF_ID_LEN]; /* the chosen backup */
+    char why[512];      /* why it was chosen (for the log) */
+    chain chain;        /* its chain, full backup first, id last */
+    rs_timeline tl;     /* after rs_plan_check: the timeline recovery follows */
+} rs_plan;
+
+/* Build the plan for opts (opts->set, the target and timeline; the directory options are
+ * not looked at). *out belongs to the caller: rs_plan_free. Errors are the choice's or
+ * the chain's (PB_ENOENT: no usable backup; PB_ECORRUPT: a damaged manifest; PB_EINVAL:
+ * a target that cannot be read or placed). */
+int rs_plan_build(repo *r, const rs_opts *opts, unsigned needs, rs_plan **out,
+                  pb_error *err);
+void rs_plan_free(rs_plan *p); /* accepts NULL */
+/* Before anything is read or written: the chosen manifest's entries (rs_check_manifest),
+ * then the WAL its restore needs along the timeline recovery follows (rs_check_wal,
+ * against the plan's listing: built with RS_PLAN_WAL); sets p->tl. */
+int rs_plan_check(rs_plan *p, const rs_opts *opts, pb_error *err);
+/* The chosen backup's manifest: the chain's last. */
+const mf_manifest *rs_plan_manifest(const rs_plan *p);
+
+#endif

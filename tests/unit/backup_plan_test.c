@@ -1,0 +1,182 @@
+/*
+ * tests/unit/backup_plan_test.c — engine/backup_plan.c: full or incremental, from
+ * synthetic manifests in a posix repository. Each rule (no backup, --type full, another
+ * cluster, --full-every, --full-after, a damaged head, a broken chain) plans a full
+ * backup; otherwise an incremental on top of the chain head by history order (not the
+ * last id: a rebase's synthetic full of an older state sorts last). A storage observer
+ * checks that each manifest is read once per plan.
+ */
+#include "engine/backup_internal.h"
+#include "tests/unit/pbtest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define SYS 7001u
+
+static char root[256];
+static int manifest_gets;
+
+static void observe(void *ctx, const char *op, const char *key)
+{
+    (void)ctx;
+    size_t n = strlen(key);
+    if (!strcmp(op, "get") && n > 9 && !strcmp(key + n - 9, "/manifest"))
+        manifest_gets++;
+}
+
+static repo *new_repo(const char *name)
+{
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/%s", root, name);
+    mkdir(dir, 0700);
+    repo *r = NULL;
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = dir;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &err) == 0);
+    PBT_CHECK(r && chain_check_identity(r, SYS, true, &err) == 0);
+    if (r)
+        repo_observe(r, observe, NULL);
+    return r;
+}
+
+/* Backup k of a chain: stops at LSN k+1 segments, started (k+1) hours before now. */
+static void commit(repo *r, const char *id, const char *parent, char type, int k,
+                   uint64_t sys)
+{
+    mf_backup h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.id, sizeof(h.id), "%s", id);
+    snprintf(h.parent, sizeof(h.parent), "%s", parent);
+    h.type = type;
+    h.system_id = sys;
+    h.timeline = 1;
+    h.wal_segment_size = 16u << 20;
+    h.start_lsn = ((uint64_t)k + 1) << 24;
+    h.stop_lsn = h.start_lsn + 0x100;
+    h.start_time = (int64_t)time(NULL) - 3600 * (3 - k);
+    h.stop_time = h.start_time + 60;
+    mf_manifest *m = NULL;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(mf_new(&m, &h, &err) == 0);
+    PBT_CHECK(chain_commit(r, m, &err) == 0);
+    mf_free(m);
+}
+
+static const char *F = "20260101-000000F", *I1 = "20260101-000100I",
+                  *I2 = "20260101-000200I";
+
+static void three(repo *r)
+{
+    commit(r, F, "", 'F', 0, SYS);
+    commit(r, I1, F, 'I', 1, SYS);
+    commit(r, I2, I1, 'I', 2, SYS);
+}
+
+static bk_plan plan_of(repo *r, const bk_opts *o)
+{
+    bk_plan p;
+    pb_error err = PB_ERROR_INIT;
+    manifest_gets = 0;
+    PBT_CHECK(bk_plan_type(r, o, SYS, &p, &err) == 0);
+    return p;
+}
+
+static void test_incremental(void)
+{
+    repo *r = new_repo("incr");
+    bk_opts o = BK_OPTS_INIT;
+    bk_plan p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'F' && strstr(p.reason, "no backup") && !p.parent && !p.latest[0]);
+    three(r);
+    p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'I' && p.parent && !strcmp(mf_header_c(p.parent)->id, I2));
+    PBT_CHECK(p.chain.count == 3 && !strcmp(p.latest, I2));
+    PBT_CHECK(manifest_gets == 3); /* each manifest once: history, head and chain */
+    bk_plan_free(&p);
+    o.type = 'F';
+    p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'F' && strstr(p.reason, "requested") && p.chain.count == 0);
+    PBT_CHECK(manifest_gets == 0);
+    bk_plan_free(&p);
+    repo_free(r);
+}
+
+static void test_rules(void)
+{
+    repo *r = new_repo("rules");
+    three(r);
+    bk_opts o = BK_OPTS_INIT;
+    o.full_every = 3;
+    bk_plan p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'F' && strstr(p.reason, "--full-every 3") && !p.parent);
+    PBT_CHECK(p.chain.count == 0);
+    o.full_every = 4;
+    o.full_after_secs = 3600; /* the full started three hours ago */
+    p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'F' && strstr(p.reason, "--full-after"));
+    o.full_after_secs = 4 * 3600;
+    p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'I');
+    bk_plan_free(&p);
+    pb_error err = PB_ERROR_INIT;
+    manifest_gets = 0;
+    PBT_CHECK(bk_plan_type(r, &o, SYS + 1, &p, &err) == 0);
+    PBT_CHECK(p.type == 'F' && strstr(p.reason, "another cluster"));
+    repo_free(r);
+}
+
+/* A synthetic full of I1's state has the last id: the parent is still I2 (history
+ * order), and new ids sort after the synthetic one. */
+static void test_rebased_head(void)
+{
+    repo *r = new_repo("rebased");
+    three(r);
+    commit(r, "20260101-000300S", "", 'S', 1, SYS);
+    bk_opts o = BK_OPTS_INIT;
+    bk_plan p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'I' && p.parent && !strcmp(mf_header_c(p.parent)->id, I2));
+    PBT_CHECK(!strcmp(p.latest, "20260101-000300S") && manifest_gets == 4);
+    bk_plan_free(&p);
+    repo_free(r);
+}
+
+/* A damaged head: the history cannot be loaded, the last id stands in, and its
+ * manifest is unusable. A head whose parent is gone: the chain is broken. */
+static void test_damaged(void)
+{
+    repo *r = new_repo("damaged");
+    three(r);
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(repo_put(r, "backup/20260101-000300I/manifest", "junk", 4, &err) == 0);
+    bk_opts o = BK_OPTS_INIT;
+    bk_plan p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'F' && strstr(p.reason, "20260101-000300I is unusable"));
+    repo_free(r);
+    r = new_repo("broken");
+    commit(r, I1, F, 'I', 1, SYS);
+    commit(r, I2, I1, 'I', 2, SYS);
+    p = plan_of(r, &o);
+    PBT_CHECK(p.type == 'F' && strstr(p.reason, "broken") && p.chain.count == 0);
+    repo_free(r);
+}
+
+int main(void)
+{
+    snprintf(root, sizeof(root), "/tmp/pb-backup-plan-test.XXXXXX");
+    if (!mkdtemp(root))
+        return 1;
+    PBT_RUN(test_incremental);
+    PBT_RUN(test_rules);
+    PBT_RUN(test_rebased_head);
+    PBT_RUN(test_damaged);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", root);
+    return PBT_DONE();
+}

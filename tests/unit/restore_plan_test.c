@@ -1,0 +1,301 @@
+/*
+ * tests/unit/restore_plan_test.c — restore/plan.c: the plan a restore, verify --set and
+ * rebase build once. A posix repository holds a chain of three backups (a full and two
+ * incrementals, each changing one page of base/1/100); a storage observer counts the
+ * manifest GETs and WAL listings each command makes: each manifest is read once and
+ * wal/ listed at most once. Also the choice itself: --set, time and LSN targets, and
+ * a target before every backup.
+ */
+#include "engine/archive.h"
+#include "engine/chain.h"
+#include "engine/pack.h"
+#include "restore/plan_internal.h"
+#include "tests/unit/pbtest.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SEG (16u << 20)
+#define NBK 3
+
+static char root[256], repodir[300];
+static const char *const ids[NBK] = {"20260101-000000F", "20260101-000100I",
+                                     "20260101-000200I"};
+static uint8_t expect[3][PB_PAGE_SIZE]; /* base/1/100 as the last backup holds it */
+
+typedef struct counts {
+    int manifest_gets, wal_lists, other_lists;
+} counts;
+
+static void observe(void *ctx, const char *op, const char *key)
+{
+    counts *c = ctx;
+    size_t n = strlen(key);
+    if (!strcmp(op, "get") && n > 9 && !strcmp(key + n - 9, "/manifest"))
+        c->manifest_gets++;
+    else if (!strcmp(op, "list") && !strncmp(key, "wal/", 4))
+        c->wal_lists++;
+    else if (!strcmp(op, "list"))
+        c->other_lists++;
+}
+
+static void fill_page(uint8_t *p, int seed)
+{
+    for (size_t i = 0; i < PB_PAGE_SIZE; i++)
+        p[i] = (uint8_t)(seed * 37 + i / 89);
+}
+
+/* A segment with the long page header PostgreSQL writes first (archive-get checks it). */
+static void push_wal(repo *r, uint64_t segno)
+{
+    char name[25], path[512];
+    arch_segment_name(name, 1, segno, SEG);
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    PBT_CHECK(fd >= 0 && ftruncate(fd, SEG) == 0);
+    uint8_t h[40] = {0};
+    pb_put_u16(h + 2, 0x0002);
+    pb_put_u32(h + 4, 1);
+    pb_put_u64(h + 8, segno * SEG);
+    pb_put_u32(h + 32, SEG);
+    pb_put_u32(h + 36, 8192);
+    PBT_CHECK(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
+    close(fd);
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(arch_push(r, path, &err) == 0);
+    unlink(path);
+}
+
+static void add_entry(mf_manifest *m, const char *path, mf_kind kind)
+{
+    mf_file d;
+    memset(&d, 0, sizeof(d));
+    d.path = strdup(path);
+    d.kind = kind;
+    d.mode = 0700;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(mf_add_file(m, &d, &err) == 0);
+}
+
+/* Backup k stops in segment k + 1 at time 1000 * (k + 1); it stores page k of base/1/100
+ * (3 pages), so a restore of the last needs all three backups. */
+static void commit_backup(repo *r, int k)
+{
+    pb_error err = PB_ERROR_INIT;
+    mf_backup h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.id, sizeof(h.id), "%s", ids[k]);
+    snprintf(h.parent, sizeof(h.parent), "%s", k ? ids[k - 1] : "");
+    h.type = k ? 'I' : 'F';
+    h.timeline = 1;
+    h.wal_segment_size = SEG;
+    h.start_lsn = (uint64_t)(k + 1) * SEG + 0x28;
+    h.stop_lsn = (uint64_t)(k + 1) * SEG + 0x100;
+    h.start_time = 1000 * (k + 1) - 10;
+    h.stop_time = 1000 * (k + 1);
+    mf_manifest *m = NULL;
+    PBT_CHECK(mf_new(&m, &h, &err) == 0);
+    add_entry(m, "base", MF_DIR);
+    add_entry(m, "base/1", MF_DIR);
+    char dir[128];
+    chain_backup_dir(dir, sizeof(dir), ids[k]);
+    pack_writer *pw = NULL;
+    PBT_CHECK(pack_writer_open(&pw, r, dir, 1 << 20, 1, &err) == 0);
+    uint32_t first = k ? (uint32_t)k : 0, count = k ? 1 : 3;
+    for (uint32_t p = first; p < first + count; p++)
+        fill_page(expect[p], 10 * k + (int)p);
+    pack_loc loc;
+    PBT_CHECK(pack_write_frame(pw, expect[first], (size_t)count * PB_PAGE_SIZE, &loc, &err) ==
+              0);
+    mf_file rel;
+    memset(&rel, 0, sizeof(rel));
+    rel.path = strdup("base/1/100");
+    rel.kind = MF_REL;
+    rel.mode = 0600;
+    rel.size = 3 * PB_PAGE_SIZE;
+    rel.npages = 3;
+    rel.runs = calloc(1, sizeof(mf_run));
+    rel.runs[0] = (mf_run){first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen};
+    rel.nruns = 1;
+    rel.page_hashes = calloc(count, sizeof(uint64_t));
+    for (uint32_t p = 0; p < count; p++)
+        rel.page_hashes[p] = pb_hash64(expect[first + p], PB_PAGE_SIZE);
+    PBT_CHECK(mf_add_file(m, &rel, &err) == 0);
+    PBT_CHECK(pack_writer_finish(pw, &err) == 0);
+    pack_writer_free(pw);
+    mf_sort(m);
+    PBT_CHECK(chain_commit(r, m, &err) == 0);
+    mf_free(m);
+}
+
+static repo *chain_repo(void)
+{
+    repo *r = NULL;
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = repodir;
+    pb_error err = PB_ERROR_INIT;
+    mkdir(repodir, 0700);
+    PBT_CHECK(repo_open(&r, &o, &err) == 0);
+    PBT_CHECK(r && chain_check_identity(r, 0, true, &err) == 0);
+    for (int k = 0; r && k < NBK; k++) {
+        commit_backup(r, k);
+        push_wal(r, (uint64_t)k + 1);
+    }
+    return r;
+}
+
+static bool file_equals(const char *path, const void *data, size_t len)
+{
+    uint8_t *buf = malloc(len + 1);
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, len + 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    bool same = n == (ssize_t)len && memcmp(buf, data, len) == 0;
+    free(buf);
+    return same;
+}
+
+/* A restore of the chain's last backup: 3 manifest GETs, one listing of wal/. */
+static void test_restore_reads_once(repo *r)
+{
+    counts c = {0};
+    char target[400], path[500];
+    snprintf(target, sizeof(target), "%s/restored", root);
+    rs_opts o = RS_OPTS_INIT;
+    o.target_dir = target;
+    o.jobs = 2;
+    rs_stats st;
+    pb_error err = PB_ERROR_INIT;
+    repo_observe(r, observe, &c);
+    int rc = rs_restore(r, &o, &st, &err);
+    repo_observe(r, NULL, NULL);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "restore: %s\n", err.msg);
+    PBT_CHECK(st.chain_length == NBK && !strcmp(st.id, ids[NBK - 1]));
+    snprintf(path, sizeof(path), "%s/base/1/100", target);
+    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    PBT_CHECK(c.manifest_gets == NBK);
+    PBT_CHECK(c.wal_lists == 1);
+    if (c.manifest_gets != NBK || c.wal_lists != 1)
+        fprintf(stderr, "restore read %d manifests, listed wal/ %d times\n", c.manifest_gets,
+                c.wal_lists);
+}
+
+/* verify --set latest: the same plan, the same counts. */
+static void test_verify_reads_once(repo *r)
+{
+    counts c = {0};
+    rs_stats st;
+    pb_error err = PB_ERROR_INIT;
+    repo_observe(r, observe, &c);
+    int rc = rs_verify(r, "latest", 2, &st, &err);
+    repo_observe(r, NULL, NULL);
+    PBT_CHECK(rc == 0 && st.chain_length == NBK);
+    PBT_CHECK(c.manifest_gets == NBK && c.wal_lists == 1);
+}
+
+/* --set of the middle backup reads its manifest for the choice and its parent for the
+ * chain: 2 GETs. An immediate target on the default timeline lists no WAL for the
+ * choice; RS_PLAN_WAL lists it once for the checks. */
+static void test_plan_set(repo *r)
+{
+    counts c = {0};
+    rs_opts o = RS_OPTS_INIT;
+    o.set = ids[1];
+    rs_plan *p = NULL;
+    pb_error err = PB_ERROR_INIT;
+    repo_observe(r, observe, &c);
+    PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == 0);
+    PBT_CHECK(p && !strcmp(p->id, ids[1]) && p->chain.count == 2);
+    PBT_CHECK(p && !strcmp(mf_header_c(rs_plan_manifest(p))->id, ids[1]));
+    PBT_CHECK(c.manifest_gets == 2 && c.wal_lists == 0);
+    rs_plan_free(p);
+    memset(&c, 0, sizeof(c));
+    PBT_CHECK(rs_plan_build(r, &o, RS_PLAN_WAL, &p, &err) == 0);
+    PBT_CHECK(p && rs_plan_check(p, &o, &err) == 0 && p->tl.tli == 1);
+    PBT_CHECK(p && !strcmp(p->tl.setting, "current"));
+    PBT_CHECK(c.manifest_gets == 2 && c.wal_lists == 1);
+    rs_plan_free(p);
+    repo_observe(r, NULL, NULL);
+    o.set = "20260101-000300I";
+    PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == PB_ENOENT && p == NULL);
+    rs_plan_free(NULL);
+}
+
+/* Time and LSN targets: the newest backup ending before the target, parsed once into
+ * the plan (its time_text is what recovery settings write). */
+static void test_plan_targets(repo *r)
+{
+    rs_opts o = RS_OPTS_INIT;
+    rs_plan *p = NULL;
+    pb_error err = PB_ERROR_INIT;
+    counts c = {0};
+    o.target = RS_TARGET_TIME;
+    o.target_value = "1970-01-01 00:40:00+00"; /* 2400: after backup 1 (2000), before 2 */
+    repo_observe(r, observe, &c);
+    PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == 0);
+    repo_observe(r, NULL, NULL);
+    PBT_CHECK(p && !strcmp(p->id, ids[1]) && p->chain.count == 2 && p->tv.time == 2400);
+    PBT_CHECK(p && strstr(p->tv.time_text, "00:40:00") != NULL);
+    PBT_CHECK(c.manifest_gets == NBK && c.wal_lists == 1);
+    rs_plan_free(p);
+    o.target = RS_TARGET_LSN;
+    o.target_value = "0/1000200"; /* after backup 0's stop (0/1000100), before 1's */
+    PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == 0);
+    PBT_CHECK(p && !strcmp(p->id, ids[0]) && p->chain.count == 1 && p->tv.lsn == 0x1000200);
+    rs_plan_free(p);
+    o.target_value = "0/100"; /* before every backup */
+    PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == PB_ENOENT && p == NULL);
+    PBT_CHECK(strstr(err.msg, ids[0]) && strstr(err.msg, ids[NBK - 1]));
+    o.target_value = "not an lsn";
+    PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == PB_EINVAL);
+    PBT_CHECK(strstr(err.msg, "--target-lsn") != NULL);
+}
+
+/* rebase reads the chain once and lists no WAL. */
+static void test_rebase_reads_once(repo *r)
+{
+    counts c = {0};
+    char out[MF_ID_LEN];
+    pb_error err = PB_ERROR_INIT;
+    repo_observe(r, observe, &c);
+    int rc = rs_rebase(r, NULL, 1, NULL, out, &err);
+    repo_observe(r, NULL, NULL);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "rebase: %s\n", err.msg);
+    PBT_CHECK(c.manifest_gets == NBK && c.wal_lists == 0);
+}
+
+static void test_plan(void)
+{
+    repo *r = chain_repo();
+    if (!r)
+        return;
+    test_restore_reads_once(r);
+    test_verify_reads_once(r);
+    test_plan_set(r);
+    test_plan_targets(r);
+    test_rebase_reads_once(r);
+    repo_free(r);
+}
+
+int main(void)
+{
+    snprintf(root, sizeof(root), "/tmp/pb-plan-test.XXXXXX");
+    if (!mkdtemp(root))
+        return 1;
+    snprintf(repodir, sizeof(repodir), "%s/repo", root);
+    PBT_RUN(test_plan);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", root);
+    return PBT_DONE();
+}
