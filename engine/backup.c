@@ -8,7 +8,7 @@
  * or rebase runs meanwhile, whatever host or state directory it uses, so what this run
  * finds half-written under backup/ at its start is the debris of a writer that is gone.
  */
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/backup_internal.h"
 #include "engine/chain.h"
 #include "engine/pgconn.h"
@@ -34,7 +34,7 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
     double deadline = pb_now() + timeout;
     for (uint64_t s = h->start_lsn / seg; s <= (h->stop_lsn - 1) / seg; s++) {
         char name[25];
-        pgc_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
+        arch_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
         for (;;) {
             bool present = false;
             int rc = arch_exists(r, name, &present, err);
@@ -128,8 +128,8 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
         rc = pack_writer_finish(ctx->writers[i], err);
     if (rc)
         return rc;
-    pgc_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
-    pgc_walfile_name(h->stop_wal, h->timeline, h->stop_lsn - 1, h->wal_segment_size);
+    arch_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
+    arch_walfile_name(h->stop_wal, h->timeline, h->stop_lsn - 1, h->wal_segment_size);
     rc = wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, err);
     h->bytes_stored = 0;
     for (unsigned i = 0; i < ctx->nwriters; i++)

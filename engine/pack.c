@@ -5,7 +5,8 @@
  * its raw and stored lengths and two hashes (stored payload, raw bytes), so a single
  * range read of [offset, offset + clen) is enough to verify and decode it, and a
  * corrupted byte anywhere in a frame is detected before anything is written by a
- * restore. This file is the only user of <zstd.h> in the tree.
+ * restore. Whole objects (manifests, archived WAL) use engine/envelope.c instead; the
+ * two are the only users of <zstd.h> in the tree.
  */
 #include "engine/pack.h"
 
@@ -382,118 +383,4 @@ int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *
         rd->frame_cap = loc->clen;
     }
     return read_frame(rd->dctx, rd->frame, r, dir, loc, out, err);
-}
-
-/* ---- whole compressed objects ---- */
-
-#define OBJECT_HEADER 32u
-
-int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_error *err)
-{
-    size_t bound = ZSTD_compressBound(len);
-    if (pb_buf_reserve(out, OBJECT_HEADER + bound))
-        return pb_fail(err, PB_ENOMEM, "out of memory compressing a %zu-byte object", len);
-    uint8_t *h = out->data + out->len;
-    size_t n = ZSTD_compress(h + OBJECT_HEADER, bound, raw, len, level);
-    if (ZSTD_isError(n))
-        return pb_fail(err, PB_EIO, "zstd: %s", ZSTD_getErrorName(n));
-    memcpy(h, PACK_OBJECT_MAGIC, 8);
-    pb_put_u64(h + 8, len);
-    pb_put_u64(h + 16, pb_hash64(raw, len));
-    pb_put_u64(h + 24, pb_hash64(h + OBJECT_HEADER, n));
-    out->len += OBJECT_HEADER + n;
-    return 0;
-}
-
-/* Streams the zstd frame into a buffer that starts small and doubles, so memory follows
- * the bytes really produced; more than raw_len bytes, a second frame or a truncated one
- * is corruption. */
-static int inflate_bounded(const uint8_t *src, size_t srclen, uint64_t raw_len, uint8_t **out,
-                           const char *what, pb_error *err)
-{
-    ZSTD_DCtx *d = ZSTD_createDCtx();
-    size_t limit = (size_t)raw_len + 1; /* one byte more reveals a lying header */
-    size_t cap = limit < (1u << 20) ? limit : (1u << 20), have = 0, ret = 1;
-    uint8_t *buf = malloc(cap);
-    int rc = 0;
-    if (!d || !buf) {
-        rc = pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
-        goto out;
-    }
-    ZSTD_inBuffer in = {src, srclen, 0};
-    while (ret != 0) {
-        if (have == cap && cap == limit) {
-            rc = pb_fail(err, PB_ECORRUPT, "%s: content is longer than its header's %llu bytes",
-                         what, (unsigned long long)raw_len);
-            goto out;
-        }
-        if (have == cap) {
-            cap = cap > limit / 2 ? limit : cap * 2;
-            uint8_t *p = realloc(buf, cap);
-            if (!p) {
-                rc = pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
-                goto out;
-            }
-            buf = p;
-        }
-        ZSTD_outBuffer o = {buf, cap, have};
-        size_t in_before = in.pos;
-        ret = ZSTD_decompressStream(d, &o, &in);
-        if (ZSTD_isError(ret) || (ret && o.pos == have && in.pos == in_before)) {
-            rc = pb_fail(err, PB_ECORRUPT, "%s: cannot decompress: %s", what,
-                         ZSTD_isError(ret) ? ZSTD_getErrorName(ret) : "truncated");
-            goto out;
-        }
-        have = o.pos;
-    }
-    if (in.pos != in.size || have != raw_len)
-        rc = pb_fail(err, PB_ECORRUPT, "%s: %zu bytes after decompression, header says %llu%s",
-                     what, have, (unsigned long long)raw_len,
-                     in.pos != in.size ? " (trailing data)" : "");
-out:
-    ZSTD_freeDCtx(d);
-    if (rc)
-        free(buf);
-    else
-        *out = buf;
-    return rc;
-}
-
-int pack_envelope_decode(const void *obj, size_t len, const char *magic, uint64_t max_raw,
-                         const char *what, void **out, size_t *out_len, pb_error *err)
-{
-    const uint8_t *h = obj;
-    *out = NULL;
-    *out_len = 0;
-    if (len < OBJECT_HEADER || memcmp(h, magic, 8) != 0)
-        return pb_fail(err, PB_ECORRUPT, "%s: bad header (%zu bytes, not a %.8s object)", what,
-                       len, magic);
-    uint64_t raw_len = pb_get_u64(h + 8);
-    size_t plen = len - OBJECT_HEADER;
-    if (pb_hash64(h + OBJECT_HEADER, plen) != pb_get_u64(h + 24))
-        return pb_fail(err, PB_ECORRUPT, "%s: payload checksum mismatch", what);
-    unsigned long long content = ZSTD_getFrameContentSize(h + OBJECT_HEADER, plen);
-    if (content != raw_len || raw_len > max_raw || raw_len > SIZE_MAX - 1 ||
-        raw_len / PACK_ZSTD_MAX_RATIO > plen)
-        return pb_fail(err, PB_ECORRUPT,
-                       "%s: impossible raw length %" PRIu64 " (payload %zu bytes, at most %"
-                       PRIu64 ")", what, raw_len, plen, max_raw);
-    uint8_t *buf = NULL;
-    int rc = inflate_bounded(h + OBJECT_HEADER, plen, raw_len, &buf, what, err);
-    if (rc)
-        return rc;
-    if (pb_hash64(buf, raw_len) != pb_get_u64(h + 16)) {
-        free(buf);
-        return pb_fail(err, PB_ECORRUPT, "%s: content does not match its checksum", what);
-    }
-    *out = buf;
-    *out_len = (size_t)raw_len;
-    return 0;
-}
-
-int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
-                       size_t *out_len, pb_error *err)
-{
-    return pack_envelope_decode(obj, len, PACK_OBJECT_MAGIC, PACK_OBJECT_MAX_RAW, what, out,
-                                out_len, err);
 }

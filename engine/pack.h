@@ -13,6 +13,8 @@
 
 #include "common/pb.h"
 #include "engine/storage.h"
+/* pack_object_encode / pack_object_decode, the envelope of whole objects (manifests). */
+#include "engine/envelope.h"
 
 typedef struct pack_writer pack_writer;
 
@@ -76,24 +78,5 @@ int pack_reader_decode(pack_reader *rd, const uint8_t *frame, size_t frame_len, 
                        size_t cap, size_t *out_len, const char *what, pb_error *err);
 int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *loc, void *out,
                      size_t cap, pb_error *err);
-
-/* Whole small objects (manifests): "PBZOBJ01", u64 raw length, u64 XXH3 of the raw
- * bytes, u64 XXH3 of the payload, then one zstd frame. encode appends to out. */
-#define PACK_OBJECT_MAGIC "PBZOBJ01"
-#define PACK_OBJECT_MAX_RAW (1ull << 34) /* 16 GiB: a manifest of ~2 billion pages */
-/* zstd cannot expand by more than this: a block yields at most 128 KiB and takes at
- * least 4 bytes (3-byte header + 1 RLE byte). */
-#define PACK_ZSTD_MAX_RATIO 32768u
-int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_error *err);
-/* Verify and decompress; *out is malloc'd (caller frees). what names the object. The
- * raw length in the header is bounded by PACK_OBJECT_MAX_RAW and by what the payload
- * can expand to, and memory grows with the bytes actually decompressed, so a crafted
- * header cannot make it allocate much more than the real content. */
-int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
-                       size_t *out_len, pb_error *err);
-/* The same envelope under another magic (8 bytes) and maximum raw length: archived WAL
- * ("PBWAL001") uses it. Every failure is PB_ECORRUPT naming what. */
-int pack_envelope_decode(const void *obj, size_t len, const char *magic, uint64_t max_raw,
-                         const char *what, void **out, size_t *out_len, pb_error *err);
 
 #endif

@@ -333,21 +333,3 @@ out:
     PQclear(res);
     return rc;
 }
-
-/*
- * PostgreSQL's XLogFileName for the segment that contains lsn. This is the plain
- * containing-segment rule: for an lsn exactly on a segment boundary it names the
- * segment that starts there. (pg_walfile_name() names the previous segment in that
- * case, because it treats the LSN as the end of the WAL written so far.)
- */
-void pgc_walfile_name(char out[25], uint32_t timeline, uint64_t lsn, uint32_t seg_size)
-{
-    if (seg_size == 0 || (seg_size & (seg_size - 1))) {
-        out[0] = '\0';
-        return;
-    }
-    uint64_t segno = lsn / seg_size;
-    uint64_t per_xlogid = UINT64_C(0x100000000) / seg_size;
-    snprintf(out, 25, "%08" PRIX32 "%08" PRIX32 "%08" PRIX32, timeline,
-             (uint32_t)(segno / per_xlogid), (uint32_t)(segno % per_xlogid));
-}

@@ -36,8 +36,5 @@ int pgc_backup_start(pgc *c, const char *label, uint64_t *start_lsn, uint32_t *t
  * (spcmap may be an empty string). */
 int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
                     pb_error *err);
-/* Name of the WAL file that holds lsn on timeline (pg_walfile_name logic, done
- * locally so it also works for the stop LSN). */
-void pgc_walfile_name(char out[25], uint32_t timeline, uint64_t lsn, uint32_t seg_size);
 
 #endif

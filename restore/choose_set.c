@@ -12,7 +12,7 @@
  */
 #include "restore/recovery_internal.h"
 
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,7 @@
 #define PB_RESTORE_RECOVERY_INTERNAL_H
 
 #include "restore/restore_internal.h"
+#include "engine/wal/wal.h"
 
 typedef struct rs_target_val {
     int64_t time;      /* RS_TARGET_TIME: unix seconds (fraction dropped) */
@@ -26,11 +27,8 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_targ
 /* "YYYY-MM-DD HH:MM:SS+00". */
 void rs_fmt_time(int64_t t, char out[40]);
 
-/* One timeline of a history: WAL positions [begin, end) belong to tli. */
-typedef struct rs_tl_entry {
-    uint32_t tli;
-    uint64_t begin, end; /* end = UINT64_MAX on the last timeline of the history */
-} rs_tl_entry;
+/* One timeline of a history: WAL positions [begin, end) belong to tli (engine/wal). */
+typedef arch_tl_entry rs_tl_entry;
 
 typedef struct rs_wal_view {
     repo *r;

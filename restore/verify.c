@@ -15,7 +15,7 @@
 #include "restore/verify_internal.h"
 #include "restore/plan_internal.h"
 
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

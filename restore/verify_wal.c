@@ -8,7 +8,7 @@
  */
 #include "restore/verify_internal.h"
 
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@ static int check_objects(vfy_run *v, const rs_wal_view *w, pb_error *err)
         if (i < w->nsegs)
             snprintf(name, sizeof(name), "%s", w->segs[i]);
         else
-            snprintf(name, sizeof(name), "%08X.history", w->hist[i - w->nsegs]);
+            arch_history_name(name, w->hist[i - w->nsegs]);
         uint8_t *data = NULL;
         size_t len = 0;
         pb_error e = PB_ERROR_INIT;

@@ -14,7 +14,7 @@
  */
 #include "restore/recovery_internal.h"
 
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,39 +88,6 @@ static int add_entry(rs_wal_view *v, uint32_t tli, uint64_t begin, uint64_t end)
     return 0;
 }
 
-/* Parse "parentTLI <tab> X/Y <tab> reason" lines, as PostgreSQL's readTimeLineHistory. */
-static int parse_history(rs_wal_view *v, uint32_t tli, const char *text, size_t len,
-                         pb_error *err)
-{
-    uint64_t prev = 0;
-    const char *p = text, *end = text + len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        char line[256];
-        snprintf(line, sizeof(line), "%.*s", (int)(n < 255 ? n : 255), p);
-        p += n + 1;
-        char *s = line + strspn(line, " \t");
-        if (!*s || *s == '#')
-            continue;
-        unsigned parent, hi, lo;
-        if (sscanf(s, "%u\t%X/%X", &parent, &hi, &lo) != 3 &&
-            sscanf(s, "%u %X/%X", &parent, &hi, &lo) != 3)
-            return pb_fail(err, PB_ECORRUPT, "history file %08X.history: bad line '%s'", tli,
-                           s);
-        uint64_t sw = ((uint64_t)hi << 32) | lo;
-        if (parent >= tli || sw < prev)
-            return pb_fail(err, PB_ECORRUPT, "history file %08X.history: timeline %u at "
-                           "%X/%X is out of order", tli, parent, hi, lo);
-        if (add_entry(v, parent, prev, sw))
-            return pb_fail(err, PB_ENOMEM, "out of memory reading timeline history");
-        prev = sw;
-    }
-    if (add_entry(v, tli, prev, UINT64_MAX))
-        return pb_fail(err, PB_ENOMEM, "out of memory reading timeline history");
-    return 0;
-}
-
 /* Load the history of timeline tli into v->tl (timeline 1, or one without an archived
  * history file, is a history of its own). */
 int rs_view_history(rs_wal_view *v, uint32_t tli, pb_error *err)
@@ -134,19 +101,14 @@ int rs_view_history(rs_wal_view *v, uint32_t tli, pb_error *err)
     if (tli == 1 || !rs_view_has_history(v, tli))
         return add_entry(v, tli, 0, UINT64_MAX)
                    ? pb_fail(err, PB_ENOMEM, "out of memory reading timeline history") : 0;
-    char name[32];
-    snprintf(name, sizeof(name), "%08X.history", tli);
+    char name[17];
+    arch_history_name(name, tli);
     uint8_t *text = NULL;
     size_t len = 0;
     int rc = arch_read(v->r, name, &text, &len, err);
     if (rc == 0)
-        rc = parse_history(v, tli, (const char *)text, len, err);
+        rc = arch_history_parse((const char *)text, len, tli, &v->tl, &v->ntl, err);
     free(text);
-    if (rc) {
-        free(v->tl);
-        v->tl = NULL;
-        v->ntl = 0;
-    }
     return rc;
 }
 

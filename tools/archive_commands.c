@@ -11,7 +11,7 @@
  */
 #include "tools/commands.h"
 
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/chain.h"
 
 #include <fcntl.h>

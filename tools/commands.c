@@ -1,7 +1,7 @@
 /* tools/commands.c — the pageback commands: parse-free glue between options and modules. */
 #include "tools/commands.h"
 
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "engine/scan.h"
 

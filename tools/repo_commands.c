@@ -1,7 +1,7 @@
 /* tools/repo_commands.c — info and expire: commands that read the repository as a whole. */
 #include "tools/commands.h"
 
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "common/fault.h"
 
@@ -18,14 +18,6 @@ typedef struct wal_range {
     struct wal_range *next;
 } wal_range;
 
-static uint64_t seg_number(const char *name, uint32_t seg_size)
-{
-    unsigned int tli, log, seg;
-    if (sscanf(name, "%8X%8X%8X", &tli, &log, &seg) != 3)
-        return 0;
-    return (uint64_t)log * (0x100000000ull / seg_size) + seg;
-}
-
 typedef struct wal_ctx {
     wal_range *head;
     uint32_t seg_size;
@@ -34,17 +26,19 @@ typedef struct wal_ctx {
 static int collect_wal(void *vctx, const char *key, uint64_t size)
 {
     wal_ctx *ctx = vctx;
-    const char *name = strrchr(key, '/');
-    name = name ? name + 1 : key;
-    if (strlen(name) != 28 || strcmp(name + 24, ".zst") != 0)
+    const char *base = strrchr(key, '/');
+    base = base ? base + 1 : key;
+    if (strlen(base) != 28 || strcmp(base + 24, ".zst") != 0)
         return 0; /* history, .partial and .backup files are not segments */
-    unsigned tli;
-    if (sscanf(name, "%8X", &tli) != 1)
+    char name[25];
+    uint32_t tli;
+    uint64_t n;
+    snprintf(name, sizeof(name), "%.24s", base);
+    if (!arch_parse_segment(name, ctx->seg_size, &tli, &n))
         return 0;
     wal_range *w = ctx->head;
     while (w && w->timeline != tli)
         w = w->next;
-    uint64_t n = seg_number(name, ctx->seg_size);
     if (!w) {
         w = calloc(1, sizeof(*w));
         if (!w)

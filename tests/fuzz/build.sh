@@ -16,7 +16,7 @@ LIBS="$(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash) -lpt
 mkdir -p "$OUT/obj"
 objs=()
 cd "$SRC"
-for f in common/*.c manifest/*.c engine/pack.c engine/archive.c engine/storage*.c \
+for f in common/*.c manifest/*.c engine/pack.c engine/envelope.c engine/wal/*.c engine/storage*.c \
          tools/options.c; do
     o=$OUT/obj/$(echo "$f" | tr / _).o
     if [ ! -f "$o" ] || [ "$SRC/$f" -nt "$o" ]; then

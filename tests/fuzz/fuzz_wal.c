@@ -4,7 +4,7 @@
  * picks the WAL file name (segment, .partial, .backup, history), which bounds the raw
  * size; the payload checksum is resealed unless bit 7 is set.
  */
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * wal/ listed at most once. Also the choice itself: --set, time and LSN targets, and
  * a target before every backup.
  */
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/plan_internal.h"

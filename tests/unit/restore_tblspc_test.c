@@ -6,7 +6,7 @@
  * mapped it (and not to the source's location); two links never share a directory;
  * none lies inside the target or holds it. Each refusal leaves everything untouched.
  */
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "restore/restore.h"
 #include "tests/unit/pbtest.h"

@@ -6,7 +6,7 @@
  * a live postmaster.pid refused, every file and directory fsync'ed (fsync is
  * interposed below to record and fail calls).
  */
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/restore.h"

@@ -7,7 +7,7 @@
  * targets past the branch are refused unless --target-timeline says which, and follow
  * the branch when timeline 1 has no WAL after the branch's segment.
  */
-#include "engine/archive.h"
+#include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/pbtest.h"

@@ -1,0 +1,138 @@
+/*
+ * engine/envelope.c — the envelope of whole compressed objects (layout in envelope.h,
+ * docs/FORMAT.md). One codec for every kind, so the bounds that protect a reader from a
+ * hostile repository (the raw length against the kind's maximum and against what the
+ * payload can expand to; memory that follows the bytes really decompressed) are
+ * written once. With engine/pack.c, the only file that includes <zstd.h>.
+ *
+ * Compression is zstd's one-shot API: objects are held in memory whole (a manifest, a
+ * WAL segment of at most 1 GiB), which keeps this file simple.
+ */
+#include "engine/envelope.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+int pack_envelope_encode(const void *raw, size_t len, const char *magic, int level,
+                         const char *what, pb_buf *out, pb_error *err)
+{
+    char name[64];
+    if (!what) {
+        snprintf(name, sizeof(name), "a %zu-byte object", len);
+        what = name;
+    }
+    size_t bound = ZSTD_compressBound(len);
+    if (pb_buf_reserve(out, PACK_ENVELOPE_HEADER + bound))
+        return pb_fail(err, PB_ENOMEM, "out of memory compressing %s", what);
+    uint8_t *h = out->data + out->len;
+    size_t n = ZSTD_compress(h + PACK_ENVELOPE_HEADER, bound, raw, len, level);
+    if (ZSTD_isError(n))
+        return pb_fail(err, PB_EIO, "cannot compress %s: %s", what, ZSTD_getErrorName(n));
+    memcpy(h, magic, 8);
+    pb_put_u64(h + 8, len);
+    pb_put_u64(h + 16, pb_hash64(raw, len));
+    pb_put_u64(h + 24, pb_hash64(h + PACK_ENVELOPE_HEADER, n));
+    out->len += PACK_ENVELOPE_HEADER + n;
+    return 0;
+}
+
+/* Streams the zstd frame into a buffer that starts small and doubles, so memory follows
+ * the bytes really produced; more than raw_len bytes, a second frame or a truncated one
+ * is corruption. */
+static int inflate_bounded(const uint8_t *src, size_t srclen, uint64_t raw_len, uint8_t **out,
+                           const char *what, pb_error *err)
+{
+    ZSTD_DCtx *d = ZSTD_createDCtx();
+    size_t limit = (size_t)raw_len + 1; /* one byte more reveals a lying header */
+    size_t cap = limit < (1u << 20) ? limit : (1u << 20), have = 0, ret = 1;
+    uint8_t *buf = malloc(cap);
+    int rc = 0;
+    if (!d || !buf) {
+        rc = pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
+        goto out;
+    }
+    ZSTD_inBuffer in = {src, srclen, 0};
+    while (ret != 0) {
+        if (have == cap && cap == limit) {
+            rc = pb_fail(err, PB_ECORRUPT, "%s: content is longer than its header's %llu bytes",
+                         what, (unsigned long long)raw_len);
+            goto out;
+        }
+        if (have == cap) {
+            cap = cap > limit / 2 ? limit : cap * 2;
+            uint8_t *p = realloc(buf, cap);
+            if (!p) {
+                rc = pb_fail(err, PB_ENOMEM, "out of memory decoding %s", what);
+                goto out;
+            }
+            buf = p;
+        }
+        ZSTD_outBuffer o = {buf, cap, have};
+        size_t in_before = in.pos;
+        ret = ZSTD_decompressStream(d, &o, &in);
+        if (ZSTD_isError(ret) || (ret && o.pos == have && in.pos == in_before)) {
+            rc = pb_fail(err, PB_ECORRUPT, "%s: cannot decompress: %s", what,
+                         ZSTD_isError(ret) ? ZSTD_getErrorName(ret) : "truncated");
+            goto out;
+        }
+        have = o.pos;
+    }
+    if (in.pos != in.size || have != raw_len)
+        rc = pb_fail(err, PB_ECORRUPT, "%s: %zu bytes after decompression, header says %llu%s",
+                     what, have, (unsigned long long)raw_len,
+                     in.pos != in.size ? " (trailing data)" : "");
+out:
+    ZSTD_freeDCtx(d);
+    if (rc)
+        free(buf);
+    else
+        *out = buf;
+    return rc;
+}
+
+int pack_envelope_decode(const void *obj, size_t len, const char *magic, uint64_t max_raw,
+                         const char *what, void **out, size_t *out_len, pb_error *err)
+{
+    const uint8_t *h = obj;
+    *out = NULL;
+    *out_len = 0;
+    if (len < PACK_ENVELOPE_HEADER || memcmp(h, magic, 8) != 0)
+        return pb_fail(err, PB_ECORRUPT, "%s: bad header (%zu bytes, not a %.8s object)", what,
+                       len, magic);
+    uint64_t raw_len = pb_get_u64(h + 8);
+    size_t plen = len - PACK_ENVELOPE_HEADER;
+    if (pb_hash64(h + PACK_ENVELOPE_HEADER, plen) != pb_get_u64(h + 24))
+        return pb_fail(err, PB_ECORRUPT, "%s: payload checksum mismatch", what);
+    unsigned long long content = ZSTD_getFrameContentSize(h + PACK_ENVELOPE_HEADER, plen);
+    if (content != raw_len || raw_len > max_raw || raw_len > SIZE_MAX - 1 ||
+        raw_len / PACK_ZSTD_MAX_RATIO > plen)
+        return pb_fail(err, PB_ECORRUPT,
+                       "%s: impossible raw length %" PRIu64 " (payload %zu bytes, at most %"
+                       PRIu64 ")", what, raw_len, plen, max_raw);
+    uint8_t *buf = NULL;
+    int rc = inflate_bounded(h + PACK_ENVELOPE_HEADER, plen, raw_len, &buf, what, err);
+    if (rc)
+        return rc;
+    if (pb_hash64(buf, raw_len) != pb_get_u64(h + 16)) {
+        free(buf);
+        return pb_fail(err, PB_ECORRUPT, "%s: content does not match its checksum", what);
+    }
+    *out = buf;
+    *out_len = (size_t)raw_len;
+    return 0;
+}
+
+int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
+                       size_t *out_len, pb_error *err)
+{
+    return pack_envelope_decode(obj, len, PACK_OBJECT_MAGIC, PACK_OBJECT_MAX_RAW, what, out,
+                                out_len, err);
+}
+
+int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_error *err)
+{
+    return pack_envelope_encode(raw, len, PACK_OBJECT_MAGIC, level, NULL, out, err);
+}
