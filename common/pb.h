@@ -102,6 +102,14 @@ int pb_buf_u64(pb_buf *b, uint64_t v);
 int pb_buf_str(pb_buf *b, const char *s); /* u32 length + bytes */
 void pb_buf_free(pb_buf *b);
 
+/* Growable arrays. array_ptr is the address of the caller's array pointer (T **, NULL
+ * while empty) and *cap its capacity in elements. Makes room for at least need
+ * elements of elem bytes, doubling so appends stay amortised O(1). On failure
+ * (PB_ENOMEM, also when need * elem would overflow) the array and *cap are unchanged
+ * and still the caller's to free. PB_GROW ties elem to the array's element type. */
+int pb_grow(void *array_ptr, size_t *cap, size_t need, size_t elem);
+#define PB_GROW(array, cap, need) pb_grow(&(array), (cap), (need), sizeof(*(array)))
+
 /* Bounds-checked reader over a byte range; sticky failure flag. */
 typedef struct pb_reader {
     const uint8_t *p;

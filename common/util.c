@@ -1,4 +1,4 @@
-/* common/util.c — logging, hashing, buffers, LSN text. */
+/* common/util.c — logging, hashing, buffers, growable arrays, LSN text. */
 #include "pb.h"
 
 #include <errno.h>
@@ -74,19 +74,38 @@ void pb_hasher_free(pb_hasher *h)
     free(h);
 }
 
-int pb_buf_reserve(pb_buf *b, size_t extra)
+/* The array pointer is copied in and out with memcpy, so any T * works without a cast
+ * through void ** (which would read a T * object as a void * one). */
+int pb_grow(void *array_ptr, size_t *cap, size_t need, size_t elem)
 {
-    if (b->len + extra <= b->cap)
+    if (need <= *cap)
         return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra)
-        cap *= 2;
-    uint8_t *p = realloc(b->data, cap);
+    if (elem == 0 || need > SIZE_MAX / elem)
+        return PB_ENOMEM;
+    size_t n = *cap ? *cap : 16;
+    while (n < need)
+        n = n > SIZE_MAX / 2 ? need : n * 2;
+    if (n > SIZE_MAX / elem)
+        n = need;
+    void *old;
+    memcpy(&old, array_ptr, sizeof(old));
+    void *p = realloc(old, n * elem);
     if (!p)
         return PB_ENOMEM;
-    b->data = p;
-    b->cap = cap;
+    memcpy(array_ptr, &p, sizeof(p));
+    *cap = n;
     return 0;
+}
+
+/* Serialisers append many small pieces: start at 256 bytes, not pb_grow's 16. */
+int pb_buf_reserve(pb_buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX - b->len)
+        return PB_ENOMEM;
+    size_t need = b->len + extra;
+    if (need <= b->cap)
+        return 0;
+    return pb_grow(&b->data, &b->cap, need < 256 ? 256 : need, 1);
 }
 
 int pb_buf_append(pb_buf *b, const void *data, size_t len)

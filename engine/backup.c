@@ -97,28 +97,19 @@ static int check_parent(repo *r, const mf_backup *h, pb_error *err)
     return rc;
 }
 
-/* Bytes in flight decide both throughput and the database's read latency. An md array
- * needs a full stripe per request and several in flight to keep every disk busy; a
- * single device does not, and there megabytes queued ahead of the database's random
- * reads multiply its query p99 (docs/BENCHMARKS.md, "Query latency"): 512 KiB x 2
- * read ~88% as fast as 1 MiB x 8 here and kept p99 at pg_basebackup's level. */
+/* The read size and depth are the scanner's I/O plan (scan_plan_io, one decision per
+ * backup from the device under the data directory and the user's settings). */
 static int open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
 {
+    scan_io_plan plan;
+    scan_plan_io(ctx->pgdata, opts->read_size, opts->queue_depth, &plan);
     scan_opts so = SCAN_OPTS_INIT;
-    char why[256] = "";
-    bool single = false;
-    so.read_size = opts->read_size;
-    if (!so.read_size) {
-        so.read_size = scan_default_read_size(ctx->pgdata, why, sizeof(why));
-        single = strstr(why, "default") != NULL; /* no stripe detected */
-        if (single)
-            so.read_size = 512u << 10;
-    }
-    so.queue_depth = opts->queue_depth ? opts->queue_depth : (single ? 2u : 8u);
+    so.read_size = plan.read_size;
+    so.queue_depth = plan.queue_depth;
     so.use_uring = opts->use_uring;
     so.direct = opts->direct;
     pb_info("reading %zu KiB x %u in flight%s%s", so.read_size / 1024, so.queue_depth,
-            why[0] ? ": " : "", why[0] ? why : "");
+            plan.why[0] ? ": " : "", plan.why);
     return scan_open(&ctx->scan, &so, err);
 }
 

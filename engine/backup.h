@@ -21,8 +21,8 @@ typedef struct bk_opts {
     const char *conninfo;   /* libpq connection string; NULL = PG* environment */
     const char *state_dir;  /* local catalog directory */
     char type;              /* 'F' full, 'I' incremental, 0 = automatic */
-    size_t read_size;       /* 0 = detected stripe size */
-    unsigned queue_depth;   /* 0 = automatic: 8 on an md array, 2 on a single device */
+    size_t read_size;       /* 0 = automatic: the md stripe, 512 KiB on a single device */
+    unsigned queue_depth;   /* 0 = automatic (scan_plan_io in engine/scan.h) */
     bool use_uring;
     bool direct;
     bk_checksum_policy on_checksum_error;

@@ -31,28 +31,16 @@ typedef struct rel_scan {
 
 static int append_run(mf_file *f, size_t *cap, const mf_run *run)
 {
-    if (f->nruns == *cap) {
-        size_t n = *cap ? *cap * 2 : 8;
-        mf_run *p = realloc(f->runs, n * sizeof(*p));
-        if (!p)
-            return PB_ENOMEM;
-        f->runs = p;
-        *cap = n;
-    }
+    if (PB_GROW(f->runs, cap, (size_t)f->nruns + 1))
+        return PB_ENOMEM;
     f->runs[f->nruns++] = *run;
     return 0;
 }
 
 static int append_hash(rel_scan *s, uint64_t h)
 {
-    if (s->nhashes == s->hashes_cap) {
-        size_t n = s->hashes_cap ? s->hashes_cap * 2 : 64;
-        uint64_t *p = realloc(s->out.page_hashes, n * sizeof(*p));
-        if (!p)
-            return PB_ENOMEM;
-        s->out.page_hashes = p;
-        s->hashes_cap = n;
-    }
+    if (PB_GROW(s->out.page_hashes, &s->hashes_cap, s->nhashes + 1))
+        return PB_ENOMEM;
     s->out.page_hashes[s->nhashes++] = h;
     return 0;
 }

@@ -20,22 +20,15 @@ struct bk_pipe {
     pack_writer *packs[BK_PIPE_MAX_WORKERS];
     unsigned next_worker; /* hands each starting worker its writer */
     mf_run *done;        /* stored runs since the last take, indexed by submission order */
-    uint32_t nsubmitted, done_cap;
+    uint32_t nsubmitted;
+    size_t done_cap;
     bk_job jobs[BK_PIPE_JOBS];
 };
 
 /* Called with the lock held, at submit time, so workers only write into place. */
 static int reserve_run(bk_pipe *p)
 {
-    if (p->nsubmitted < p->done_cap)
-        return 0;
-    uint32_t cap = p->done_cap ? p->done_cap * 2 : 64;
-    mf_run *n = realloc(p->done, cap * sizeof(*n));
-    if (!n)
-        return PB_ENOMEM;
-    p->done = n;
-    p->done_cap = cap;
-    return 0;
+    return PB_GROW(p->done, &p->done_cap, (size_t)p->nsubmitted + 1);
 }
 
 static void *worker(void *vp)

@@ -37,14 +37,8 @@ static int collect_manifest(void *vctx, const char *key, uint64_t size)
     const char *slash = strchr(rest, '/');
     if (!slash || strcmp(slash, "/manifest") != 0 || (size_t)(slash - rest) >= MF_ID_LEN)
         return 0;
-    if (ctx->ids->count == ctx->cap) {
-        size_t cap = ctx->cap ? ctx->cap * 2 : 16;
-        void *p = realloc(ctx->ids->ids, cap * sizeof(*ctx->ids->ids));
-        if (!p)
-            return PB_ENOMEM;
-        ctx->ids->ids = p;
-        ctx->cap = cap;
-    }
+    if (PB_GROW(ctx->ids->ids, &ctx->cap, ctx->ids->count + 1))
+        return PB_ENOMEM;
     char *dst = ctx->ids->ids[ctx->ids->count++];
     memcpy(dst, rest, (size_t)(slash - rest));
     dst[slash - rest] = '\0';
@@ -200,14 +194,9 @@ int chain_resolve_from(repo *r, const char *id, chain *pool, chain *out, pb_erro
     size_t cap = 0;
     int rc = 0;
     while (next[0]) {
-        if (out->count == cap) {
-            cap = cap ? cap * 2 : 8;
-            void *p = realloc(out->items, cap * sizeof(*out->items));
-            if (!p) {
-                rc = pb_fail(err, PB_ENOMEM, "out of memory resolving chain of %s", id);
-                goto out;
-            }
-            out->items = p;
+        if (PB_GROW(out->items, &cap, out->count + 1)) {
+            rc = pb_fail(err, PB_ENOMEM, "out of memory resolving chain of %s", id);
+            goto out;
         }
         mf_manifest *m = NULL;
         rc = take_or_load(r, pool, next, &m, err);
@@ -300,12 +289,22 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
     return 0;
 }
 
-static int drop_object(void *vr, const char *key, uint64_t size)
+int chain_delete_object(repo *r, const char *key)
 {
     pb_error err = PB_ERROR_INIT;
-    int rc = repo_delete(vr, key, &err);
-    if (rc && rc != PB_ENOENT)
+    int rc = repo_delete(r, key, &err);
+    if (rc == PB_ENOENT)
+        return 0;
+    if (rc)
         pb_warn("%s", err.msg);
+    return rc;
+}
+
+/* A listing callback: one object that cannot be removed does not stop the others. */
+static int drop_object(void *vr, const char *key, uint64_t size)
+{
+    (void)size;
+    chain_delete_object(vr, key);
     return 0;
 }
 
@@ -355,23 +354,17 @@ typedef struct orphan_ctx {
     char (*ids)[MF_ID_LEN]; /* every id seen under backup/, in listing order */
     bool *committed;        /* its manifest exists */
     bool *needed;           /* a committed backup names it as its parent */
-    size_t n, cap, orphans;
+    size_t n, orphans;
+    size_t ids_cap, committed_cap, needed_cap;
 } orphan_ctx;
 
+/* Room for one more id in each of the three parallel arrays. */
 static int orphan_grow(orphan_ctx *o)
 {
-    size_t cap = o->cap ? o->cap * 2 : 16;
-    void *ids = realloc(o->ids, cap * sizeof(*o->ids));
-    if (ids)
-        o->ids = ids;
-    void *c = ids ? realloc(o->committed, cap * sizeof(*o->committed)) : NULL;
-    if (c)
-        o->committed = c;
-    void *nd = c ? realloc(o->needed, cap * sizeof(*o->needed)) : NULL;
-    if (!nd)
+    size_t need = o->n + 1;
+    if (PB_GROW(o->ids, &o->ids_cap, need) || PB_GROW(o->committed, &o->committed_cap, need) ||
+        PB_GROW(o->needed, &o->needed_cap, need))
         return PB_ENOMEM;
-    o->needed = nd;
-    o->cap = cap;
     return 0;
 }
 
@@ -386,7 +379,7 @@ static int collect_orphan(void *vctx, const char *key, uint64_t size)
     if (len == 0 || len >= MF_ID_LEN || !id[len])
         return 0;
     if (o->n == 0 || strncmp(o->ids[o->n - 1], id, len) != 0 || o->ids[o->n - 1][len]) {
-        if (o->n == o->cap && orphan_grow(o) != 0)
+        if (orphan_grow(o) != 0)
             return PB_ENOMEM;
         snprintf(o->ids[o->n], MF_ID_LEN, "%.*s", (int)len, id);
         o->committed[o->n] = o->needed[o->n] = false;

@@ -87,8 +87,12 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
 int chain_verify_identity(repo *r, uint64_t system_id, const char *id, pb_error *err);
 
 /* Remove a backup: its manifest first (it is invisible from then on), then every other
- * object under backup/<id>/. Missing objects are fine; other failures are logged. */
+ * object under backup/<id>/ with chain_delete_object. */
 int chain_drop(repo *r, const char *id, pb_error *err);
+/* Remove one object (of a dropped backup, or expired WAL), best effort: a missing object
+ * is fine (0); any other failure is logged as a warning naming the key and returned, and
+ * the caller goes on with the next (a later expire retries what is left). */
+int chain_delete_object(repo *r, const char *key);
 
 /* Leftovers of writers that are gone (issue 8, item 9), for backup, rebase and expire to
  * call once they hold the writer lock (held, not NULL) and before they write anything:

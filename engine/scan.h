@@ -58,6 +58,30 @@ size_t scan_default_read_size(const char *path, char *why, size_t why_len);
  * a fake sysfs tree. */
 size_t scan_stripe_from_sysfs(const char *sys_dev_dir, char *why, size_t why_len);
 
+/* How a backup reads the data directory: one decision per command, made by
+ * scan_plan_io and used as is by the backup (scan_opts) and by `pageback tune`.
+ * Decisions read the fields; why is for people only (logs, tune) and is never parsed. */
+typedef enum scan_layout {
+    SCAN_LAYOUT_GIVEN,   /* the read size was given; the device was not probed */
+    SCAN_LAYOUT_SINGLE,  /* no md stripe found: a single device (or unknown) */
+    SCAN_LAYOUT_STRIPED, /* an md RAID stripe was found under the path */
+} scan_layout;
+
+typedef struct scan_io_plan {
+    scan_layout layout;
+    size_t read_size;     /* bytes per request, whole pages */
+    unsigned queue_depth; /* requests in flight */
+    char why[256];        /* how read_size was chosen ("" when given) */
+} scan_io_plan;
+
+/* Plan the reads of the files under path. read_size and queue_depth are the user's
+ * settings, 0 for automatic: a given value is kept. Automatic on an md array: the
+ * stripe (scan_default_read_size) x 8 in flight; on a single device 512 KiB x 2; with
+ * a given read size, 8 in flight. Never fails: what cannot be probed is planned as a
+ * single device, and why says so. */
+void scan_plan_io(const char *path, size_t read_size, unsigned queue_depth,
+                  scan_io_plan *out);
+
 /* Totals since scan_open. */
 uint64_t scan_bytes_read(const scanner *s);
 

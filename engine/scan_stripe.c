@@ -1,7 +1,8 @@
 /*
- * engine/scan_stripe.c — the scanner's default read size: the stripe of the md RAID
- * array holding a path, read from sysfs (see scan.h). Split from scan.c, which does the
- * reading; this file only decides how much to read per request.
+ * engine/scan_stripe.c — the scanner's I/O plan: the stripe of the md RAID array holding
+ * a path, read from sysfs, and from it the read size and depth (see scan.h). Split from
+ * scan.c, which does the reading; this file only decides how much to read per request
+ * and how many requests to keep in flight.
  */
 #include "engine/scan.h"
 
@@ -20,6 +21,9 @@
 #define READ_SIZE_MIN (128 * KiB)
 #define READ_SIZE_MAX (16 * MiB)
 #define READ_SIZE_DEFAULT MiB
+#define SINGLE_READ_SIZE (512 * KiB)
+#define SINGLE_QUEUE_DEPTH 2u
+#define STRIPED_QUEUE_DEPTH 8u
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -117,9 +121,13 @@ static bool single_slave(const char *dir, char *out, size_t len)
     return n == 1;
 }
 
-size_t scan_stripe_from_sysfs(const char *sys_dev_dir, char *why, size_t why_len)
+/* *striped is set only when an md array with a usable stripe was found: every other
+ * answer is the default size, and why says which case it was. */
+static size_t stripe_from_sysfs(const char *sys_dev_dir, char *why, size_t why_len,
+                                bool *striped)
 {
     char dir[PATH_MAX], next[PATH_MAX + 16];
+    *striped = false;
     if (!realpath(sys_dev_dir, dir)) {
         snprintf(why, why_len, "no sysfs entry %s; default %zu KiB", sys_dev_dir,
                  READ_SIZE_DEFAULT / KiB);
@@ -146,6 +154,7 @@ size_t scan_stripe_from_sysfs(const char *sys_dev_dir, char *why, size_t why_len
                      "stripe%s",
                      name, level, chunk / KiB, data, disks, note, stripe / KiB,
                      size != stripe ? ", adjusted to the 128 KiB..16 MiB range" : "");
+            *striped = true;
             return size;
         }
         struct stat st;
@@ -164,13 +173,20 @@ size_t scan_stripe_from_sysfs(const char *sys_dev_dir, char *why, size_t why_len
     return READ_SIZE_DEFAULT;
 }
 
-size_t scan_default_read_size(const char *path, char *why, size_t why_len)
+size_t scan_stripe_from_sysfs(const char *sys_dev_dir, char *why, size_t why_len)
+{
+    bool striped;
+    return stripe_from_sysfs(sys_dev_dir, why, why_len, &striped);
+}
+
+static size_t default_read_size(const char *path, char *why, size_t why_len, bool *striped)
 {
     char tmp[8];
     if (!why || why_len == 0) {
         why = tmp;
         why_len = sizeof(tmp);
     }
+    *striped = false;
     struct stat st;
     if (stat(path, &st) != 0) {
         snprintf(why, why_len, "cannot stat %s (%s); default %zu KiB", path, strerror(errno),
@@ -184,5 +200,36 @@ size_t scan_default_read_size(const char *path, char *why, size_t why_len)
     }
     char sys[64];
     snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
-    return scan_stripe_from_sysfs(sys, why, why_len);
+    return stripe_from_sysfs(sys, why, why_len, striped);
+}
+
+size_t scan_default_read_size(const char *path, char *why, size_t why_len)
+{
+    bool striped;
+    return default_read_size(path, why, why_len, &striped);
+}
+
+/* Bytes in flight decide both throughput and the database's read latency. An md array
+ * needs a full stripe per request and several in flight to keep every disk busy; a
+ * single device does not, and there megabytes queued ahead of the database's random
+ * reads multiply its query p99 (docs/BENCHMARKS.md, "Query latency"): 512 KiB x 2
+ * read ~88% as fast as 1 MiB x 8 here and kept p99 at pg_basebackup's level. With a
+ * read size the user gives the device is not probed, and the depth is the array's 8
+ * unless a depth is given too. */
+void scan_plan_io(const char *path, size_t read_size, unsigned queue_depth,
+                  scan_io_plan *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->layout = SCAN_LAYOUT_GIVEN;
+    out->read_size = read_size;
+    if (!read_size) {
+        bool striped;
+        out->read_size = default_read_size(path, out->why, sizeof(out->why), &striped);
+        out->layout = striped ? SCAN_LAYOUT_STRIPED : SCAN_LAYOUT_SINGLE;
+        if (!striped)
+            out->read_size = SINGLE_READ_SIZE;
+    }
+    out->queue_depth = queue_depth ? queue_depth
+                       : out->layout == SCAN_LAYOUT_SINGLE ? SINGLE_QUEUE_DEPTH
+                                                           : STRIPED_QUEUE_DEPTH;
 }

@@ -293,16 +293,10 @@ static int add_entry(walk_ctx *ctx, char *path, walk_kind kind, const struct sta
                      char *target, uint32_t segno)
 {
     walk_list *l = ctx->out;
-    if (l->count == ctx->cap) {
-        size_t cap = ctx->cap ? ctx->cap * 2 : 256;
-        walk_entry *p = realloc(l->items, cap * sizeof(*p));
-        if (!p) {
-            free(path);
-            free(target);
-            return pb_fail(ctx->err, PB_ENOMEM, "walk: out of memory at %zu entries", l->count);
-        }
-        l->items = p;
-        ctx->cap = cap;
+    if (PB_GROW(l->items, &ctx->cap, l->count + 1)) {
+        free(path);
+        free(target);
+        return pb_fail(ctx->err, PB_ENOMEM, "walk: out of memory at %zu entries", l->count);
     }
     walk_entry *e = &l->items[l->count++];
     e->path = path;
@@ -354,14 +348,9 @@ static int read_names(const char *dir, char ***names_out, size_t *n_out, pb_erro
         }
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **p = realloc(names, cap * sizeof(*p));
-            if (!p) {
-                rc = pb_fail(err, PB_ENOMEM, "walk: out of memory listing %s", dir);
-                break;
-            }
-            names = p;
+        if (PB_GROW(names, &cap, n + 1)) {
+            rc = pb_fail(err, PB_ENOMEM, "walk: out of memory listing %s", dir);
+            break;
         }
         if (!(names[n] = strdup(de->d_name))) {
             rc = pb_fail(err, PB_ENOMEM, "walk: out of memory listing %s", dir);

@@ -57,14 +57,8 @@ int mf_add_file(mf_manifest *m, mf_file *f, pb_error *err)
     int rc = mf_check_file(f, PB_EINVAL, "manifest", err);
     if (rc)
         return rc;
-    if (m->count == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        mf_file *p = realloc(m->files, cap * sizeof(*p));
-        if (!p)
-            return pb_fail(err, PB_ENOMEM, "adding %s to the manifest", f->path);
-        m->files = p;
-        m->cap = cap;
-    }
+    if (PB_GROW(m->files, &m->cap, m->count + 1))
+        return pb_fail(err, PB_ENOMEM, "adding %s to the manifest", f->path);
     if (m->count && strcmp(m->files[m->count - 1].path, f->path) >= 0)
         m->sorted = false;
     m->files[m->count++] = *f;

@@ -18,21 +18,6 @@ typedef struct rebase_sink {
     size_t runs_cap, hashes_cap, nhashes;
 } rebase_sink;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 16;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return PB_ENOMEM;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 static int sink_span(void *vs, const mf_file *f, uint64_t offset, const uint8_t *data,
                      size_t len, pb_error *err)
 {
@@ -43,9 +28,8 @@ static int sink_span(void *vs, const mf_file *f, uint64_t offset, const uint8_t 
         return rc;
     mf_file *o = s->out;
     uint32_t pages = (uint32_t)(len / PB_PAGE_SIZE);
-    if (grow((void **)&o->runs, &s->runs_cap, o->nruns + 1, sizeof(mf_run)) ||
-        (f->kind == MF_REL &&
-         grow((void **)&o->page_hashes, &s->hashes_cap, s->nhashes + pages, sizeof(uint64_t))))
+    if (PB_GROW(o->runs, &s->runs_cap, (size_t)o->nruns + 1) ||
+        (f->kind == MF_REL && PB_GROW(o->page_hashes, &s->hashes_cap, s->nhashes + pages)))
         return pb_fail(err, PB_ENOMEM, "out of memory rebasing %s", f->path);
     mf_run run = {f->kind == MF_REL ? (uint32_t)(offset / PB_PAGE_SIZE) : o->nruns,
                   f->kind == MF_REL ? pages : 1, loc.pack_no, loc.clen, loc.offset, loc.rlen};

@@ -19,14 +19,8 @@
 
 int vfy_add_bad(vfy_run *v, const mf_manifest *m, const mf_run *run)
 {
-    if (v->nbad == v->bad_cap) {
-        size_t cap = v->bad_cap ? v->bad_cap * 2 : 16;
-        vfy_bad *p = realloc(v->bad, cap * sizeof(*p));
-        if (!p)
-            return PB_ENOMEM;
-        v->bad = p;
-        v->bad_cap = cap;
-    }
+    if (PB_GROW(v->bad, &v->bad_cap, v->nbad + 1))
+        return PB_ENOMEM;
     v->bad[v->nbad++] = (vfy_bad){m, run->pack_no, run->offset};
     return 0;
 }
@@ -165,13 +159,8 @@ static int collect_refs(own_ctx *o, frame_ref **out, size_t *n)
                     return PB_ENOMEM;
                 continue;
             }
-            if (*n == cap) {
-                cap = cap ? cap * 2 : 1024;
-                frame_ref *p = realloc(*out, cap * sizeof(*p));
-                if (!p)
-                    return PB_ENOMEM;
-                *out = p;
-            }
+            if (PB_GROW(*out, &cap, *n + 1))
+                return PB_ENOMEM;
             (*out)[(*n)++] = ref;
         }
     }

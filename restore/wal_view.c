@@ -26,25 +26,13 @@ static int collect_name(void *vctx, const char *name)
 {
     rs_wal_view *v = vctx;
     if (strlen(name) == 24) {
-        if (v->nsegs == v->scap) {
-            size_t cap = v->scap ? v->scap * 2 : 1024;
-            void *p = realloc(v->segs, cap * sizeof(*v->segs));
-            if (!p)
-                return PB_ENOMEM;
-            v->segs = p;
-            v->scap = cap;
-        }
+        if (PB_GROW(v->segs, &v->scap, v->nsegs + 1))
+            return PB_ENOMEM;
         memcpy(v->segs[v->nsegs++], name, 25);
         return 0;
     }
-    if (v->nhist == v->hcap) {
-        size_t cap = v->hcap ? v->hcap * 2 : 16;
-        void *p = realloc(v->hist, cap * sizeof(*v->hist));
-        if (!p)
-            return PB_ENOMEM;
-        v->hist = p;
-        v->hcap = cap;
-    }
+    if (PB_GROW(v->hist, &v->hcap, v->nhist + 1))
+        return PB_ENOMEM;
     v->hist[v->nhist++] = (uint32_t)strtoul(name, NULL, 16);
     return 0;
 }

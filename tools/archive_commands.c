@@ -26,17 +26,6 @@
 #define PREFETCH_MAX 64u
 #define SPOOL_NAME "pageback-spool"
 
-static int report(const pb_error *err)
-{
-    pb_log(PB_LOG_ERROR, "%s", err->msg);
-    return 1;
-}
-
-static int open_repo(pb_options *o, repo **r, pb_error *err)
-{
-    return repo_open(r, &o->repo, err);
-}
-
 /* A WAL segment's first page has the long header, whose xlp_sysid (offset 24) names
  * the cluster: a segment of another cluster must not enter this repository. The
  * first segment pushed to a new repository records the identity. */
@@ -66,13 +55,13 @@ int cmd_archive_push(pb_options *o)
         return 2;
     }
     repo *r = NULL;
-    int rc = open_repo(o, &r, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = check_wal_identity(r, o->args[0], &err);
     if (rc == 0)
         rc = arch_push(r, o->args[0], &err);
     repo_free(r);
-    return rc ? report(&err) : 0;
+    return rc ? cmd_report(&err) : 0;
 }
 
 /* Segments to fetch ahead: PAGEBACK_ARCHIVE_PREFETCH, bounded. */
@@ -121,7 +110,7 @@ static void prefetch_child(pb_options *o, const char *spool, const char *name,
     }
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
-    int rc = open_repo(o, &r, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = arch_prefetch(r, spool, name, seg_size, count, &err);
     if (rc)
@@ -185,7 +174,7 @@ int cmd_archive_get(pb_options *o)
     int rc = spooled ? take_from_spool(o, spool, name, dest, &err) : PB_ENOENT;
     if (rc == PB_ENOENT) {
         repo *r = NULL;
-        rc = open_repo(o, &r, &err);
+        rc = cmd_open_repo(&r, o, &err);
         if (rc == 0)
             rc = arch_get(r, name, dest, &err);
         repo_free(r);
@@ -197,7 +186,7 @@ int cmd_archive_get(pb_options *o)
         return 1;
     }
     if (rc)
-        return report(&err);
+        return cmd_report(&err);
     if (spooled)
         start_prefetch(o, spool, name, dest, ahead);
     return 0;

@@ -15,17 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int report(const pb_error *err)
-{
-    pb_log(PB_LOG_ERROR, "%s", err->msg);
-    return 1;
-}
-
-static int open_repo(pb_options *o, repo **r, pb_error *err)
-{
-    return repo_open(r, &o->repo, err);
-}
-
 /* The repository location as one string per repository: "/srv/r", "/srv/r/" and
  * "/srv/./r" give one state directory (and a local path resolves through links). */
 static void canonical_location(const char *loc, char *out, size_t cap)
@@ -88,7 +77,7 @@ int cmd_backup(pb_options *o)
                "--state-dir, PAGEBACK_STATE_DIR, XDG_STATE_HOME or HOME");
         return 2;
     }
-    int rc = open_repo(o, &r, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
     if (rc == 0)
         rc = bk_run(r, &o->backup, &m, &err);
@@ -107,7 +96,7 @@ int cmd_backup(pb_options *o)
     }
     mf_free(m);
     repo_free(r);
-    return rc ? report(&err) : 0;
+    return rc ? cmd_report(&err) : 0;
 }
 
 static char *restore_command(pb_options *o)
@@ -147,7 +136,7 @@ int cmd_restore(pb_options *o)
     char *cmd = restore_command(o);
     o->restore.restore_command = cmd;
     rs_stats st;
-    int rc = open_repo(o, &r, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = rs_restore(r, &o->restore, &st, &err);
     if (rc == 0) {
@@ -162,7 +151,7 @@ int cmd_restore(pb_options *o)
     }
     free(cmd);
     repo_free(r);
-    return rc ? report(&err) : 0;
+    return rc ? cmd_report(&err) : 0;
 }
 
 /* One report line per backup and per problem; problems also go to stderr's log. */
@@ -180,7 +169,7 @@ int cmd_verify(pb_options *o)
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     rs_verify_stats st;
-    int rc = open_repo(o, &r, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, NULL, &st, &err);
     if ((rc == 0 || rc == PB_ECORRUPT) && o->restore.set)
@@ -193,7 +182,7 @@ int cmd_verify(pb_options *o)
                st.wal_segments, st.wal_history, st.problems, st.seconds);
     fflush(stdout);
     repo_free(r);
-    return rc ? report(&err) : 0;
+    return rc ? cmd_report(&err) : 0;
 }
 
 int cmd_rebase(pb_options *o)
@@ -202,7 +191,7 @@ int cmd_rebase(pb_options *o)
     repo *r = NULL;
     char id[MF_ID_LEN];
     repo_lock *lock = NULL;
-    int rc = open_repo(o, &r, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = repo_lock_acquire(r, "rebase", &lock, &err);
     /* What a killed backup, rebase or expire left goes first (as backup does it); that
@@ -216,23 +205,23 @@ int cmd_rebase(pb_options *o)
         printf("synthetic full backup %s written\n", id);
     repo_lock_release(lock);
     repo_free(r);
-    return rc ? report(&err) : 0;
+    return rc ? cmd_report(&err) : 0;
 }
 
 int cmd_tune(pb_options *o)
 {
     const char *path = o->backup.pgdata ? o->backup.pgdata : getenv("PGDATA");
-    char why[256] = "";
-    size_t rs = scan_default_read_size(path ? path : ".", why, sizeof(why));
+    scan_io_plan plan; /* the plan a backup with these options would use */
+    scan_plan_io(path ? path : ".", o->backup.read_size, o->backup.queue_depth, &plan);
+    bool single = plan.layout == SCAN_LAYOUT_SINGLE;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     printf("data directory     %s\n", path ? path : "(not given; using the current directory)");
-    bool single = strstr(why, "default") != NULL;
-    printf("read size          %zu KiB  (%s)\n", single ? 512 : rs / 1024,
+    printf("read size          %zu KiB  (%s)\n", plan.read_size / 1024,
            single ? "single device: small requests keep the database's reads from queueing"
-                  : why);
-    printf("queue depth        %u  (%s)\n",
-           o->backup.queue_depth ? o->backup.queue_depth : (single ? 2u : 8u),
-           single ? "1 MiB in flight on one device" : "enough in flight to keep every disk busy");
+           : plan.layout == SCAN_LAYOUT_GIVEN ? "given with --read-size" : plan.why);
+    printf("queue depth        %u  (%s)\n", plan.queue_depth,
+           o->backup.queue_depth ? "given with --queue-depth"
+           : single ? "1 MiB in flight on one device" : "enough in flight to keep every disk busy");
     printf("vCPUs              %ld\n", cpus);
     printf("reader threads     %ld  (direct I/O: all vCPUs on hosts with <= 2 vCPUs, half "
            "elsewhere)\n", cpus <= 2 ? cpus : cpus / 2);

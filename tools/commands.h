@@ -14,4 +14,10 @@ int cmd_expire(pb_options *o);
 int cmd_rebase(pb_options *o);
 int cmd_tune(pb_options *o);
 
+/* Shared by the commands (tools/cli_common.c). */
+/* Open the repository o names (repo_open: free with repo_free). */
+int cmd_open_repo(repo **out, const pb_options *o, pb_error *err);
+/* Log err's message as the command's error and return the failure exit code, 1. */
+int cmd_report(const pb_error *err);
+
 #endif

@@ -15,8 +15,14 @@ enum {
     O_S3_PART, O_S3_STYLE, O_STATE, O_CONFIG, O_LOG, O_PGDATA, O_DBNAME, O_TYPE, O_READ_SIZE,
     O_QD, O_NO_URING, O_NO_DIRECT, O_ON_CKSUM, O_LEVEL, O_FULL_EVERY, O_FULL_AFTER, O_WAL_TIMEOUT,
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
-    O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP, O_MAX_RATE, O_NICE, O_JOBS,
+    O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
+    O_MAX_RATE, O_NICE, O_JOBS, O_END
 };
+
+/* The options given on the command line, one bit each, so the config file (lowest
+ * precedence) does not override them. */
+_Static_assert(O_END - O_REPO <= 64, "one bit per option in a uint64_t");
+#define OPT_BIT(c) (1ull << ((c) - O_REPO))
 
 static const struct option long_opts[] = {
     {"repo", 1, 0, O_REPO}, {"s3-endpoint", 1, 0, O_S3_ENDPOINT},
@@ -40,27 +46,55 @@ static const struct option long_opts[] = {
     {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE}, {0, 0, 0, 0},
 };
 
-void opts_usage(void)
+/* Each command's usage, in the order the global usage lists them. */
+static const struct {
+    const char *command, *text;
+} usages[] = {
+    {"backup",
+     "  backup   [--type full|incr] [--pgdata DIR] [--dbname CONNINFO] [--read-size N]\n"
+     "           [--queue-depth N] [--on-checksum-error warn|fail] [--full-every N]\n"
+     "           [--full-after DURATION] [--compress-level N] [--max-rate BYTES/s]\n"
+     "           [--nice 0..19 (default 10)]\n"},
+    {"restore",
+     "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
+     "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
+     "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
+     "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
+     "           [--jobs N (files rebuilt in parallel, default 4)]\n"},
+    {"archive-push",
+     "  archive-push WAL_PATH            (archive_command = 'pageback archive-push %p')\n"},
+    {"archive-get", "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"},
+    {"info", "  info     [--json]\n"},
+    {"verify", "  verify   [--set ID] [--jobs N]\n"},
+    {"expire", "  expire   --retain-full N\n"},
+    {"rebase", "  rebase   [--set ID] [--compress-level N]\n"},
+    {"tune", "  tune     [--pgdata DIR] [--read-size N] [--queue-depth N]   (no --repo needed)\n"},
+};
+
+static const char usage_common[] =
+    "common: --repo DIR|s3://bucket/prefix [--s3-endpoint URL] [--s3-region R]\n"
+    "        [--s3-uri-style path|host] [--s3-ca-file F] [--s3-insecure] [--s3-parallel N]\n"
+    "        [--state-dir DIR] [--config FILE] [--log-level error|warn|info|debug] [--help]\n"
+    "environment: PAGEBACK_REPO, PAGEBACK_STATE_DIR, PAGEBACK_S3_ENDPOINT, PG* (libpq),\n"
+    "        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n";
+
+int opts_usage(FILE *out, const char *command)
 {
-    fputs("usage: pageback COMMAND [options]\n"
-          "  backup   [--type full|incr] [--pgdata DIR] [--dbname CONNINFO] [--read-size N]\n"
-          "           [--queue-depth N] [--on-checksum-error warn|fail] [--full-every N]\n"
-          "           [--full-after DURATION] [--compress-level N] [--max-rate BYTES/s]\n"
-          "           [--nice 0..19 (default 10)]\n"
-          "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
-          "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
-          "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
-          "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
-          "           [--jobs N (files rebuilt in parallel, default 4)]\n"
-          "  archive-push WAL_PATH            (archive_command = 'pageback archive-push %p')\n"
-          "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"
-          "  info [--json] | verify [--set ID] | expire --retain-full N | rebase [--set ID] | tune\n"
-          "common: --repo DIR|s3://bucket/prefix [--s3-endpoint URL] [--s3-region R]\n"
-          "        [--s3-uri-style path|host] [--s3-ca-file F] [--s3-insecure] [--s3-parallel N]\n"
-          "        [--state-dir DIR] [--config FILE] [--log-level error|warn|info|debug]\n"
-          "environment: PAGEBACK_REPO, PAGEBACK_STATE_DIR, PAGEBACK_S3_ENDPOINT, PG* (libpq),\n"
-          "        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n",
-          stderr);
+    size_t n = sizeof(usages) / sizeof(usages[0]), i = 0;
+    if (command) {
+        while (i < n && strcmp(usages[i].command, command) != 0)
+            i++;
+        if (i == n)
+            return PB_EINVAL;
+        fprintf(out, "usage: pageback %s [options]\n%s", command, usages[i].text);
+    } else {
+        fputs("usage: pageback COMMAND [options]   (pageback COMMAND --help: one command)\n",
+              out);
+        for (i = 0; i < n; i++)
+            fputs(usages[i].text, out);
+    }
+    fputs(usage_common, out);
+    return 0;
 }
 
 static int parse_size(const char *text, size_t *out)
@@ -307,8 +341,9 @@ static void apply_env(pb_options *o)
 }
 
 /* Config file: "name = value" lines, names as the long options (plus s3-key, s3-secret,
- * s3-token). Lowest precedence: only fills what is still unset. */
-static int apply_config(pb_options *o, pb_error *err)
+ * s3-token). Lowest precedence: only fills what is still unset, and never what the
+ * command line gave (given: OPT_BIT of each). */
+static int apply_config(pb_options *o, uint64_t given, pb_error *err)
 {
     FILE *fp = fopen(o->config_file, "r");
     if (!fp)
@@ -351,6 +386,8 @@ static int apply_config(pb_options *o, pb_error *err)
                 break;
         if (!long_opts[idx].name)
             return pb_fail(err, PB_EINVAL, "unknown setting '%s' in %s", line, o->config_file);
+        if (given & OPT_BIT(long_opts[idx].val))
+            continue;
         int rc = apply_opt(o, long_opts[idx].val, value, err);
         if (rc)
             return pb_error_wrap(err, "in %s", o->config_file);
@@ -383,19 +420,29 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
     o->backup = bo;
     o->restore = rso;
     find_program(o, argv[0]);
+    if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
+        o->help_requested = true; /* "pageback help [COMMAND]" */
+        o->command = argc >= 3 ? argv[2] : NULL;
+        return 0;
+    }
     if (argc < 2 || argv[1][0] == '-')
         return pb_fail(err, PB_EINVAL, "no command given");
     o->command = argv[1];
     optind = 2;
     int c;
+    uint64_t given = 0;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         if (c == '?' )
             return pb_fail(err, PB_EINVAL, "invalid option (see pageback --help)");
-        if (c == O_HELP)
-            return pb_fail(err, PB_EINVAL, "help");
+        if (c == O_HELP) {
+            /* Nothing else is needed or checked: help works without a repository. */
+            o->help_requested = true;
+            return 0;
+        }
         int rc = apply_opt(o, c, optarg, err);
         if (rc)
             return rc;
+        given |= OPT_BIT(c);
     }
     for (; optind < argc && o->nargs < 4; optind++)
         o->args[o->nargs++] = argv[optind];
@@ -403,7 +450,7 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
         return pb_fail(err, PB_EINVAL, "too many arguments");
     apply_env(o);
     if (o->config_file) {
-        int rc = apply_config(o, err);
+        int rc = apply_config(o, given, err);
         if (rc)
             return rc;
     }

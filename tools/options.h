@@ -6,6 +6,7 @@
 #define PB_TOOLS_OPTIONS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "engine/backup.h"
 #include "engine/storage/storage.h"
@@ -14,7 +15,8 @@
 #define PB_MAX_TBLSPC_MAP 64
 
 typedef struct pb_options {
-    const char *command;
+    const char *command; /* NULL only for "pageback help" without a command */
+    bool help_requested; /* --help or "help": print opts_usage(command), nothing else */
     const char *args[4]; /* positional arguments after the command */
     int nargs;
     const char *config_file;
@@ -35,9 +37,14 @@ typedef struct pb_options {
 } pb_options;
 
 /* Parse argv into opts (strings point into argv, the environment or a config buffer the
- * options own). Prints usage problems to err and returns PB_EINVAL. */
+ * options own). A usage problem returns PB_EINVAL with err saying what is wrong. A
+ * request for help ("pageback help [COMMAND]", "pageback --help", "COMMAND --help")
+ * returns 0 with help_requested set and only command filled in. Free with opts_free,
+ * also after a failure. */
 int opts_parse(pb_options *opts, int argc, char **argv, pb_error *err);
 void opts_free(pb_options *opts);
-void opts_usage(void);
+/* Print the usage of command (its options and the common ones) to out, or of every
+ * command when command is NULL. PB_EINVAL, printing nothing, for an unknown command. */
+int opts_usage(FILE *out, const char *command);
 
 #endif

@@ -17,20 +17,31 @@ static const command commands[] = {
     {"expire", cmd_expire}, {"rebase", cmd_rebase}, {"tune", cmd_tune},
 };
 
+/* Asked-for help goes to stdout and exits 0; help for a command that does not exist is
+ * a usage error. */
+static int help(const pb_options *o)
+{
+    if (opts_usage(stdout, o->command) == 0)
+        return 0;
+    fprintf(stderr, "pageback: unknown command '%s'\n", o->command);
+    opts_usage(stderr, NULL);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     pb_options opts;
     pb_error err = PB_ERROR_INIT;
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))) {
-        opts_usage();
-        return 0;
-    }
     if (opts_parse(&opts, argc, argv, &err) != 0) {
-        if (strcmp(err.msg, "help") != 0)
-            fprintf(stderr, "pageback: %s\n", err.msg);
-        opts_usage();
+        fprintf(stderr, "pageback: %s\n", err.msg);
+        opts_usage(stderr, NULL);
         opts_free(&opts);
         return 2;
+    }
+    if (opts.help_requested) {
+        int rc = help(&opts);
+        opts_free(&opts);
+        return rc;
     }
     /* Test-only crash points (docs/GUIDE.md, "Fault injection (tests only)"). */
     if (pb_fault_init(getenv("PAGEBACK_TEST_FAULT"), &err) != 0) {
@@ -47,7 +58,7 @@ int main(int argc, char **argv)
         rc = commands[i].run(&opts);
     } else {
         fprintf(stderr, "pageback: unknown command '%s'\n", opts.command);
-        opts_usage();
+        opts_usage(stderr, NULL);
     }
     opts_free(&opts);
     return rc;

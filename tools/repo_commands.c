@@ -142,7 +142,7 @@ int cmd_info(pb_options *o)
     repo *r = NULL;
     chain_history hist = {0};
     wal_ctx w = {NULL, 16u << 20};
-    int rc = repo_open(&r, &o->repo, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = chain_history_load(r, &hist, &err);
     if (rc)
@@ -170,24 +170,10 @@ out:
     }
     chain_history_free(&hist);
     repo_free(r);
-    if (rc) {
-        pb_log(PB_LOG_ERROR, "%s", err.msg);
-        return 1;
-    }
-    return 0;
+    return rc ? cmd_report(&err) : 0;
 }
 
 /* ---- expire ---- */
-
-static int delete_one(void *vr, const char *key, uint64_t size)
-{
-    pb_error err = PB_ERROR_INIT;
-    int rc = repo_delete(vr, key, &err);
-    if (rc && rc != PB_ENOENT)
-        pb_warn("%s", err.msg);
-    return 0;
-}
-
 
 typedef struct wal_expire {
     repo *r;
@@ -204,7 +190,7 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
         return 0;
     /* Same or older timeline, and a position before the oldest retained start. */
     if (strncmp(name, ctx->oldest, 8) <= 0 && strncmp(name + 8, ctx->oldest + 8, 16) < 0) {
-        delete_one(ctx->r, key, size);
+        chain_delete_object(ctx->r, key);
         ctx->removed++;
         PB_FAULT_POINT("expire.mid-wal");
     }
@@ -241,7 +227,7 @@ int cmd_expire(pb_options *o)
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     repo_lock *lock = NULL;
-    int rc = repo_open(&r, &o->repo, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = repo_lock_acquire(r, "expire", &lock, &err);
     /* What a killed backup, rebase or expire left goes first (as backup does it), so an
@@ -254,11 +240,7 @@ int cmd_expire(pb_options *o)
         rc = expire_locked(o);
     repo_lock_release(lock);
     repo_free(r);
-    if (rc < 0) {
-        pb_log(PB_LOG_ERROR, "%s", err.msg);
-        return 1;
-    }
-    return rc;
+    return rc < 0 ? cmd_report(&err) : rc;
 }
 
 /* Retention follows history order and parentage (chain_retain): the newest N full or
@@ -274,7 +256,7 @@ static int expire_locked(pb_options *o)
     repo *r = NULL;
     chain_history hist = {0};
     bool *keep = NULL;
-    int rc = repo_open(&r, &o->repo, &err);
+    int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = chain_history_load(r, &hist, &err);
     if (rc == 0 && !(keep = calloc(hist.count ? hist.count : 1, sizeof(*keep))))
@@ -296,9 +278,5 @@ static int expire_locked(pb_options *o)
     free(keep);
     chain_history_free(&hist);
     repo_free(r);
-    if (rc) {
-        pb_log(PB_LOG_ERROR, "%s", err.msg);
-        return 1;
-    }
-    return 0;
+    return rc ? cmd_report(&err) : 0;
 }

@@ -2,7 +2,8 @@
  * tests/unit/chain_test.c — engine/chain_order.c: history order (stop LSN, a synthetic
  * full after the real backup it copies, never id order), the chain head, and retention
  * that keeps every ancestor a kept backup needs. The rebase scenario: full, incr 1,
- * incr 2, then a synthetic full of incr 1 whose id sorts last.
+ * incr 2, then a synthetic full of incr 1 whose id sorts last. And engine/chain.c's one
+ * object deletion, used by chain_drop and by expire for WAL.
  */
 #include "engine/chain.h"
 #include "tests/unit/pbtest.h"
@@ -145,6 +146,27 @@ static void test_corrupt_manifest_fails(void)
     repo_free(r);
 }
 
+/* One deletion for backups and WAL: a missing object is not a failure. */
+static void test_delete_object(void)
+{
+    repo *r = open_repo("delete");
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(repo_put(r, "wal/0000000100000000/000000010000000000000001.zst", "x", 1,
+                       &err) == 0);
+    PBT_CHECK(chain_delete_object(r, "wal/0000000100000000/000000010000000000000001.zst") == 0);
+    PBT_CHECK(repo_stat(r, "wal/0000000100000000/000000010000000000000001.zst", NULL, &err) ==
+              PB_ENOENT);
+    PBT_CHECK(chain_delete_object(r, "wal/0000000100000000/000000010000000000000001.zst") == 0);
+    mf_backup h = hdr(F, "", 'F', 0x1000, 100);
+    commit(r, &h);
+    PBT_CHECK(repo_put(r, "backup/" F "/pack-0", "p", 1, &err) == 0);
+    PBT_CHECK(chain_drop(r, F, &err) == 0);
+    PBT_CHECK(repo_stat(r, "backup/" F "/manifest", NULL, &err) == PB_ENOENT);
+    PBT_CHECK(repo_stat(r, "backup/" F "/pack-0", NULL, &err) == PB_ENOENT);
+    PBT_CHECK(chain_drop(r, F, &err) == 0); /* dropping what is gone is fine */
+    repo_free(r);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/pb-chain-test.XXXXXX");
@@ -154,6 +176,7 @@ int main(void)
     PBT_RUN(test_history_order_and_head);
     PBT_RUN(test_retain_keeps_parents);
     PBT_RUN(test_corrupt_manifest_fails);
+    PBT_RUN(test_delete_object);
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     if (system(cmd) != 0)

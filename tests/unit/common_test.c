@@ -1,4 +1,4 @@
-/* tests/unit/common_test.c — common/: errors, buffers, LSN text. */
+/* tests/unit/common_test.c — common/: errors, buffers, growable arrays, LSN text. */
 #include "common/pb.h"
 #include "common/fault.h"
 #include "tests/unit/pbtest.h"
@@ -35,6 +35,39 @@ static void test_buf_reader(void)
     pb_rd_u32(&r); /* past the end: sticky failure, no read */
     PBT_CHECK(r.bad);
     pb_buf_free(&b);
+}
+
+/* pb_grow: room for need elements, doubling; a size that would overflow is refused and
+ * leaves the array as it was. */
+static void test_grow(void)
+{
+    uint64_t *a = NULL;
+    size_t cap = 0;
+    PBT_CHECK(PB_GROW(a, &cap, 0) == 0 && a == NULL && cap == 0);
+    for (size_t n = 0; n < 1000; n++) {
+        if (PB_GROW(a, &cap, n + 1) != 0)
+            break;
+        a[n] = n;
+    }
+    PBT_CHECK(a != NULL && cap >= 1000 && cap < 2048);
+    size_t sum = 0;
+    for (size_t n = 0; n < 1000; n++)
+        sum += a[n];
+    PBT_CHECK(sum == 999 * 1000 / 2); /* every element kept across the reallocations */
+    size_t before = cap;
+    PBT_CHECK(PB_GROW(a, &cap, 10) == 0 && cap == before); /* already room: no change */
+    uint64_t *kept = a;
+    PBT_CHECK(PB_GROW(a, &cap, SIZE_MAX / 4) == PB_ENOMEM); /* need * 8 overflows */
+    PBT_CHECK(a == kept && cap == before && a[999] == 999);
+    PBT_CHECK(pb_grow(&a, &cap, SIZE_MAX / 2 + 2, 2) == PB_ENOMEM && a == kept &&
+              cap == before);
+    free(a);
+    char (*names)[25] = NULL; /* arrays of arrays, as the WAL listing keeps names */
+    cap = 0;
+    PBT_CHECK(PB_GROW(names, &cap, 3) == 0 && cap >= 3);
+    memcpy(names[2], "000000010000000000000003", 25);
+    PBT_CHECK(strcmp(names[2], "000000010000000000000003") == 0);
+    free(names);
 }
 
 static void test_error(void)
@@ -85,6 +118,7 @@ int main(void)
 {
     PBT_RUN(test_lsn);
     PBT_RUN(test_buf_reader);
+    PBT_RUN(test_grow);
     PBT_RUN(test_error);
     PBT_RUN(test_fault_spec);
     return PBT_DONE();

@@ -654,6 +654,33 @@ static void test_stripe_size(void)
         fprintf(stderr, "cannot remove %s\n", root);
 }
 
+/* The I/O plan: given settings are kept; automatic ones follow the device, and the
+ * decision is in the layout field (why is text for people). */
+static void test_io_plan(void)
+{
+    scan_io_plan p;
+    scan_plan_io("/nonexistent/x", 0, 0, &p); /* cannot be probed: a single device */
+    PBT_CHECK(p.layout == SCAN_LAYOUT_SINGLE && p.read_size == 512 * KiB && p.queue_depth == 2);
+    PBT_CHECK(strstr(p.why, "/nonexistent/x") != NULL);
+    scan_plan_io("/nonexistent/x", 0, 5, &p);
+    PBT_CHECK(p.layout == SCAN_LAYOUT_SINGLE && p.read_size == 512 * KiB && p.queue_depth == 5);
+    scan_plan_io(tmpdir, 256 * KiB, 0, &p); /* a given size is not probed */
+    PBT_CHECK(p.layout == SCAN_LAYOUT_GIVEN && p.read_size == 256 * KiB && p.queue_depth == 8);
+    PBT_CHECK(p.why[0] == '\0');
+    scan_plan_io(tmpdir, 256 * KiB, 3, &p);
+    PBT_CHECK(p.layout == SCAN_LAYOUT_GIVEN && p.read_size == 256 * KiB && p.queue_depth == 3);
+    scan_plan_io(tmpdir, 0, 0, &p); /* the real device: either plan, consistently */
+    printf("  %s: %s, %zu KiB x %u: %s\n", tmpdir,
+           p.layout == SCAN_LAYOUT_STRIPED ? "striped" : "single", p.read_size / KiB,
+           p.queue_depth, p.why);
+    if (p.layout == SCAN_LAYOUT_STRIPED)
+        PBT_CHECK(p.read_size == scan_default_read_size(tmpdir, NULL, 0) && p.queue_depth == 8);
+    else
+        PBT_CHECK(p.layout == SCAN_LAYOUT_SINGLE && p.read_size == 512 * KiB &&
+                  p.queue_depth == 2);
+    PBT_CHECK(p.why[0] != '\0');
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/pbscanXXXXXX");
@@ -671,6 +698,7 @@ int main(void)
     PBT_RUN(test_page_cache_footprint);
     PBT_RUN(test_buffered_fallback);
     PBT_RUN(test_stripe_size);
+    PBT_RUN(test_io_plan);
     rmdir(tmpdir);
     return PBT_DONE();
 }
