@@ -216,14 +216,16 @@ static int expire_wal_before(repo *r, const chain_history *hist, const bool *kee
     return rc;
 }
 
-static int expire_locked(pb_options *o);
+static int expire_locked(repo *r, const pb_options *o, pb_error *err);
 
 /* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
  * backup builds on a parent it is removing, and no rebase reads one. */
 int cmd_expire(pb_options *o)
 {
-    if (o->retain_full <= 0)
-        return expire_locked(o); /* usage error, reported there */
+    if (o->retain_full <= 0) {
+        pb_log(PB_LOG_ERROR, "expire needs --retain-full N");
+        return 2;
+    }
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     repo_lock *lock = NULL;
@@ -237,30 +239,22 @@ int cmd_expire(pb_options *o)
     if (rc == 0 && chain_cleanup(r, lock, &cerr) != 0)
         pb_warn("could not clean up after earlier interrupted runs: %s", cerr.msg);
     if (rc == 0)
-        rc = expire_locked(o);
+        rc = expire_locked(r, o, &err);
     repo_lock_release(lock);
     repo_free(r);
-    return rc < 0 ? cmd_report(&err) : rc;
+    return rc ? cmd_report(&err) : 0;
 }
 
 /* Retention follows history order and parentage (chain_retain): the newest N full or
  * synthetic backups, everything after the oldest of them, and every ancestor a kept
  * backup needs; a backup whose descendant is kept is never removed. */
-static int expire_locked(pb_options *o)
+static int expire_locked(repo *r, const pb_options *o, pb_error *err)
 {
-    pb_error err = PB_ERROR_INIT;
-    if (o->retain_full <= 0) {
-        pb_log(PB_LOG_ERROR, "expire needs --retain-full N");
-        return 2;
-    }
-    repo *r = NULL;
     chain_history hist = {0};
     bool *keep = NULL;
-    int rc = cmd_open_repo(&r, o, &err);
-    if (rc == 0)
-        rc = chain_history_load(r, &hist, &err);
+    int rc = chain_history_load(r, &hist, err);
     if (rc == 0 && !(keep = calloc(hist.count ? hist.count : 1, sizeof(*keep))))
-        rc = pb_fail(&err, PB_ENOMEM, "out of memory planning expire");
+        rc = pb_fail(err, PB_ENOMEM, "out of memory planning expire");
     if (rc == 0)
         chain_retain(&hist, (unsigned)o->retain_full, keep);
     /* Newest first: an incremental goes before the backups it needs, so a kill at any
@@ -268,15 +262,14 @@ static int expire_locked(pb_options *o)
     for (size_t i = hist.count; rc == 0 && i-- > 0;) {
         if (keep[i])
             continue;
-        rc = chain_drop(r, hist.items[i].id, &err);
+        rc = chain_drop(r, hist.items[i].id, err);
         if (rc == 0)
             printf("expired backup %s\n", hist.items[i].id);
         PB_FAULT_POINT("expire.after-backup");
     }
     if (rc == 0)
-        rc = expire_wal_before(r, &hist, keep, &err);
+        rc = expire_wal_before(r, &hist, keep, err);
     free(keep);
     chain_history_free(&hist);
-    repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc;
 }

@@ -167,16 +167,12 @@ static void test_damaged(void)
 
 int main(void)
 {
-    snprintf(root, sizeof(root), "/tmp/pb-backup-plan-test.XXXXXX");
-    if (!mkdtemp(root))
+    if (pbt_tmpdir(root, sizeof(root), "backup-plan-test") != 0)
         return 1;
     PBT_RUN(test_incremental);
     PBT_RUN(test_rules);
     PBT_RUN(test_rebased_head);
     PBT_RUN(test_damaged);
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    pbt_rmtree(root);
     return PBT_DONE();
 }

@@ -169,17 +169,13 @@ static void test_delete_object(void)
 
 int main(void)
 {
-    snprintf(root, sizeof(root), "/tmp/pb-chain-test.XXXXXX");
-    if (!mkdtemp(root))
+    if (pbt_tmpdir(root, sizeof(root), "chain-test") != 0)
         return 1;
     PBT_RUN(test_comparator);
     PBT_RUN(test_history_order_and_head);
     PBT_RUN(test_retain_keeps_parents);
     PBT_RUN(test_corrupt_manifest_fails);
     PBT_RUN(test_delete_object);
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    pbt_rmtree(root);
     return PBT_DONE();
 }

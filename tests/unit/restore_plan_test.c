@@ -288,14 +288,10 @@ static void test_plan(void)
 
 int main(void)
 {
-    snprintf(root, sizeof(root), "/tmp/pb-plan-test.XXXXXX");
-    if (!mkdtemp(root))
+    if (pbt_tmpdir(root, sizeof(root), "plan-test") != 0)
         return 1;
     snprintf(repodir, sizeof(repodir), "%s/repo", root);
     PBT_RUN(test_plan);
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    pbt_rmtree(root);
     return PBT_DONE();
 }

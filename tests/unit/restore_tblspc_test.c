@@ -313,17 +313,13 @@ static void test_wal_dir(void)
 
 int main(void)
 {
-    snprintf(root, sizeof(root), "/tmp/pb-tblspc-test.XXXXXX");
-    if (!mkdtemp(root))
+    if (pbt_tmpdir(root, sizeof(root), "tblspc-test") != 0)
         return 1;
     PBT_RUN(test_delta_source_tablespace);
     PBT_RUN(test_own_link_and_mapped_source);
     PBT_RUN(test_shared_or_nested);
     PBT_RUN(test_inside_target);
     PBT_RUN(test_wal_dir);
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    pbt_rmtree(root);
     return PBT_DONE();
 }

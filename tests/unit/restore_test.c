@@ -625,8 +625,7 @@ static void test_durability(void)
 
 int main(void)
 {
-    snprintf(root, sizeof(root), "/tmp/pb-restore-test.XXXXXX");
-    if (!mkdtemp(root))
+    if (pbt_tmpdir(root, sizeof(root), "restore-test") != 0)
         return 1;
     PBT_RUN(test_restore_chain);
     PBT_RUN(test_corrupt_hash_and_missing_wal);
@@ -636,9 +635,6 @@ int main(void)
     PBT_RUN(test_wal_link);
     PBT_RUN(test_running_cluster);
     PBT_RUN(test_durability);
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    pbt_rmtree(root);
     return PBT_DONE();
 }

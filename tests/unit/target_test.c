@@ -213,8 +213,7 @@ static void test_check_entry(void)
 
 int main(void)
 {
-    snprintf(root, sizeof(root), "/tmp/pb-target-test.XXXXXX");
-    if (!mkdtemp(root))
+    if (pbt_tmpdir(root, sizeof(root), "target-test") != 0)
         return 1;
     setup();
     PBT_RUN(test_resolve_openat2);
@@ -222,9 +221,6 @@ int main(void)
     PBT_RUN(test_replace_link);
     PBT_RUN(test_check_entry);
     PBT_RUN(test_fix_owner);
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    pbt_rmtree(root);
     return PBT_DONE();
 }

@@ -151,15 +151,11 @@ static void test_time_targets(void)
 
 int main(void)
 {
-    snprintf(root, sizeof(root), "/tmp/pb-walview-test.XXXXXX");
-    if (!mkdtemp(root))
+    if (pbt_tmpdir(root, sizeof(root), "walview-test") != 0)
         return 1;
     pb_log_set_level(PB_LOG_ERROR);
     PBT_RUN(test_lsn_targets);
     PBT_RUN(test_time_targets);
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    pbt_rmtree(root);
     return PBT_DONE();
 }
