@@ -39,6 +39,7 @@ typedef struct mf_file {
     uint32_t mode;
     uint64_t size;       /* bytes */
     int64_t mtime;
+    uint64_t inode;      /* source inode; 0 = unknown (format v1 does not carry it) */
     char *link_target;   /* MF_LINK: tablespace directory on the source */
     uint64_t hash;       /* MF_FILE: hash of the whole content */
     char stored_in[MF_ID_LEN]; /* MF_FILE: backup whose runs hold the content */
