@@ -52,7 +52,7 @@ static int flush_frame(bk_ctx *ctx, mf_file *f, size_t *runs_cap, uint32_t first
     int rc = pack_write_frame(ctx->packs, data, len, &loc, err);
     if (rc)
         return pb_error_wrap(err, "storing %s", f->path);
-    mf_run run = {first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen};
+    mf_run run = {first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     if (append_run(f, runs_cap, &run))
         return pb_fail(err, PB_ENOMEM, "out of memory recording frames of %s", f->path);
     return 0;

@@ -31,6 +31,8 @@ typedef struct mf_run {
     uint32_t clen;
     uint64_t offset;
     uint32_t rlen;
+    uint32_t frame_page; /* index of page `first` inside the decompressed frame: 0 unless
+                          * several runs share one frame (format v2 only) */
 } mf_run;
 
 typedef struct mf_file {

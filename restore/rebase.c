@@ -32,7 +32,7 @@ static int sink_span(void *vs, const mf_file *f, uint64_t offset, const uint8_t 
         (f->kind == MF_REL && PB_GROW(o->page_hashes, &s->hashes_cap, s->nhashes + pages)))
         return pb_fail(err, PB_ENOMEM, "out of memory rebasing %s", f->path);
     mf_run run = {f->kind == MF_REL ? (uint32_t)(offset / PB_PAGE_SIZE) : o->nruns,
-                  f->kind == MF_REL ? pages : 1, loc.pack_no, loc.clen, loc.offset, loc.rlen};
+                  f->kind == MF_REL ? pages : 1, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     o->runs[o->nruns++] = run;
     for (uint32_t k = 0; f->kind == MF_REL && k < pages; k++)
         o->page_hashes[s->nhashes++] = pb_hash64(data + (size_t)k * PB_PAGE_SIZE, PB_PAGE_SIZE);

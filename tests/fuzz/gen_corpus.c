@@ -44,7 +44,7 @@ static void add(mf_manifest *m, const char *path, mf_kind kind, uint32_t npages,
     f.runs = calloc(nruns ? nruns : 1, sizeof(mf_run));
     f.page_hashes = calloc(npages ? npages : 1, 8);
     for (uint32_t i = 0; i < nruns; i++)
-        f.runs[i] = (mf_run){i * 2, kind == MF_REL ? 2 : 1, 1, 100, 16 + 100 * i, 16384};
+        f.runs[i] = (mf_run){i * 2, kind == MF_REL ? 2 : 1, 1, 100, 16 + 100 * i, 16384, 0};
     pb_error err = PB_ERROR_INIT;
     if (mf_add_file(m, &f, &err)) {
         fprintf(stderr, "%s\n", err.msg);

@@ -76,7 +76,7 @@ static int add_rel(mf_manifest *m, uint32_t backup, const char *path, uint32_t n
     uint64_t at = 0;
     for (uint32_t j = 0; j < nr; j++) {
         uint32_t i = reverse ? nr - 1 - j : j;
-        f.runs[j] = (mf_run){firsts[i], counts[i], backup, 100 + i, 4096ull * i, counts[i] * 8192};
+        f.runs[j] = (mf_run){firsts[i], counts[i], backup, 100 + i, 4096ull * i, counts[i] * 8192, 0};
         for (uint32_t p = 0; p < counts[i]; p++)
             f.page_hashes[at++] = hv(backup, path, firsts[i] + p);
     }
@@ -100,7 +100,7 @@ static int add_rel_hashes(mf_manifest *m, const char *path, uint32_t npages, uin
     f.size = (uint64_t)npages * PB_PAGE_SIZE;
     f.nruns = 1;
     f.runs = calloc(1, sizeof(*f.runs));
-    f.runs[0] = (mf_run){first, count, 9, 9, 9, 9};
+    f.runs[0] = (mf_run){first, count, 9, 9, 9, 9, 0};
     f.page_hashes = malloc(count * 8);
     memcpy(f.page_hashes, hashes, count * 8);
     pb_error err = PB_ERROR_INIT;
@@ -127,8 +127,8 @@ static int add_other(mf_manifest *m, const char *path, mf_kind kind, uint64_t ha
         f.size = 8192 * 3 + 10;
         f.nruns = 2;
         f.runs = calloc(2, sizeof(*f.runs));
-        f.runs[0] = (mf_run){0, 1, 7, 1000, 0, 65536};
-        f.runs[1] = (mf_run){1, 1, 7, 20, 1000, 10};
+        f.runs[0] = (mf_run){0, 1, 7, 1000, 0, 65536, 0};
+        f.runs[1] = (mf_run){1, 1, 7, 20, 1000, 10, 0};
     }
     pb_error err = PB_ERROR_INIT;
     int rc = mf_add_file(m, &f, &err);
@@ -209,8 +209,8 @@ static void test_add_find(void)
     f.size = 10 * PB_PAGE_SIZE;
     f.nruns = 2;
     f.runs = calloc(2, sizeof(*f.runs));
-    f.runs[0] = (mf_run){4, 4, 0, 0, 0, 0};
-    f.runs[1] = (mf_run){0, 5, 0, 0, 0, 0};
+    f.runs[0] = (mf_run){4, 4, 0, 0, 0, 0, 0};
+    f.runs[1] = (mf_run){0, 5, 0, 0, 0, 0, 0};
     f.page_hashes = calloc(9, 8);
     PBT_CHECK(mf_add_file(m, &f, &err) == PB_EINVAL);
     f.runs[1].count = 4; /* [0,4) and [4,8): fine, even out of order */

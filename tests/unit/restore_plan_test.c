@@ -119,7 +119,7 @@ static void commit_backup(repo *r, int k)
     rel.size = 3 * PB_PAGE_SIZE;
     rel.npages = 3;
     rel.runs = calloc(1, sizeof(mf_run));
-    rel.runs[0] = (mf_run){first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen};
+    rel.runs[0] = (mf_run){first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     rel.nruns = 1;
     rel.page_hashes = calloc(count, sizeof(uint64_t));
     for (uint32_t p = 0; p < count; p++)

@@ -97,7 +97,7 @@ static void ship(pack_writer *pw, mf_file *f, uint32_t first, uint32_t count, co
     pb_error err = PB_ERROR_INIT;
     PBT_CHECK(pack_write_frame(pw, data, (size_t)count * PB_PAGE_SIZE, &loc, &err) == 0);
     f->runs = realloc(f->runs, (f->nruns + 1) * sizeof(mf_run));
-    mf_run run = {first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen};
+    mf_run run = {first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     uint32_t shipped = 0;
     for (uint32_t i = 0; i < f->nruns; i++)
         shipped += f->runs[i].count;
@@ -167,7 +167,7 @@ static void build_chain(repo *r, bool corrupt_hash)
     pack_loc loc;
     PBT_CHECK(pack_write_frame(pw, "15\n", 3, &loc, &err) == 0);
     ver.runs = calloc(1, sizeof(mf_run));
-    ver.runs[0] = (mf_run){0, 1, loc.pack_no, loc.clen, loc.offset, loc.rlen};
+    ver.runs[0] = (mf_run){0, 1, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     ver.nruns = 1;
     PBT_CHECK(mf_add_file(f, &ver, &err) == 0);
     PBT_CHECK(pack_writer_finish(pw, &err) == 0);
@@ -316,10 +316,10 @@ static void test_corrupt_hash_and_missing_wal(void)
  * allocation or read from it (old code: a 4 GiB buffer, or a negative pread offset). */
 static void test_hostile_frame_locations(void)
 {
-    const mf_run evil[] = {{0, 1, 1, 0xFFFFFFF0u, 16, 8192},
-                           {0, 1, 1, 64, UINT64_MAX - 20, 8192},
-                           {0, 1, 1, 64, (uint64_t)INT64_MAX - 8, 8192},
-                           {0, 1, 1, 3, 16, 8192}};
+    const mf_run evil[] = {{0, 1, 1, 0xFFFFFFF0u, 16, 8192, 0},
+                           {0, 1, 1, 64, UINT64_MAX - 20, 8192, 0},
+                           {0, 1, 1, 64, (uint64_t)INT64_MAX - 8, 8192, 0},
+                           {0, 1, 1, 3, 16, 8192, 0}};
     for (size_t i = 0; i < sizeof(evil) / sizeof(evil[0]); i++) {
         char dir[300], target[300];
         snprintf(dir, sizeof(dir), "%s/repo-evil%zu", root, i);
