@@ -79,4 +79,46 @@ int pack_reader_decode(pack_reader *rd, const uint8_t *frame, size_t frame_len, 
 int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *loc, void *out,
                      size_t cap, pb_error *err);
 
+/* ---- the pack-reading source (engine/pack_read.c) --------------------------------
+ * A restore needs many frames of one pack. A read plan coalesces them (sorted by
+ * offset) into a few large range reads across small gaps; the source reads each range
+ * once into one buffer and serves the frames from it, and reads ahead when requests
+ * run sequentially through a pack (a full backup's small files sit back to back).
+ *
+ * The limits: a request to object storage costs a round trip (tens of milliseconds),
+ * in which it could have carried megabytes, so a gap of up to PACK_PLAN_GAP unneeded
+ * bytes between two needed frames is read rather than split into two requests; no
+ * range is longer than PACK_PLAN_MAX_RANGE (one frame longer than that is its own
+ * range), which with the readahead bounds a source's buffer to
+ * PACK_PLAN_MAX_RANGE + PACK_READAHEAD_MAX bytes. */
+#define PACK_PLAN_GAP (256u << 10)
+#define PACK_PLAN_MAX_RANGE (8u << 20)
+#define PACK_READAHEAD_MAX (4u << 20)
+
+/* One range read of a plan: bytes [start, start + len) hold frames[first .. first+count). */
+typedef struct pack_range {
+    uint64_t start, len;
+    size_t first, count;
+} pack_range;
+
+/* Plan the reads of n frames of the pack key (frames sorted by offset; several entries
+ * may name the same frame, which several runs share). ranges has room for n entries;
+ * *nranges is set. Refuses (PB_ECORRUPT, naming key and offset) a frame location no
+ * writer produced (pack_loc_check), frames out of offset order, and two different
+ * frames that overlap. */
+int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ranges,
+              size_t *nranges, pb_error *err);
+
+typedef struct pack_source pack_source;
+int pack_source_new(pack_source **out, repo *r, pb_error *err);
+void pack_source_free(pack_source *s); /* accepts NULL */
+/* Bytes [start, start + len) of the pack key (len <= PACK_PLAN_MAX_RANGE +
+ * PACK_MAX_FRAME_STORED), served from the buffer when they are there, else read with
+ * one range read (grown ahead when the read follows the previous one in the same
+ * pack). *out stays valid until the next call. */
+int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t len,
+                      const uint8_t **out, pb_error *err);
+/* Bytes read from the repository so far. */
+uint64_t pack_source_fetched(const pack_source *s);
+
 #endif
