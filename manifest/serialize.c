@@ -233,6 +233,7 @@ static int rd_runs(parse_ctx *c, mf_file *f)
         run->clen = pb_rd_u32(r);
         run->offset = pb_rd_u64(r);
         run->rlen = pb_rd_u32(r);
+        run->frame_page = 0; /* format v1 has no shared frames */
     }
     uint64_t nh = pb_rd_u64(r);
     uint64_t want = f->kind == MF_REL ? mf_shipped_pages(f) : 0;
