@@ -82,18 +82,23 @@ int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *
 /* ---- the pack-reading source (engine/pack_read.c) --------------------------------
  * A restore needs many frames of one pack. A read plan coalesces them (sorted by
  * offset) into a few large range reads across small gaps; the source reads each range
- * once into one buffer and serves the frames from it, and reads ahead when requests
+ * once into a buffer and serves the frames from it, and reads ahead when requests
  * run sequentially through a pack (a full backup's small files sit back to back).
+ * A backup writes with several pack writers at once, so consecutive files alternate
+ * between packs: the source keeps PACK_SOURCE_SLOTS buffers (least recently used
+ * goes), each following its own pack.
  *
  * The limits: a request to object storage costs a round trip (tens of milliseconds),
  * in which it could have carried megabytes, so a gap of up to PACK_PLAN_GAP unneeded
  * bytes between two needed frames is read rather than split into two requests; no
  * range is longer than PACK_PLAN_MAX_RANGE (one frame longer than that is its own
- * range), which with the readahead bounds a source's buffer to
- * PACK_PLAN_MAX_RANGE + PACK_READAHEAD_MAX bytes. */
+ * range), which with the readahead bounds a source's memory to PACK_SOURCE_SLOTS x
+ * (PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED + PACK_READAHEAD_MAX) bytes (36 MiB;
+ * what buffers grow to is what was read, usually far less). */
 #define PACK_PLAN_GAP (256u << 10)
-#define PACK_PLAN_MAX_RANGE (8u << 20)
+#define PACK_PLAN_MAX_RANGE (4u << 20)
 #define PACK_READAHEAD_MAX (4u << 20)
+#define PACK_SOURCE_SLOTS 4
 
 /* One range read of a plan: bytes [start, start + len) hold frames[first .. first+count). */
 typedef struct pack_range {
@@ -113,9 +118,9 @@ typedef struct pack_source pack_source;
 int pack_source_new(pack_source **out, repo *r, pb_error *err);
 void pack_source_free(pack_source *s); /* accepts NULL */
 /* Bytes [start, start + len) of the pack key (len <= PACK_PLAN_MAX_RANGE +
- * PACK_MAX_FRAME_STORED), served from the buffer when they are there, else read with
- * one range read (grown ahead when the read follows the previous one in the same
- * pack). *out stays valid until the next call. */
+ * PACK_MAX_FRAME_STORED), served from a buffer when they are there, else read with
+ * one range read (grown ahead when the read follows an earlier one in the same pack).
+ * *out stays valid until the next call. */
 int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t len,
                       const uint8_t **out, pb_error *err);
 /* Bytes read from the repository so far. */

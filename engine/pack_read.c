@@ -54,16 +54,22 @@ int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ran
     return 0;
 }
 
-struct pack_source {
-    repo *r;
+/* One buffer of a source: a contiguous part of one pack. */
+typedef struct slot {
     uint8_t *buf;
     size_t cap;
-    /* what buf holds */
-    bool cached;
+    bool used;
     char key[256];
     uint64_t start, len;
     uint64_t obj_size; /* of key, once readahead needed it; 0 = unknown */
     size_t readahead;
+    uint64_t last_use;
+} slot;
+
+struct pack_source {
+    repo *r;
+    slot slots[PACK_SOURCE_SLOTS];
+    uint64_t clock;
     uint64_t fetched;
 };
 
@@ -80,7 +86,8 @@ void pack_source_free(pack_source *s)
 {
     if (!s)
         return;
-    free(s->buf);
+    for (int i = 0; i < PACK_SOURCE_SLOTS; i++)
+        free(s->slots[i].buf);
     free(s);
 }
 
@@ -89,39 +96,68 @@ uint64_t pack_source_fetched(const pack_source *s)
     return s->fetched;
 }
 
-static int grow(pack_source *s, size_t need, pb_error *err)
+static int grow(slot *sl, size_t need, pb_error *err)
 {
-    if (need <= s->cap)
+    if (need <= sl->cap)
         return 0;
-    uint8_t *p = realloc(s->buf, need);
+    uint8_t *p = realloc(sl->buf, need);
     if (!p)
         return pb_fail(err, PB_ENOMEM, "out of memory for a %zu-byte read", need);
-    s->buf = p;
-    s->cap = need;
+    sl->buf = p;
+    sl->cap = need;
     return 0;
+}
+
+static bool sequential(const slot *sl, const char *key, uint64_t start)
+{
+    uint64_t end = sl->start + sl->len;
+    return sl->used && strcmp(sl->key, key) == 0 && start >= end &&
+           start - end <= SEQUENTIAL_GAP;
+}
+
+/* The slot that holds [start, start + len) of key (*hit), else the one to read into:
+ * the slot this read continues (it keeps its readahead), else the least recently used. */
+static slot *pick(pack_source *s, const char *key, uint64_t start, size_t len, bool *hit)
+{
+    slot *lru = &s->slots[0], *seq = NULL;
+    *hit = false;
+    for (int i = 0; i < PACK_SOURCE_SLOTS; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->used && strcmp(sl->key, key) == 0 && start >= sl->start &&
+            start + len <= sl->start + sl->len) {
+            *hit = true;
+            return sl;
+        }
+        if (!seq && sequential(sl, key, start))
+            seq = sl;
+        if (!sl->used || (lru->used && sl->last_use < lru->last_use))
+            lru = sl;
+    }
+    return seq ? seq : lru;
 }
 
 /* How much to read from start when len is asked: more when the reads run sequentially
  * through the pack (doubling up to PACK_READAHEAD_MAX, never past its end). Random
  * access (an incremental chain) never reads ahead. */
-static int plan_read(pack_source *s, const char *key, bool same, uint64_t start, size_t len,
+static int plan_read(pack_source *s, slot *sl, const char *key, uint64_t start, size_t len,
                      size_t *want, pb_error *err)
 {
-    uint64_t end = s->start + s->len;
-    bool sequential = same && start >= end && start - end <= SEQUENTIAL_GAP;
-    size_t ahead = s->readahead ? s->readahead * 2 : READAHEAD_FIRST;
-    s->readahead = sequential ? (ahead > PACK_READAHEAD_MAX ? PACK_READAHEAD_MAX : ahead) : 0;
+    bool seq = sequential(sl, key, start);
+    size_t ahead = sl->readahead ? sl->readahead * 2 : READAHEAD_FIRST;
+    sl->readahead = seq ? (ahead > PACK_READAHEAD_MAX ? PACK_READAHEAD_MAX : ahead) : 0;
+    if (!seq)
+        sl->obj_size = 0;
     *want = len;
-    if (!s->readahead)
+    if (!sl->readahead)
         return 0;
-    if (!same || !s->obj_size) {
-        int rc = repo_stat(s->r, key, &s->obj_size, err);
+    if (!sl->obj_size) {
+        int rc = repo_stat(s->r, key, &sl->obj_size, err);
         if (rc)
             return rc;
     }
-    uint64_t room = s->obj_size > start ? s->obj_size - start : 0;
-    if ((uint64_t)len + s->readahead < room)
-        *want = len + s->readahead;
+    uint64_t room = sl->obj_size > start ? sl->obj_size - start : 0;
+    if ((uint64_t)len + sl->readahead < room)
+        *want = len + sl->readahead;
     else if (room > len)
         *want = (size_t)room;
     return 0;
@@ -131,33 +167,33 @@ int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t le
                       const uint8_t **out, pb_error *err)
 {
     *out = NULL;
-    if (strlen(key) >= sizeof(s->key))
+    if (strlen(key) >= sizeof(s->slots[0].key))
         return pb_fail(err, PB_EINVAL, "pack key %s is too long", key);
     if (len > (size_t)PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED ||
         start > (uint64_t)INT64_MAX - len)
         return pb_fail(err, PB_ECORRUPT, "%s: impossible read of %zu bytes at offset %llu", key,
                        len, (unsigned long long)start);
-    bool same = s->cached && strcmp(s->key, key) == 0;
-    if (same && start >= s->start && start + len <= s->start + s->len) {
-        *out = s->buf + (start - s->start);
+    bool hit = false;
+    slot *sl = pick(s, key, start, len, &hit);
+    sl->last_use = ++s->clock;
+    if (hit) {
+        *out = sl->buf + (start - sl->start);
         return 0;
     }
-    if (!same)
-        s->obj_size = 0;
     size_t want = len;
-    int rc = plan_read(s, key, same, start, len, &want, err);
-    s->cached = false;
+    int rc = plan_read(s, sl, key, start, len, &want, err);
+    sl->used = false;
     if (rc == 0)
-        rc = grow(s, want, err);
+        rc = grow(sl, want, err);
     if (rc == 0)
-        rc = repo_get_range(s->r, key, start, want, s->buf, err);
+        rc = repo_get_range(s->r, key, start, want, sl->buf, err);
     if (rc)
         return rc;
-    s->cached = true;
-    memcpy(s->key, key, strlen(key) + 1);
-    s->start = start;
-    s->len = want;
+    sl->used = true;
+    memcpy(sl->key, key, strlen(key) + 1);
+    sl->start = start;
+    sl->len = want;
     s->fetched += want;
-    *out = s->buf;
+    *out = sl->buf;
     return 0;
 }
