@@ -48,11 +48,10 @@ static int append_hash(rel_scan *s, uint64_t h)
 static int flush_frame(bk_ctx *ctx, mf_file *f, size_t *runs_cap, uint32_t first,
                        uint32_t count, const uint8_t *data, size_t len, pb_error *err)
 {
-    pack_loc loc;
-    int rc = pack_write_frame(ctx->packs, data, len, &loc, err);
+    mf_run run = {first, count, 0, 0, 0, 0, 0};
+    int rc = pack_write_runs(ctx->packs, data, len, &run, 1, err);
     if (rc)
         return pb_error_wrap(err, "storing %s", f->path);
-    mf_run run = {first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     if (append_run(f, runs_cap, &run))
         return pb_fail(err, PB_ENOMEM, "out of memory recording frames of %s", f->path);
     return 0;

@@ -186,6 +186,26 @@ int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out
     return rc;
 }
 
+int pack_write_runs(pack_writer *w, const void *data, size_t len, mf_run *runs, size_t nruns,
+                    pb_error *err)
+{
+    /* A whole file's piece is one run of count 1 whatever its length; pages must fit. */
+    for (size_t i = 0; i < nruns && nruns > 1; i++)
+        if (((uint64_t)runs[i].frame_page + runs[i].count) * PB_PAGE_SIZE > len)
+            return pb_fail(err, PB_EINVAL,
+                           "run of %u pages at page %u does not fit a frame of %zu bytes (%s)",
+                           runs[i].count, runs[i].frame_page, len, w->dir);
+    pack_loc loc;
+    int rc = pack_write_frame(w, data, len, &loc, err);
+    for (size_t i = 0; rc == 0 && i < nruns; i++) {
+        runs[i].pack_no = loc.pack_no;
+        runs[i].offset = loc.offset;
+        runs[i].clen = loc.clen;
+        runs[i].rlen = loc.rlen;
+    }
+    return rc;
+}
+
 int pack_writer_finish(pack_writer *w, pb_error *err)
 {
     if (w->failed)

@@ -13,6 +13,7 @@
 
 #include "common/pb.h"
 #include "engine/storage/storage.h"
+#include "manifest/manifest.h"
 /* pack_object_encode / pack_object_decode, the envelope of whole objects (manifests). */
 #include "engine/envelope.h"
 
@@ -43,6 +44,13 @@ void pack_writer_set_first(pack_writer *w, uint32_t first);
 /* Compress and append one frame (len <= PACK_MAX_FRAME_RAW). */
 int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out,
                      pb_error *err);
+/* The one way backup and rebase store what a manifest records: data as one frame
+ * described by runs[0..nruns) (first/count/frame_page set by the caller: a relation's
+ * pages, several runs when the changed pages of one region share the frame; or one
+ * piece of a whole file), each given the frame's location. The runs must lie inside
+ * the frame (PB_EINVAL otherwise: a caller's bug, nothing is written). */
+int pack_write_runs(pack_writer *w, const void *data, size_t len, mf_run *runs, size_t nruns,
+                    pb_error *err);
 /* Commit the open pack. Must be called before the manifest is committed. */
 int pack_writer_finish(pack_writer *w, pb_error *err);
 /* Aborts any uncommitted pack. Accepts NULL. */
