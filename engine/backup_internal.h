@@ -10,6 +10,13 @@
 #include "engine/walk.h"
 
 #define BK_FRAME_PAGES 32u   /* pages per frame: 256 KiB raw */
+/* The changed pages of one region of a file (1 MiB, aligned) share frames, up to
+ * BK_FRAME_PAGES pages per frame, as several runs (mf_run.frame_page): scattered pages
+ * then cost one frame header and compress together, and a restore reads one frame
+ * instead of one per page. Manifest format v2 carries frame_page; with a writer of v1
+ * (no frame_page) BK_SHARE_FRAMES must be 0: every run then has its own frame. */
+#define BK_REGION_PAGES 128u
+#define BK_SHARE_FRAMES 0
 #define BK_REREAD_TRIES 5
 
 typedef struct bk_ctx {

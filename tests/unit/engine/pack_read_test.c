@@ -247,6 +247,34 @@ static void test_source_two_packs(void)
     repo_free(r);
 }
 
+/* pack_write_runs: every run of a shared frame gets the frame's location; a run that
+ * does not fit the frame is refused before anything is written. */
+static void test_write_runs(void)
+{
+    pb_error e = PB_ERROR_INIT;
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = root;
+    repo *r = NULL;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    pack_writer *w = NULL;
+    PBT_CHECK(pack_writer_open(&w, r, "backup/Z", 64u << 20, 1, &e) == 0);
+    static uint8_t pages[5 * PB_PAGE_SIZE];
+    memset(pages, 7, sizeof(pages));
+    mf_run runs[2] = {{1, 2, 0, 0, 0, 0, 0}, {10, 3, 0, 0, 0, 0, 2}};
+    PBT_CHECK(pack_write_runs(w, pages, sizeof(pages), runs, 2, &e) == 0);
+    PBT_CHECK(runs[0].pack_no == 1 && runs[0].offset == PACK_HEADER_LEN);
+    PBT_CHECK(runs[1].pack_no == runs[0].pack_no && runs[1].offset == runs[0].offset &&
+              runs[1].clen == runs[0].clen && runs[1].rlen == sizeof(pages));
+    PBT_CHECK(runs[0].first == 1 && runs[1].first == 10 && runs[1].frame_page == 2);
+    uint64_t stored = pack_writer_stored_bytes(w);
+    mf_run bad[2] = {{1, 2, 0, 0, 0, 0, 0}, {10, 3, 0, 0, 0, 0, 3}};
+    PBT_CHECK(pack_write_runs(w, pages, sizeof(pages), bad, 2, &e) == PB_EINVAL);
+    PBT_CHECK(pack_writer_stored_bytes(w) == stored && bad[0].clen == 0);
+    PBT_CHECK(pack_writer_finish(w, &e) == 0);
+    pack_writer_free(w);
+    repo_free(r);
+}
+
 int main(void)
 {
     if (pbt_tmpdir(root, sizeof(root), "pack-read-test") != 0)
@@ -258,6 +286,7 @@ int main(void)
     PBT_RUN(test_source_one_read);
     PBT_RUN(test_source_readahead);
     PBT_RUN(test_source_two_packs);
+    PBT_RUN(test_write_runs);
     pbt_rmtree(root);
     return PBT_DONE();
 }
