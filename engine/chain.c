@@ -91,8 +91,14 @@ int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err)
     snprintf(what, sizeof(what), "%s/%s", repo_location(r), key);
     void *raw = NULL;
     size_t raw_len = 0;
-    rc = pack_object_decode(data, len, what, &raw, &raw_len, err);
-    free(data);
+    /* Version 2 is stored raw (range reads need it); older manifests in the envelope. */
+    if (len >= 8 && memcmp(data, "PBMANIF1", 8) == 0) {
+        raw = data;
+        raw_len = len;
+    } else {
+        rc = pack_object_decode(data, len, what, &raw, &raw_len, err);
+        free(data);
+    }
     if (rc == 0)
         rc = mf_parse(raw, raw_len, what, out, err);
     free(raw);
@@ -107,18 +113,17 @@ int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err)
 
 int chain_commit(repo *r, const mf_manifest *m, pb_error *err)
 {
-    pb_buf buf = {0}, packed = {0};
+    pb_buf buf = {0};
+    /* Version 2 is stored raw, not in the compressed envelope: readers range-read its
+     * header, index and one chunk at a time; its varints and front-coded paths already
+     * take what zstd took from version 1 (page hashes do not compress). */
     int rc = mf_serialize(m, &buf, err);
-    /* Manifests compress ~10x (paths, runs); small incrementals are mostly manifest. */
-    if (rc == 0)
-        rc = pack_object_encode(buf.data, buf.len, 3, &packed, err);
     if (rc == 0) {
         char key[256];
         manifest_key(key, sizeof(key), mf_header_c(m)->id);
-        rc = repo_put(r, key, packed.data, packed.len, err);
+        rc = repo_put(r, key, buf.data, buf.len, err);
     }
     pb_buf_free(&buf);
-    pb_buf_free(&packed);
     return rc;
 }
 
