@@ -2,8 +2,8 @@
  * engine/chain_stream.c — manifests read in pieces from the repository: the header alone
  * (history order, "latest") and a stream of file records in path order (planning), so
  * neither holds a whole manifest (docs/MANIFEST.md, "Streaming"). A version 2 manifest
- * is stored raw and read with range reads; an older manifest (version 1, in the
- * compressed envelope) is read whole, as before.
+ * is stored outside the compressed envelope (its chunks compressed one by one) and read
+ * with range reads; an older manifest (version 1, in the envelope) is read whole.
  */
 #include "engine/chain.h"
 #include "engine/envelope.h"
@@ -30,8 +30,8 @@ static int repo_read(void *ctx, uint64_t off, size_t len, void *dst, pb_error *e
     return repo_get_range(s->r, s->key, off, len, dst, err);
 }
 
-/* Reads the first bytes of backup/<id>/manifest; *raw_v2 tells whether it is a raw
- * version 2 object (else the compressed envelope of an older writer). */
+/* Reads the first bytes of backup/<id>/manifest; *raw_v2 tells whether it is a version 2
+ * object (else the compressed envelope of an older writer). */
 static int sniff(repo *r, const char *id, repo_src *s, bool *raw_v2, pb_error *err)
 {
     s->r = r;
@@ -61,7 +61,7 @@ int chain_load_header(repo *r, const char *id, mf_backup *out, pb_error *err)
     if (rc == 0 && v2) {
         char what[300];
         snprintf(what, sizeof(what), "%s/%s", repo_location(r), s.key);
-        mf_source src = {repo_read, NULL, &s, UINT64_MAX};
+        mf_source src = {repo_read, NULL, &s, UINT64_MAX, NULL};
         rc = mf_read_header(&src, what, out, err);
         return rc ? rc : check_id(out, r, s.key, id, err);
     }
@@ -88,7 +88,7 @@ int chain_stream_open(repo *r, const char *id, mf_stream **out, pb_error *err)
     if (rc == 0 && v2) {
         char what[300];
         snprintf(what, sizeof(what), "%s/%s", repo_location(r), s->key);
-        mf_source src = {repo_read, free, s, size};
+        mf_source src = {repo_read, free, s, size, chain_manifest_codec()};
         rc = mf_stream_open(out, &src, what, err);
         if (rc == 0) { /* the stream owns s now */
             rc = check_id(mf_stream_header(*out), r, s->key, id, err);

@@ -84,11 +84,26 @@ void mf_sort(mf_manifest *m);
 const mf_file *mf_find(const mf_manifest *m, const char *path);
 void mf_file_clear(mf_file *f); /* frees the pointers of a file not handed to a manifest */
 
+/* How version 2 chunks are compressed. manifest/ links no compression library, so the
+ * caller brings one (engine/ brings zstd); NULL everywhere means chunks stored raw.
+ * compress appends the compressed bytes to out; decompress must produce exactly raw_len
+ * bytes into dst (anything else is PB_ECORRUPT). */
+typedef struct mf_codec {
+    int (*compress)(const void *data, size_t len, pb_buf *out, pb_error *err);
+    int (*decompress)(const void *data, size_t len, void *dst, size_t raw_len, pb_error *err);
+} mf_codec;
+
 /* Self-contained object, format version 2 (docs/MANIFEST.md): header, index, chunks of
- * file records in path order, each checksummed. */
+ * file records in path order, each checksummed; chunks stored raw. */
 int mf_serialize(const mf_manifest *m, pb_buf *out, pb_error *err);
-/* Either format version (1: existing repositories). what names the object in errors. */
+/* The same with chunks compressed by codec (stored raw where that is not smaller). */
+int mf_serialize_codec(const mf_manifest *m, const mf_codec *codec, pb_buf *out,
+                       pb_error *err);
+/* Either format version (1: existing repositories). what names the object in errors.
+ * A compressed chunk without a codec is PB_EUNSUPPORTED. */
 int mf_parse(const void *data, size_t len, const char *what, mf_manifest **out, pb_error *err);
+int mf_parse_codec(const void *data, size_t len, const mf_codec *codec, const char *what,
+                   mf_manifest **out, pb_error *err);
 
 /* ---- writing version 2 chunk by chunk (bounded memory: one chunk plus the index) ----
  * Files are added in strictly ascending path order; each full chunk goes to sink as it
@@ -97,8 +112,8 @@ int mf_parse(const void *data, size_t len, const char *what, mf_manifest **out, 
  * by every chunk in the order sink got them. */
 typedef int (*mf_chunk_sink)(void *ctx, const void *data, size_t len, pb_error *err);
 typedef struct mf_writer mf_writer;
-int mf_writer_new(mf_writer **out, const mf_backup *hdr, mf_chunk_sink sink, void *ctx,
-                  pb_error *err);
+int mf_writer_new(mf_writer **out, const mf_backup *hdr, const mf_codec *codec,
+                  mf_chunk_sink sink, void *ctx, pb_error *err);
 /* Validates f (as mf_add_file) and encodes it; f stays the caller's. */
 int mf_writer_add(mf_writer *w, const mf_file *f, pb_error *err);
 int mf_writer_finish(mf_writer *w, pb_buf *head, pb_error *err);
@@ -114,6 +129,7 @@ typedef struct mf_source {
     void (*close)(void *ctx); /* may be NULL; mf_stream_close calls it once it owns ctx */
     void *ctx;
     uint64_t size;
+    const mf_codec *codec;    /* for compressed chunks; NULL: raw chunks only */
 } mf_source;
 typedef struct mf_stream mf_stream;
 /* Version 2 only (PB_EUNSUPPORTED for version 1: parse it and use the next call). On

@@ -24,11 +24,11 @@ static int mem_read(void *ctx, uint64_t off, size_t len, void *dst, pb_error *er
     return 0;
 }
 
-static int parse_v2(const void *data, size_t len, const char *what, mf_manifest **out,
-                    pb_error *err)
+static int parse_v2(const void *data, size_t len, const mf_codec *codec, const char *what,
+                    mf_manifest **out, pb_error *err)
 {
     mem_src ms = {data, len, what};
-    mf_source src = {mem_read, NULL, &ms, len};
+    mf_source src = {mem_read, NULL, &ms, len, codec};
     mf_stream *s = NULL;
     mf_manifest *m = NULL;
     int rc = mf_stream_open(&s, &src, what, err);
@@ -50,10 +50,16 @@ static int parse_v2(const void *data, size_t len, const char *what, mf_manifest 
 
 int mf_parse(const void *data, size_t len, const char *what, mf_manifest **out, pb_error *err)
 {
+    return mf_parse_codec(data, len, NULL, what, out, err);
+}
+
+int mf_parse_codec(const void *data, size_t len, const mf_codec *codec, const char *what,
+                   mf_manifest **out, pb_error *err)
+{
     *out = NULL;
     what = what ? what : "(unnamed)";
     if (len >= 12 && memcmp(data, MF_MAGIC, 8) == 0 &&
         pb_get_u32((const uint8_t *)data + 8) == MF_VERSION_2)
-        return parse_v2(data, len, what, out, err);
+        return parse_v2(data, len, codec, what, out, err);
     return mf_parse_v1(data, len, what, out, err);
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MF_INDEX_ENTRY_MIN 14u  /* len, nfiles, hash, two 1-byte paths with lengths */
+#define MF_INDEX_ENTRY_MIN 15u  /* len, raw_len, nfiles, hash, two 1-byte paths */
 #define MF_RECORD_MIN 9u
 
 struct mf_stream {
@@ -23,8 +23,10 @@ struct mf_stream {
     mf_chunk_ref *chunks;
     size_t nchunks, next;     /* next chunk to load */
     uint64_t nfiles, returned, index_bytes;
-    uint8_t *buf;             /* the loaded chunk */
+    uint8_t *buf;             /* the loaded chunk (decompressed) */
     size_t buf_cap;
+    uint8_t *packed;          /* a compressed chunk as stored */
+    size_t packed_cap;
     pb_reader r;
     uint32_t chunk_left;      /* records of the loaded chunk not yet returned */
     char *prev;               /* last path returned */
@@ -90,12 +92,15 @@ static int rd_index_str(pb_reader *r, char **out)
 
 static int rd_entry(pb_reader *r, mf_chunk_ref *c, uint64_t at)
 {
-    uint64_t len = mf_rd_varint(r), nf = mf_rd_varint(r);
+    uint64_t len = mf_rd_varint(r), raw = mf_rd_varint(r), nf = mf_rd_varint(r);
     c->offset = at;
     c->hash = pb_rd_u64(r);
-    if (r->bad || len == 0 || len > MF_V2_CHUNK_MAX || nf == 0 || nf > len / MF_RECORD_MIN)
+    uint64_t records = raw ? raw : len;
+    if (r->bad || len == 0 || len > MF_V2_CHUNK_MAX || raw > MF_V2_CHUNK_MAX || nf == 0 ||
+        nf > records / MF_RECORD_MIN)
         return PB_ECORRUPT;
     c->len = (uint32_t)len;
+    c->raw_len = (uint32_t)raw;
     c->nfiles = (uint32_t)nf;
     int rc = rd_index_str(r, &c->first);
     if (rc == 0)
@@ -219,6 +224,7 @@ void mf_stream_close(mf_stream *s)
         return;
     mf_chunk_refs_free(s->chunks, s->nchunks);
     free(s->buf);
+    free(s->packed);
     free(s->prev);
     mf_free(s->mem);
     if (s->src.close)
@@ -236,24 +242,42 @@ uint64_t mf_stream_peak(const mf_stream *s)
     return s->peak;
 }
 
+/* A buffer of at least len bytes (kept between chunks: it only grows to the largest). */
+static int ensure(uint8_t **buf, size_t *cap, size_t len)
+{
+    if (len <= *cap)
+        return 0;
+    free(*buf);
+    *cap = 0;
+    if (!(*buf = malloc(len)))
+        return PB_ENOMEM;
+    *cap = len;
+    return 0;
+}
+
 static int load_chunk(mf_stream *s, pb_error *err)
 {
     const mf_chunk_ref *c = &s->chunks[s->next];
-    if (c->len > s->buf_cap) {
-        free(s->buf);
-        s->buf_cap = 0;
-        if (!(s->buf = malloc(c->len)))
-            return pb_fail(err, PB_ENOMEM, "manifest %s: chunk %zu of %u bytes", s->what,
-                           s->next, c->len);
-        s->buf_cap = c->len;
-    }
-    int rc = s->src.read(s->src.ctx, c->offset, c->len, s->buf, err);
+    if (c->raw_len && !(s->src.codec && s->src.codec->decompress))
+        return pb_fail(err, PB_EUNSUPPORTED, "manifest %s: chunk %zu is compressed and no "
+                       "codec was given", s->what, s->next);
+    uint8_t **into = c->raw_len ? &s->packed : &s->buf;
+    size_t *cap = c->raw_len ? &s->packed_cap : &s->buf_cap;
+    if (ensure(into, cap, c->len) || (c->raw_len && ensure(&s->buf, &s->buf_cap, c->raw_len)))
+        return pb_fail(err, PB_ENOMEM, "manifest %s: chunk %zu of %u bytes", s->what,
+                       s->next, c->raw_len ? c->raw_len : c->len);
+    int rc = s->src.read(s->src.ctx, c->offset, c->len, *into, err);
     if (rc)
         return rc;
-    if (pb_hash64(s->buf, c->len) != c->hash)
+    if (pb_hash64(*into, c->len) != c->hash)
         return pb_fail(err, PB_ECORRUPT, "manifest %s: chunk %zu (files from %.300s) "
                        "checksum mismatch", s->what, s->next, c->first);
-    s->r = (pb_reader){s->buf, c->len, 0};
+    if (c->raw_len && (rc = s->src.codec->decompress(s->packed, c->len, s->buf, c->raw_len,
+                                                     err))) {
+        pb_error_wrap(err, "manifest %s: chunk %zu", s->what, s->next);
+        return rc;
+    }
+    s->r = (pb_reader){s->buf, c->raw_len ? c->raw_len : c->len, 0};
     s->chunk_left = c->nfiles;
     s->next++;
     return 0;
@@ -329,7 +353,7 @@ int mf_stream_next(mf_stream *s, mf_file *out, pb_error *err)
     int rc = s->mem ? next_mem(s, out, err) : next_v2(s, out, err);
     if (rc == 1) {
         s->returned++;
-        uint64_t held = s->index_bytes + s->buf_cap + file_bytes(out);
+        uint64_t held = s->index_bytes + s->buf_cap + s->packed_cap + file_bytes(out);
         if (!s->mem && held > s->peak)
             s->peak = held;
     } else if (rc == 0 && s->returned != s->nfiles) {

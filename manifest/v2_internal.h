@@ -29,7 +29,8 @@ enum {
 /* One index entry: chunk i covers paths [first, last], at `offset` from the object start. */
 typedef struct mf_chunk_ref {
     uint64_t offset;
-    uint32_t len;
+    uint32_t len;       /* bytes stored */
+    uint32_t raw_len;   /* 0: stored raw; else the length the stored bytes decompress to */
     uint32_t nfiles;
     uint64_t hash;
     char *first;

@@ -13,6 +13,8 @@
 
 struct mf_writer {
     mf_backup hdr;
+    const mf_codec *codec;
+    pb_buf packed;       /* the open chunk compressed */
     mf_chunk_sink sink;
     void *ctx;
     pb_buf chunk;        /* records of the open chunk */
@@ -35,8 +37,8 @@ void mf_chunk_refs_free(mf_chunk_ref *c, size_t n)
     free(c);
 }
 
-int mf_writer_new(mf_writer **out, const mf_backup *hdr, mf_chunk_sink sink, void *ctx,
-                  pb_error *err)
+int mf_writer_new(mf_writer **out, const mf_backup *hdr, const mf_codec *codec,
+                  mf_chunk_sink sink, void *ctx, pb_error *err)
 {
     *out = NULL;
     const char *id = strnlen(hdr->id, MF_ID_LEN) < MF_ID_LEN ? hdr->id : "(unterminated id)";
@@ -47,6 +49,7 @@ int mf_writer_new(mf_writer **out, const mf_backup *hdr, mf_chunk_sink sink, voi
     if (!w)
         return pb_fail(err, PB_ENOMEM, "writing manifest %.32s", id);
     w->hdr = *hdr;
+    w->codec = codec;
     w->sink = sink;
     w->ctx = ctx;
     w->zero_hash = mf_zero_page_hash();
@@ -59,6 +62,7 @@ void mf_writer_free(mf_writer *w)
     if (!w)
         return;
     pb_buf_free(&w->chunk);
+    pb_buf_free(&w->packed);
     free(w->chunk_first);
     free(w->prev);
     mf_chunk_refs_free(w->chunks, w->nchunks);
@@ -72,16 +76,24 @@ static int flush_chunk(mf_writer *w, pb_error *err)
     if (PB_GROW(w->chunks, &w->cap, w->nchunks + 1))
         return pb_fail(err, PB_ENOMEM, "writing manifest %s: chunk %zu", w->hdr.id,
                        w->nchunks);
+    /* compressed only when that is smaller: a chunk never costs more than its records */
+    w->packed.len = 0;
+    int rc = w->codec ? w->codec->compress(w->chunk.data, w->chunk.len, &w->packed, err) : 0;
+    if (rc)
+        return rc;
+    bool packed = w->codec && w->packed.len < w->chunk.len;
+    const pb_buf *stored = packed ? &w->packed : &w->chunk;
     mf_chunk_ref *c = &w->chunks[w->nchunks];
     uint64_t at = w->nchunks ? w->chunks[w->nchunks - 1].offset +
                                    w->chunks[w->nchunks - 1].len : 0;
-    *c = (mf_chunk_ref){at, (uint32_t)w->chunk.len, w->chunk_files,
-                        pb_hash64(w->chunk.data, w->chunk.len), w->chunk_first, strdup(w->prev)};
+    *c = (mf_chunk_ref){at, (uint32_t)stored->len, packed ? (uint32_t)w->chunk.len : 0,
+                        w->chunk_files, pb_hash64(stored->data, stored->len), w->chunk_first,
+                        strdup(w->prev)};
     w->chunk_first = NULL;
     w->nchunks++;
     if (!c->last)
         return pb_fail(err, PB_ENOMEM, "writing manifest %s", w->hdr.id);
-    int rc = w->sink(w->ctx, w->chunk.data, w->chunk.len, err);
+    rc = w->sink(w->ctx, stored->data, stored->len, err);
     w->chunk.len = 0;
     w->chunk_files = 0;
     return rc;
@@ -129,7 +141,8 @@ int mf_v2_put_index(pb_buf *b, const mf_chunk_ref *chunks, size_t n, uint64_t nf
 {
     int rc = mf_put_varint(b, nfiles) | mf_put_varint(b, n);
     for (size_t i = 0; i < n; i++) {
-        rc |= mf_put_varint(b, chunks[i].len) | mf_put_varint(b, chunks[i].nfiles);
+        rc |= mf_put_varint(b, chunks[i].len) | mf_put_varint(b, chunks[i].raw_len);
+        rc |= mf_put_varint(b, chunks[i].nfiles);
         rc |= pb_buf_u64(b, chunks[i].hash);
         rc |= put_str(b, chunks[i].first) | put_str(b, chunks[i].last);
     }
@@ -183,13 +196,19 @@ static int sink_buf(void *ctx, const void *data, size_t len, pb_error *err)
 
 int mf_serialize(const mf_manifest *m, pb_buf *out, pb_error *err)
 {
+    return mf_serialize_codec(m, NULL, out, err);
+}
+
+int mf_serialize_codec(const mf_manifest *m, const mf_codec *codec, pb_buf *out,
+                       pb_error *err)
+{
     const mf_file **files = NULL, **owned = NULL;
     mf_writer *w = NULL;
     pb_buf body = {0};
     size_t start = out->len;
     int rc = mf_sorted_view(m, &files, &owned, "serializing manifest", err);
     if (rc == 0)
-        rc = mf_writer_new(&w, &m->hdr, sink_buf, &body, err);
+        rc = mf_writer_new(&w, &m->hdr, codec, sink_buf, &body, err);
     for (size_t i = 0; rc == 0 && i < m->count; i++)
         rc = mf_writer_add(w, files[i], err);
     if (rc == 0)
