@@ -2,8 +2,9 @@
  * manifest/manifest.h — backup manifests and the RocksDB catalog (prefix mf_).
  * manifest/ depends on no other pageback module except common/: it turns manifests
  * into bytes and back, and keeps the chain head's page hashes in RocksDB; engine/
- * stores the bytes in the repository. The only file including <rocksdb/c.h> is
- * manifest/catalog.c. Format and key schema: docs/MANIFEST.md (repository layout: docs/FORMAT.md).
+ * stores the bytes in the repository. The only files including <rocksdb/c.h> are the
+ * catalog's (manifest/catalog*.c, catalog_internal.h). Format and key schema:
+ * docs/MANIFEST.md (repository layout: docs/FORMAT.md).
  */
 #ifndef PB_MANIFEST_H
 #define PB_MANIFEST_H
