@@ -39,11 +39,13 @@ LAST=${IDS[-1]}
 DIGEST=$(pg_digest_all "$SRC")
 pb_assert_eq "$(pb_info_field "$LAST" restore_needs | tr -cd , | wc -c)" "$INCRS" \
     "the newest backup's chain is the full + $INCRS incrementals"
-CHANGED=0
+CHANGED=0 STORED=0
 for id in "${IDS[@]:1}"; do
     CHANGED=$((CHANGED + $(pb_info_field "$id" pages_changed)))
+    STORED=$((STORED + $(pb_info_field "$id" bytes_stored)))
 done
-pb_log "$CHANGED pages changed over $INCRS incrementals"
+PER_PAGE=$((STORED / (CHANGED ? CHANGED : 1)))
+pb_log "$CHANGED pages changed over $INCRS incrementals, $STORED bytes stored ($PER_PAGE per page)"
 
 # restore_requests SET DIR: restore, print the summary's total and ranged GETs.
 restore_requests() {

@@ -243,7 +243,9 @@ static void test_plan_targets(repo *r)
     repo_observe(r, NULL, NULL);
     PBT_CHECK(p && !strcmp(p->id, ids[1]) && p->chain.count == 2 && p->tv.time == 2400);
     PBT_CHECK(p && strstr(p->tv.time_text, "00:40:00") != NULL);
-    PBT_CHECK(c.manifest_gets == NBK && c.wal_lists == 1);
+    /* the choice reads headers only (range reads of version 2 manifests, not counted
+     * here): only the chosen chain's 2 manifests are read whole, not all NBK */
+    PBT_CHECK(c.manifest_gets == 2 && c.wal_lists == 1);
     rs_plan_free(p);
     o.target = RS_TARGET_LSN;
     o.target_value = "0/1000200"; /* after backup 0's stop (0/1000100), before 1's */
