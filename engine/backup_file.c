@@ -50,7 +50,7 @@ static int flush_frame(bk_ctx *ctx, mf_file *f, size_t *runs_cap, uint32_t first
                        uint32_t count, const uint8_t *data, size_t len, pb_error *err)
 {
     mf_run run = {first, count, 0, 0, 0, 0, 0};
-    int rc = pack_write_runs(ctx->packs, data, len, &run, 1, err);
+    int rc = pack_write_runs(ctx->packs, data, len, &run, 1, 0, err);
     if (rc)
         return pb_error_wrap(err, "storing %s", f->path);
     if (append_run(f, runs_cap, &run))
@@ -76,6 +76,9 @@ static void flush_rel_run(rel_scan *s)
     close_run(s);
     if (!s->cur || s->cur->nruns == 0)
         return;
+    bool bulk = s->cur->nruns == 1 && s->frame_pages == BK_FRAME_PAGES;
+    int level = s->ctx->opts->zstd_level;
+    s->cur->level = bulk || level >= BK_SCATTERED_LEVEL ? 0 : BK_SCATTERED_LEVEL;
     bk_pipe_submit_runs(s->ctx->pipe, s->cur, (size_t)s->frame_pages * PB_PAGE_SIZE);
     s->cur = NULL;
     s->frame_pages = 0;

@@ -49,7 +49,7 @@ static void *worker(void *vp)
         pthread_mutex_unlock(&p->mu);
         pb_error err = PB_ERROR_INIT;
         int rc = failed ? 0 : pack_write_runs(packs, job->data, job->len, job->runs, job->nruns,
-                                              &err);
+                                              job->level, &err);
         pthread_mutex_lock(&p->mu);
         if (rc && !p->rc) {
             p->rc = rc;
@@ -134,6 +134,7 @@ bk_job *bk_pipe_acquire(bk_pipe *p)
     job->next = NULL;
     job->len = 0;
     job->nruns = 0;
+    job->level = 0;
     return job;
 }
 

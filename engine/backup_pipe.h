@@ -23,6 +23,7 @@ typedef struct bk_job {
     /* first/count/frame_page from the submitter; the location from the worker */
     mf_run runs[BK_JOB_RUNS];
     uint32_t nruns;
+    int level;       /* zstd level of this frame, 0 = the writer's */
     uint32_t seq;    /* index of runs[0] among the runs submitted since the last take */
     struct bk_job *next;
 } bk_job;

@@ -48,9 +48,10 @@ int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out
  * described by runs[0..nruns) (first/count/frame_page set by the caller: a relation's
  * pages, several runs when the changed pages of one region share the frame; or one
  * piece of a whole file), each given the frame's location. The runs must lie inside
- * the frame (PB_EINVAL otherwise: a caller's bug, nothing is written). */
+ * the frame (PB_EINVAL otherwise: a caller's bug, nothing is written). level: zstd
+ * level of this frame, 0 = the writer's. */
 int pack_write_runs(pack_writer *w, const void *data, size_t len, mf_run *runs, size_t nruns,
-                    pb_error *err);
+                    int level, pb_error *err);
 /* Commit the open pack. Must be called before the manifest is committed. */
 int pack_writer_finish(pack_writer *w, pb_error *err);
 /* Aborts any uncommitted pack. Accepts NULL. */

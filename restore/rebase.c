@@ -26,7 +26,7 @@ static int sink_span(void *vs, const mf_file *f, uint64_t offset, const uint8_t 
     uint32_t pages = (uint32_t)(len / PB_PAGE_SIZE);
     mf_run run = {f->kind == MF_REL ? (uint32_t)(offset / PB_PAGE_SIZE) : o->nruns,
                   f->kind == MF_REL ? pages : 1, 0, 0, 0, 0, 0};
-    int rc = pack_write_runs(s->packs, data, len, &run, 1, err);
+    int rc = pack_write_runs(s->packs, data, len, &run, 1, 0, err);
     if (rc)
         return rc;
     if (PB_GROW(o->runs, &s->runs_cap, (size_t)o->nruns + 1) ||

@@ -261,14 +261,14 @@ static void test_write_runs(void)
     static uint8_t pages[5 * PB_PAGE_SIZE];
     memset(pages, 7, sizeof(pages));
     mf_run runs[2] = {{1, 2, 0, 0, 0, 0, 0}, {10, 3, 0, 0, 0, 0, 2}};
-    PBT_CHECK(pack_write_runs(w, pages, sizeof(pages), runs, 2, &e) == 0);
+    PBT_CHECK(pack_write_runs(w, pages, sizeof(pages), runs, 2, 9, &e) == 0);
     PBT_CHECK(runs[0].pack_no == 1 && runs[0].offset == PACK_HEADER_LEN);
     PBT_CHECK(runs[1].pack_no == runs[0].pack_no && runs[1].offset == runs[0].offset &&
               runs[1].clen == runs[0].clen && runs[1].rlen == sizeof(pages));
     PBT_CHECK(runs[0].first == 1 && runs[1].first == 10 && runs[1].frame_page == 2);
     uint64_t stored = pack_writer_stored_bytes(w);
     mf_run bad[2] = {{1, 2, 0, 0, 0, 0, 0}, {10, 3, 0, 0, 0, 0, 3}};
-    PBT_CHECK(pack_write_runs(w, pages, sizeof(pages), bad, 2, &e) == PB_EINVAL);
+    PBT_CHECK(pack_write_runs(w, pages, sizeof(pages), bad, 2, 0, &e) == PB_EINVAL);
     PBT_CHECK(pack_writer_stored_bytes(w) == stored && bad[0].clen == 0);
     PBT_CHECK(pack_writer_finish(w, &e) == 0);
     pack_writer_free(w);
