@@ -142,13 +142,16 @@ static int fetch_span(rs_ctx *ctx, const char *key, uint64_t start, size_t span,
 static int decode_into_frame(rs_ctx *ctx, const char *key, uint32_t bidx, const mf_run *run,
                              const uint8_t *base, size_t *got, pb_error *err)
 {
-    if (ctx->frame_valid && ctx->frame_backup == bidx && ctx->frame_pack == run->pack_no &&
-        ctx->frame_offset == run->offset) {
-        *got = run->rlen;
-        return 0;
-    }
     char what[400];
     snprintf(what, sizeof(what), "%s frame at offset %llu", key, (unsigned long long)run->offset);
+    if (ctx->frame_valid && ctx->frame_backup == bidx && ctx->frame_pack == run->pack_no &&
+        ctx->frame_offset == run->offset) {
+        *got = ctx->frame_len;
+        if (run->rlen != ctx->frame_len)
+            return pb_fail(err, PB_ECORRUPT, "%s holds %u bytes, expected %u", what,
+                           ctx->frame_len, run->rlen);
+        return 0;
+    }
     ctx->frame_valid = false;
     int rc = pack_reader_decode(ctx->reader, base, run->clen, ctx->frame, PACK_MAX_FRAME_RAW,
                                 got, what, err);
@@ -161,6 +164,7 @@ static int decode_into_frame(rs_ctx *ctx, const char *key, uint32_t bidx, const 
     ctx->frame_backup = bidx;
     ctx->frame_pack = run->pack_no;
     ctx->frame_offset = run->offset;
+    ctx->frame_len = (uint32_t)*got;
     return 0;
 }
 

@@ -69,7 +69,7 @@ typedef struct rs_ctx {
     pack_source *source; /* planned range reads and readahead (engine/pack.h) */
     /* Which frame ctx->frame holds decoded, so runs sharing a frame decode it once. */
     bool frame_valid;
-    uint32_t frame_backup, frame_pack;
+    uint32_t frame_backup, frame_pack, frame_len;
     uint64_t frame_offset;
     rs_stats *stats;
     /* rebase: every verified page/frame is handed here instead of being written */
