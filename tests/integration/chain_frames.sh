@@ -7,7 +7,7 @@ source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src
 INCRS=${PB_INCRS:-10}
-[ "$PB_REPO_KIND" = s3 ] && INCRS=${PB_INCRS:-4} # S3 backups are slower: fewer, same checks
+[ "$PB_REPO_KIND" = s3 ] && INCRS=${PB_INCRS:-3} # S3 backups are slower: fewer, same checks
 pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
 pg_env "$SRC"
 pgbench_init "$SRC" "${PB_SCALE:-2}" || pb_die "pgbench init failed"
