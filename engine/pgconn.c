@@ -333,3 +333,43 @@ out:
     PQclear(res);
     return rc;
 }
+
+int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err)
+{
+    static const char q[] = "SELECT pg_last_wal_replay_lsn()";
+    char v[32];
+    int rc = query_value(c, q, v, sizeof(v), err);
+    if (rc == 0 && pb_lsn_parse(v, out) != 0)
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\", not an LSN", q, v);
+    return rc;
+}
+
+int pgc_recovery_timeline(pgc *c, uint32_t *out, pb_error *err)
+{
+    static const char q[] = "SELECT min_recovery_end_timeline FROM pg_control_recovery()";
+    uint64_t tli;
+    int rc = query_u64(c, q, &tli, err);
+    if (rc == 0 && (tli == 0 || tli > UINT32_MAX))
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned timeline %" PRIu64, q, tli);
+    if (rc == 0)
+        *out = (uint32_t)tli;
+    return rc;
+}
+
+int pgc_databases(pgc *c, mf_dblist *out, pb_error *err)
+{
+    static const char q[] = "SELECT oid, datname FROM pg_database ORDER BY oid";
+    PGresult *res = NULL;
+    int rc = query(c, q, 0, NULL, 1, 2, &res, err);
+    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+        char *end = NULL;
+        unsigned long oid = strtoul(PQgetvalue(res, i, 0), &end, 10);
+        if (!end || *end || oid == 0 || oid > UINT32_MAX)
+            rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned OID \"%s\"", q,
+                         PQgetvalue(res, i, 0));
+        else
+            rc = mf_dblist_add(out, (uint32_t)oid, PQgetvalue(res, i, 1), err);
+    }
+    PQclear(res);
+    return rc;
+}
