@@ -20,13 +20,18 @@
 /* Always restored: without them the cluster does not start or cannot be connected to. */
 static const char *const always_kept[] = {"template0", "template1", "postgres"};
 
+static void dblist_key(char *out, size_t cap, const char *id)
+{
+    chain_backup_dir(out, cap, id);
+    strncat(out, "/databases", cap - strlen(out) - 1);
+}
+
 static int load_dblist(repo *r, const char *id, mf_dblist *out, pb_error *err)
 {
     char key[MF_ID_LEN + 64];
     void *obj = NULL, *raw = NULL;
     size_t len = 0, raw_len = 0;
-    chain_backup_dir(key, sizeof(key), id);
-    strcat(key, "/databases");
+    dblist_key(key, sizeof(key), id);
     int rc = repo_get(r, key, &obj, &len, err);
     if (rc == PB_ENOENT)
         return pb_fail(err, PB_EINVAL, "backup %s has no database list (%s; it was taken by "
@@ -37,6 +42,29 @@ static int load_dblist(repo *r, const char *id, mf_dblist *out, pb_error *err)
                                   &raw_len, err);
     if (rc == 0)
         rc = mf_dblist_decode(raw, raw_len, key, out, err);
+    free(obj);
+    free(raw);
+    return rc;
+}
+
+/* The object is immutable: the copy is its bytes, checked before they are written. */
+int rs_db_list_copy(repo *r, const char *from, const char *to, pb_error *err)
+{
+    char src[MF_ID_LEN + 64], dst[MF_ID_LEN + 64];
+    void *obj = NULL, *raw = NULL;
+    size_t len = 0, raw_len = 0;
+    dblist_key(src, sizeof(src), from);
+    dblist_key(dst, sizeof(dst), to);
+    int rc = repo_get(r, src, &obj, &len, err);
+    if (rc == PB_ENOENT) {
+        pb_debug("%s: none to copy", src);
+        return 0;
+    }
+    if (rc == 0)
+        rc = pack_envelope_decode(obj, len, MF_DBLIST_MAGIC, MF_DBLIST_MAX_RAW, src, &raw,
+                                  &raw_len, err);
+    if (rc == 0)
+        rc = repo_put(r, dst, obj, len, err);
     free(obj);
     free(raw);
     return rc;

@@ -102,4 +102,15 @@ start_d || give_up "the cluster did not start"
 pb_assert_eq "$(pg_digest "$D" db_two)" "$DIG_db_two" "delta: db_two equal"
 pb_check "delta: db_one can be dropped" drop db_one
 pg_stop "$D"
+
+# ---- rebase: the synthetic full carries the database list
+pb rebase --set "$INCR" >"$PB_WORK/rebase.out" 2>&1 || cat "$PB_WORK/rebase.out"
+SYN=$(pb_last_id)
+mkdir -p "$PB_WORK/x" && _pb_chown_pg "$PB_WORK/x"
+out=$(pb restore --target-dir "$PB_WORK/x" --set "$SYN" --db-include nope 2>&1)
+if [ "${SYN:15:1}" = S ] && grep -q "no such database (it has: .*db_two" <<<"$out"; then
+    pb_test_ok "the synthetic full $SYN has the database list"
+else
+    pb_test_fail "database list of the synthetic full $SYN: $out"
+fi
 pb_test_summary
