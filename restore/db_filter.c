@@ -118,7 +118,7 @@ int rs_db_filter_build(repo *r, const rs_opts *opts, const char *id, rs_db_filte
     }
     out->active = rc == 0;
     if (rc == 0)
-        pb_info("restoring databases %zu of %zu in full; the others' relation files as "
+        pb_info("restoring %zu of the %zu databases in full; the others' relation files as "
                 "empty stubs (drop those databases after the restore)", out->nkeep,
                 dbs.count);
     mf_dblist_free(&dbs);
