@@ -267,8 +267,10 @@ int pgc_backup_start(pgc *c, const char *label, uint64_t *start_lsn, uint32_t *t
                      pb_error *err)
 {
     static const char q_start[] = "SELECT pg_backup_start($1, true)";
-    /* pg_backup_start(fast := true) has just completed a checkpoint whose REDO is the
-     * start LSN; that checkpoint's timeline is the backup's start timeline. */
+    /* pg_backup_start(fast := true) has just completed a checkpoint (on a standby: a
+     * restartpoint, or found the latest one done) whose REDO is the start LSN; that
+     * checkpoint's timeline is the backup's start timeline (backup_standby.c checks it
+     * against the label's). */
     static const char q_tli[] = "SELECT timeline_id FROM pg_control_checkpoint()";
     const char *params[1] = {label ? label : "pageback"};
     PGresult *res = NULL;
@@ -298,9 +300,10 @@ static char *dup_value(PGresult *res, int col)
 int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
                     pb_error *err)
 {
-    /* wait_for_archive := false: the server still switches to a new segment, and the
-     * backup then polls the repository itself for every segment it needs (rule 4),
-     * which is both stricter and faster than the server's once-a-second check. */
+    /* wait_for_archive := false: a primary still switches to a new segment (a standby
+     * cannot: engine/backup_standby.c), and the backup then polls the repository itself
+     * for every segment it needs (rule 4), which is both stricter and faster than the
+     * server's once-a-second check. */
     static const char q_stop[] = "SELECT lsn, labelfile, spcmapfile FROM pg_backup_stop(false)";
     PGresult *res = NULL;
     char *label = NULL, *spcmap = NULL;

@@ -33,7 +33,7 @@ static int load_dblist(repo *r, const char *id, mf_dblist *out, pb_error *err)
     size_t len = 0, raw_len = 0;
     dblist_key(key, sizeof(key), id);
     int rc = repo_get(r, key, &obj, &len, err);
-    if (rc == PB_ENOENT)
+    if (rc == PB_ENOENT) /* PB_EINVAL only here: rs_db_list_check tells it apart */
         return pb_fail(err, PB_EINVAL, "backup %s has no database list (%s; it was taken by "
                        "an older pageback or made by rebase): --db-include cannot be used "
                        "with it", id, key);
@@ -45,6 +45,14 @@ static int load_dblist(repo *r, const char *id, mf_dblist *out, pb_error *err)
     free(obj);
     free(raw);
     return rc;
+}
+
+int rs_db_list_check(repo *r, const char *id, pb_error *err)
+{
+    mf_dblist dbs = {0};
+    int rc = load_dblist(r, id, &dbs, err);
+    mf_dblist_free(&dbs);
+    return rc == PB_EINVAL ? 0 : rc; /* PB_EINVAL: there is none */
 }
 
 /* The object is immutable: the copy is its bytes, checked before they are written. */

@@ -123,6 +123,8 @@ typedef struct rs_db_filter {
 int rs_db_filter_build(repo *r, const rs_opts *opts, const char *id, rs_db_filter *out,
                        pb_error *err);
 void rs_db_filter_free(rs_db_filter *f); /* accepts NULL */
+/* Verify: backup id's database list, when it has one, is intact (PB_ECORRUPT names it). */
+int rs_db_list_check(repo *r, const char *id, pb_error *err);
 /* Rebase: the synthetic full to gets the database list of from (none: nothing to do). */
 int rs_db_list_copy(repo *r, const char *from, const char *to, pb_error *err);
 /* Is file a relation file of a database the filter leaves out (restored as a stub)? */
