@@ -113,7 +113,7 @@ LOCAL_JSON=$BENCH_RESULTS/restore_chain.json
 if [ "$NAME" = restore_chain_s3 ] && [ -f "$LOCAL_JSON" ]; then
     /usr/bin/python3 - "$LOCAL_JSON" "$BENCH_RESULTS/$NAME.json" <<'PY'
 import json, sys
-loc, s3 = (json.load(open(p)) for p in sys.argv[1:3])
+loc, s3 = (json.load(open(p))["summary"] for p in sys.argv[1:3])
 for what in ("full", "chain"):
     a, b = loc["restore"].get(what), s3["restore"].get(what)
     if a and b and a.get("wall_s"):
