@@ -43,10 +43,11 @@ typedef struct rs_opts {
     size_t ntblspc;
     const char *restore_command;/* the restore_command line PostgreSQL will run */
     unsigned jobs;              /* files rebuilt in parallel */
+    const char *state_dir;      /* local state: caches what the archived WAL holds (NULL: none) */
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL, 4}
+                      NULL, NULL, 0, NULL, 4, NULL}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];
@@ -93,5 +94,19 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
  * (the restore plan's choice, restore/plan.c: its chain is resolved too). */
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
                   size_t why_len, pb_error *err);
+
+/* A restore point found in the archived WAL (XLOG_RESTORE_POINT). */
+typedef struct rs_restore_point {
+    char name[64];
+    uint64_t lsn;
+    uint32_t tli;
+    int64_t time; /* unix seconds */
+} rs_restore_point;
+typedef void (*rs_restore_point_cb)(void *ctx, const rs_restore_point *p);
+/* Every restore point in the archived WAL along the newest timeline's path (the one
+ * recovery follows by default; *tli its id), oldest first, from the first archived
+ * segment on. state_dir: where what each segment holds is cached (NULL: nowhere). */
+int rs_list_restore_points(repo *r, uint32_t seg_size, const char *state_dir,
+                           rs_restore_point_cb cb, void *ctx, uint32_t *tli, pb_error *err);
 
 #endif
