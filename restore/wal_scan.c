@@ -204,13 +204,17 @@ static void cache_save(const rs_scan *s, const char *name, uint64_t hash, const 
     char dir[4200], path[4200], tmp[4300];
     pb_error e = PB_ERROR_INIT;
     snprintf(dir, sizeof(dir), "%s/walscan", s->state_dir);
-    if (pb_mkdir_p(dir, 0700, &e))
-        return pb_debug("WAL scan cache not written: %s", e.msg);
+    if (pb_mkdir_p(dir, 0700, &e)) {
+        pb_debug("WAL scan cache not written: %s", e.msg);
+        return;
+    }
     cache_path(s, name, path, sizeof(path));
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
     FILE *fp = fopen(tmp, "w");
-    if (!fp)
-        return pb_debug("WAL scan cache %s not written: %s", tmp, strerror(errno));
+    if (!fp) {
+        pb_debug("WAL scan cache %s not written: %s", tmp, strerror(errno));
+        return;
+    }
     fprintf(fp, CACHE_MAGIC " %016" PRIx64 "\n", hash);
     for (size_t i = 0; i < f->n; i++) {
         const rs_wal_event *ev = &f->ev[i];
