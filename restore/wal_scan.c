@@ -10,7 +10,7 @@
  * repository with another segment under the name, does not match and is decoded again.
  * A segment whose last record runs into a segment not archived yet is not cached (that
  * record is not known yet). The cache is only an index: a damaged or foreign file is
- * ignored and rewritten.
+ * ignored and rewritten. Its format: docs/FORMAT.md, "WAL scan cache".
  *
  * Record layouts are PostgreSQL 15's: xl_restore_point {TimestampTz, char[64]}
  * (access/xlog_internal.h); xl_xact_commit / xl_xact_abort {TimestampTz} followed, with
