@@ -22,7 +22,8 @@ void chain_backup_dir(char *out, size_t cap, const char *id)
 
 const mf_codec *chain_manifest_codec(void)
 {
-    static const mf_codec zstd = {pack_chunk_compress, pack_chunk_decompress};
+    static const mf_codec zstd = {pack_chunk_compress, pack_chunk_decompress,
+                                  PACK_ZSTD_MAX_RATIO};
     return &zstd;
 }
 

@@ -172,7 +172,8 @@ int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err)
     c->ropts = rocksdb_readoptions_create();
     rocksdb_readoptions_set_verify_checksums(c->ropts, 1);
     c->wopts = rocksdb_writeoptions_create();
-    rocksdb_writeoptions_set_sync(c->wopts, 1); /* one fsync per apply */
+    rocksdb_writeoptions_set_sync(c->wopts, 1); /* one fsync per batch */
+    c->batch_limit = MF_CATALOG_BATCH_LIMIT;
     int rc = open_db(c, err);
     if (rc == PB_ECORRUPT)
         rc = reopen_empty(c, err);
@@ -323,6 +324,11 @@ int mf_catalog_lookup(mf_catalog *c, const char *path, mf_head_entry *out, pb_er
 }
 
 /* ---- introspection ---- */
+
+void mf_catalog_set_batch_limit(mf_catalog *c, size_t bytes)
+{
+    c->batch_limit = bytes;
+}
 
 void mf_catalog_last_stats(const mf_catalog *c, mf_apply_stats *out)
 {

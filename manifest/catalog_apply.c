@@ -1,6 +1,12 @@
 /*
- * manifest/catalog_apply.c — making a manifest the catalog's new head in one atomic
- * write batch (docs/MANIFEST.md, "RocksDB catalog": full and incremental apply).
+ * manifest/catalog_apply.c — making a manifest the catalog's new head (docs/MANIFEST.md,
+ * "RocksDB catalog": full and incremental apply) in write batches of bounded size.
+ *
+ * Atomic as a whole although written in several batches: the first batch removes the
+ * head pointer "S" and the last one writes it, so until the last write lands the
+ * catalog has no head, and a catalog without a head is never trusted (the backup
+ * rebuilds it from the repository, DESIGN rule 7). Reads come from a snapshot taken
+ * before the first write, so the old head's values stay readable throughout.
  */
 #include "manifest/catalog_internal.h"
 
@@ -174,6 +180,24 @@ static void drop_path(apply_ctx *a, const char *path, size_t plen)
     a->st.files_deleted++;
 }
 
+/* Write the batch once it holds batch_limit bytes (called between files, so one file's
+ * chunks, at most 32 MiB, may pass the limit): memory stays bounded whatever the size
+ * of the head. The first batch holds the removal of "S" (see the top of the file). */
+static int flush_if_full(apply_ctx *a)
+{
+    size_t size = 0;
+    rocksdb_writebatch_data(a->batch, &size);
+    if (size < a->c->batch_limit)
+        return 0;
+    char *e = NULL;
+    rocksdb_write(a->c->db, a->c->wopts, a->batch, &e);
+    if (e)
+        return mfc_db_fail(a->err, e, a->c->dir, "writing a batch of the new head");
+    rocksdb_writebatch_clear(a->batch);
+    a->st.batches++;
+    return 0;
+}
+
 /* memcmp order of a key's path against a C string: the same order as strcmp. */
 static int cmp_key_path(const char *kp, size_t klen, const char *path)
 {
@@ -217,6 +241,8 @@ static int apply_incremental(apply_ctx *a, const rocksdb_readoptions_t *ro,
             break;
         if (cmp <= 0)
             rocksdb_iter_next(it);
+        if ((rc = flush_if_full(a)))
+            break;
     }
     char *e = NULL;
     rocksdb_iter_get_error(it, &e);
@@ -235,6 +261,8 @@ static int apply_full(apply_ctx *a, const mf_file **files, size_t n)
     mfc_batch_clear_all(a->batch);
     for (size_t i = 0; i < n; i++) {
         int rc = apply_file(a, files[i], NULL, 0);
+        if (rc == 0)
+            rc = flush_if_full(a);
         if (rc)
             return rc;
     }
@@ -265,8 +293,10 @@ static int apply_body(apply_ctx *a, const rocksdb_readoptions_t *ro, const mf_ma
         return rc;
     if (a->full)
         rc = apply_full(a, files, mf_count(m));
-    else if (!(rc = check_parent(a, ro, h)))
+    else if (!(rc = check_parent(a, ro, h))) {
+        rocksdb_writebatch_delete(a->batch, "S", 1); /* no head until the last batch */
         rc = apply_incremental(a, ro, files, mf_count(m));
+    }
     free(owned);
     if (!rc)
         rocksdb_writebatch_put(a->batch, "S", 1, h->id, strlen(h->id));
@@ -302,6 +332,7 @@ int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err)
         rc = mfc_db_fail(err, e, c->dir, "writing the new head");
         goto out;
     }
+    a.st.batches++;
     c->last = a.st;
 out:
     if (a.hit)

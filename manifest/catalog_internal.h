@@ -20,7 +20,10 @@ struct mf_catalog {
     rocksdb_writeoptions_t *wopts;
     char *dir;
     mf_apply_stats last;
+    size_t batch_limit; /* bytes a write batch may hold before it is written */
 };
+
+#define MF_CATALOG_BATCH_LIMIT (64u << 20)
 
 typedef struct f_value {
     mf_kind kind;

@@ -92,6 +92,9 @@ void mf_file_clear(mf_file *f); /* frees the pointers of a file not handed to a 
 typedef struct mf_codec {
     int (*compress)(const void *data, size_t len, pb_buf *out, pb_error *err);
     int (*decompress)(const void *data, size_t len, void *dst, size_t raw_len, pb_error *err);
+    /* the most bytes one stored byte can decompress to: a chunk claiming more is
+     * corruption, refused before its buffer is allocated */
+    uint32_t max_ratio;
 } mf_codec;
 
 /* Self-contained object, format version 2 (docs/MANIFEST.md): header, index, chunks of

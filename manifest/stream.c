@@ -261,6 +261,10 @@ static int load_chunk(mf_stream *s, pb_error *err)
     if (c->raw_len && !(s->src.codec && s->src.codec->decompress))
         return pb_fail(err, PB_EUNSUPPORTED, "manifest %s: chunk %zu is compressed and no "
                        "codec was given", s->what, s->next);
+    if (c->raw_len && c->raw_len / c->len >= s->src.codec->max_ratio)
+        return pb_fail(err, PB_ECORRUPT, "manifest %s: chunk %zu of %u bytes claims %u "
+                       "bytes decompressed, more than its codec can yield", s->what, s->next,
+                       c->len, c->raw_len);
     uint8_t **into = c->raw_len ? &s->packed : &s->buf;
     size_t *cap = c->raw_len ? &s->packed_cap : &s->buf_cap;
     if (ensure(into, cap, c->len) || (c->raw_len && ensure(&s->buf, &s->buf_cap, c->raw_len)))

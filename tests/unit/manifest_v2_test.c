@@ -503,7 +503,7 @@ static int rle_decompress(const void *data, size_t len, void *dst, size_t raw_le
 
 static void test_codec(void)
 {
-    const mf_codec rle = {rle_compress, rle_decompress};
+    const mf_codec rle = {rle_compress, rle_decompress, 128}; /* 255 bytes from 2 */
     mf_backup h = header("20261201-000000F", "", 'F');
     mf_manifest *m = NULL, *p = NULL;
     pb_error err = PB_ERROR_INIT;
@@ -530,6 +530,15 @@ static void test_codec(void)
     PBT_CHECK(mf_serialize_codec(m, &rle, &bad, &err) == 0);
     bad.data[bad.len - 1] ^= 0x01; /* inside the last chunk: its checksum catches it */
     PBT_CHECK(mf_parse_codec(bad.data, bad.len, &rle, "bad", &p, &err) == PB_ECORRUPT);
+    pb_buf_free(&bad);
+    /* a chunk claiming more than the codec can expand it to: refused before allocating */
+    mf_backup hh = header("20261201-000000F", "", 'F');
+    const uint8_t two[2] = {255, 0};
+    mf_chunk_ref c = {0, 2, 100000, 1, pb_hash64(two, 2), (char *)"a", (char *)"a"};
+    bad.len = 0;
+    PBT_CHECK(mf_v2_put_head(&bad, &hh, &c, 1, 1, &err) == 0 && pb_buf_append(&bad, two, 2) == 0);
+    PBT_CHECK(mf_parse_codec(bad.data, bad.len, &rle, "greedy", &p, &err) == PB_ECORRUPT &&
+              strstr(err.msg, "claims") != NULL);
     pb_buf_free(&bad);
     pb_buf_free(&raw);
     pb_buf_free(&packed);

@@ -45,6 +45,7 @@ fi
 source "$HERE/lib.sh"
 SCALE=$RSS_ONE
 bench_setup "rss-$SCALE"
+bench_pgbr_prepare # bench_cluster archives to both tools (lib.sh); only pageback is measured
 bench_cluster "$SCALE" "autovacuum = off"
 record() { # CMD: the RSS of the last bench_pb
     echo "$SCALE $1 $T_RSS_MIB" >>"$RSS_OUT"
