@@ -211,7 +211,9 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     }
     if ((rc = mark_horizon(ctx, conn, err)))
         return rc;
-    bk_choose_read(ctx, plan->parent ? &plan->chain : NULL, parent_is_head(ctx));
+    if ((rc = bk_choose_read(ctx, plan->parent ? &plan->chain : NULL, parent_is_head(ctx),
+                             err)))
+        return rc;
     chain_backup_dir(dir, sizeof(dir), h->id);
     /* Compression is the CPU cost of a full backup: one worker per vCPU on small
      * hosts, half of them elsewhere (the database keeps the rest). Each worker has its
@@ -322,6 +324,8 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
     ctx.tblspc_dir = info.tblspc_dir;
     ctx.checksums = info.data_checksums;
+    ctx.wal_log_hints = info.wal_log_hints;
+    ctx.wal_minimal = strcmp(info.wal_level, "minimal") == 0;
     /* Leftovers of interrupted earlier runs (temp files, unfinished multipart uploads,
      * backups without a manifest) go first; failing to remove them does not block a
      * backup. */
@@ -381,6 +385,7 @@ out:
     if (rc && ctx.m)
         drop_partial(r, mf_header(ctx.m)->id);
     scan_free(ctx.scan);
+    wg_set_free(ctx.wal);
     mf_free(ctx.m);
     bk_plan_free(&plan);
     mf_catalog_close(ctx.cat);

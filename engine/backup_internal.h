@@ -8,6 +8,7 @@
 #include "engine/pack.h"
 #include "engine/scan.h"
 #include "engine/walk.h"
+#include "engine/walguide_internal.h"
 
 #define BK_FRAME_PAGES 32u   /* pages per frame: 256 KiB raw */
 #define BK_REREAD_TRIES 5
@@ -38,6 +39,11 @@ typedef struct bk_ctx {
     double local_start;   /* pb_now() at server_start, to follow the server clock */
     uint64_t verdicts[9]; /* relation segments per bk_skip_verdict */
     unsigned missed_logged; /* ERROR lines written for missed pages (bounded) */
+    wg_set *wal;         /* WAL-guided: the blocks the window names; NULL = not guided */
+    bool wal_log_hints;  /* the server's settings the guidance depends on */
+    bool wal_minimal;
+    uint64_t wal_whole;  /* segments WAL-guidance read whole (marked, or not a main fork) */
+    uint64_t wal_guided; /* segments read by their named blocks only */
 } bk_ctx;
 
 /* ---- the file-level skip rule (engine/backup_skip.c) -------------------------------- */
@@ -78,10 +84,10 @@ const char *bk_skip_verdict_name(bk_skip_verdict v);
 bool bk_verify_due(const chain *c, unsigned every, int64_t after_secs, int64_t now,
                    char *why, size_t why_len);
 
-/* Choose how this backup reads (sets ctx->skip_on, ctx->verify and the header's read_mode)
- * and log why. Called after pg_backup_start, with ctx->parent, the catalog and the server
+/* Choose how this backup reads (sets ctx->skip_on, ctx->verify, ctx->wal and the header's
+ * read_mode) and log why; for WAL guidance it decodes the WAL window (walguide_read.c). Called after pg_backup_start, with ctx->parent, the catalog and the server
  * clock set; plan is the chain this incremental builds on (NULL for a full). */
-void bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head);
+int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb_error *err);
 /* Log what the skip rule decided (files and bytes skipped, segments read and why) and, for a
  * verify scan, what it found. */
 void bk_report_read(const bk_ctx *ctx);

@@ -17,6 +17,9 @@
  */
 #include "engine/backup_internal.h"
 #include "common/fault.h"
+#include "engine/wal/wal.h"
+
+#include <unistd.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -93,12 +96,57 @@ bool bk_verify_due(const chain *c, unsigned every, int64_t after_secs, int64_t n
     return false;
 }
 
-/* Why the WAL-guided method cannot be used for this backup; NULL when it can. The
- * decoder is not merged yet (issue 11, part 3): every such backup falls back. */
+/* Why WAL cannot vouch for this backup before anything is decoded; NULL when it may. */
 static const char *wal_unavailable(const bk_ctx *ctx)
 {
-    (void)ctx;
-    return "the WAL block-reference decoder is not built into this version";
+    if (ctx->wal_minimal)
+        return "wal_level is minimal: WAL does not log every change";
+    if (!ctx->checksums && !ctx->wal_log_hints)
+        return "hint bits are not WAL-logged (no data checksums, wal_log_hints off): "
+               "harmless to a restore, but WAL cannot vouch for those pages";
+    return NULL;
+}
+
+/* pg_backup_start switched WAL just now: the segment before the start's is being
+ * archived. The archiver goes in order, so once it is there every earlier one is or
+ * never will be (a gap, found while decoding). 1 = not there in time. */
+static int wait_archived(bk_ctx *ctx, uint64_t segno, pb_error *err)
+{
+    const mf_backup *h = mf_header_c(ctx->m);
+    char name[25];
+    arch_segment_name(name, h->timeline, segno, h->wal_segment_size);
+    double deadline = pb_now() + ctx->opts->wal_timeout_secs;
+    for (;;) {
+        bool present = false;
+        int rc = arch_exists(ctx->repo, name, &present, err);
+        if (rc || present)
+            return rc;
+        if (pb_now() > deadline)
+            return 1;
+        if ((rc = repo_lock_renew(ctx->lock, err)))
+            return rc;
+        usleep(50000);
+    }
+}
+
+/* Decode the window [parent's start, this start); NULL set with why filled to fall back. */
+static int wal_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
+{
+    const mf_backup *h = mf_header_c(ctx->m), *ph = mf_header_c(ctx->parent);
+    uint64_t seg = h->start_lsn / h->wal_segment_size;
+    if (seg > ph->start_lsn / h->wal_segment_size) {
+        int rc = wait_archived(ctx, seg - 1, err);
+        if (rc < 0)
+            return rc;
+        if (rc > 0) {
+            snprintf(why, why_len, "the WAL segment before the start was not archived within "
+                     "%u s (--wal-timeout)", ctx->opts->wal_timeout_secs);
+            return 0;
+        }
+    }
+    wg_window w = {ctx->repo, ctx->pgdata, ctx->opts->state_dir, h->timeline,
+                   h->wal_segment_size, ph->start_lsn, h->start_lsn, 0, 19};
+    return wg_collect(&w, &ctx->wal, why, why_len, err);
 }
 
 static void say_mode(const bk_ctx *ctx, const char *what, const char *why)
@@ -110,7 +158,7 @@ static void say_mode(const bk_ctx *ctx, const char *what, const char *why)
                 "misses is shipped and reported");
 }
 
-void bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head)
+int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb_error *err)
 {
     mf_backup *h = mf_header(ctx->m);
     const bk_opts *o = ctx->opts;
@@ -120,16 +168,16 @@ void bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head)
     if (h->type != 'I' || !ctx->parent || o->incr_mode == BK_INCR_SCAN) {
         if (h->type == 'I')
             say_mode(ctx, "every page", "--incremental-mode scan");
-        return;
+        return 0;
     }
     const mf_backup *ph = mf_header_c(ctx->parent);
     if (!parent_is_head || ph->timeline != h->timeline || ph->mtime_horizon <= 0) {
         say_mode(ctx, "every page", !parent_is_head ? "the parent is not the chain head"
                  : ph->timeline != h->timeline ? "the timeline changed"
                  : "the parent backup recorded no mtime horizon (an older version made it)");
-        return;
+        return 0;
     }
-    char why[160];
+    char why[1200];
     if (bk_verify_due(plan_chain, o->verify_every, o->verify_after_secs, ctx->server_start,
                       why, sizeof(why))) {
         ctx->verify = true;
@@ -138,14 +186,27 @@ void bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head)
     }
     ctx->skip_on = true;
     h->read_mode = MF_READ_FILE;
-    const char *nowal = wal_unavailable(ctx);
-    if (o->incr_mode == BK_INCR_FILE)
+    if (o->incr_mode == BK_INCR_FILE) {
         say_mode(ctx, "segments whose size or mtime moved", "--incremental-mode file");
-    else if (nowal && o->incr_mode == BK_INCR_WAL)
-        pb_warn("--incremental-mode wal: falling back to the file-level skip for the whole "
-                "backup: %s", nowal);
-    else
-        say_mode(ctx, "segments whose size or mtime moved", nowal);
+        return 0;
+    }
+    const char *nowal = wal_unavailable(ctx);
+    if (!nowal) {
+        int rc = wal_guide(ctx, why, sizeof(why), err);
+        if (rc)
+            return rc;
+        nowal = ctx->wal ? NULL : why;
+    }
+    if (ctx->wal) {
+        h->read_mode = MF_READ_WAL;
+        say_mode(ctx, "the blocks the archived WAL names, in segments whose size or mtime "
+                 "moved", NULL);
+    } else {
+        pb_warn("WAL-guided reads fall back to the file-level skip for the whole backup: %s",
+                nowal);
+        say_mode(ctx, "segments whose size or mtime moved", NULL);
+    }
+    return 0;
 }
 
 int64_t bk_server_now(const bk_ctx *ctx)
@@ -194,10 +255,14 @@ void bk_report_read(const bk_ctx *ctx)
     else
         pb_info("file-level skip: %" PRIu64 " relation segments (%.1f MiB) skipped; read: %s",
                 h->files_skipped, h->bytes_skipped / 1048576.0, n ? reads : "none");
+    if (ctx->wal)
+        pb_info("WAL-guided: %" PRIu64 " segments read by their named blocks only, %" PRIu64
+                " read whole (not a main fork, or created, truncated or copied in the window)",
+                ctx->wal_guided, ctx->wal_whole);
     if (ctx->verify && h->pages_missed)
-        pb_log(PB_LOG_ERROR, "verify scan: %" PRIu64 " changed pages the file-level skip "
-               "would have missed were shipped: this is a bug, please report it",
+        pb_log(PB_LOG_ERROR, "verify scan: %" PRIu64 " changed pages the cheaper read "
+               "method would have missed were shipped: this is a bug, please report it",
                h->pages_missed);
     else if (ctx->verify)
-        pb_info("verify scan: the file-level skip missed no changed page");
+        pb_info("verify scan: the cheaper read method missed no changed page");
 }

@@ -1,9 +1,10 @@
 #!/bin/bash
 # Incrementals that read only what changed (issue 11): the same chain of workloads taken
-# with --incremental-mode scan and file (wal when it is built), every backup restored and
+# with --incremental-mode scan, file and wal, every backup restored and
 # compared with the source; a verify scan after each chain finds zero missed pages; a
-# file-mode incremental after a small change reads far less than a scan; and a test fault
-# that makes the file-level skip miss a changed segment is caught by the verify scan.
+# file-mode incremental after a small change reads far less than a scan, a wal-mode one
+# under 3% of the data directory; a test fault that makes the file-level skip miss a
+# changed segment is caught by the verify scan; an archive gap forces the fallback.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src
@@ -105,6 +106,12 @@ run_chain() {
         pb_check "chain $mode: a small change read ${SMALL_READ[$mode]} B of a $full_read B full (< 1/4)" \
             test $((SMALL_READ[$mode] * 4)) -lt "$full_read"
     fi
+    if [ "$mode" = wal ]; then
+        pb_check "chain wal: a small change read ${SMALL_READ[wal]} B of a $full_read B full (< 3%)" \
+            test $((SMALL_READ[wal] * 100)) -lt $((full_read * 3))
+        pb_check "chain wal: the WAL window was decoded" \
+            grep -q "WAL window: .* distinct blocks named" "$PB_WORK/backup-${ids[1]}.out"
+    fi
     psql_src "UPDATE small_$mode SET v = 'verify' WHERE id = 7"
     backup I --incremental-mode "$mode" --verify-scan 1 && ids+=("$LAST")
     if [ "$mode" != scan ]; then
@@ -123,15 +130,16 @@ run_chain() {
     fi
 }
 
-for mode in ${PB_RL_MODES:-scan file}; do
+for mode in ${PB_RL_MODES:-scan file wal}; do
     run_chain "$mode"
+    LASTMODE=$mode
 done
 [ -n "${SMALL_READ[scan]:-}" ] && pb_check "a file-mode incremental after a small change read less than a scan-mode one" \
     test "${SMALL_READ[file]}" -lt "${SMALL_READ[scan]}"
 
 # The truth: a fault makes the file-level skip miss the first changed segment; the verify
 # scan reads it anyway, ships the change, logs an ERROR naming file and block, counts it.
-psql_src "UPDATE small_file SET v = 'missed' WHERE id <= 50"
+psql_src "UPDATE small_$LASTMODE SET v = 'missed' WHERE id <= 50"
 out=$(_pb_as_pg env PAGEBACK_TEST_FAULT=backup.skip-miss PGHOST="$PGHOST" PGPORT="$PGPORT" \
     PGUSER=postgres PGDATABASE=postgres "$PB_BIN" backup "${PB_REPO_ARGS[@]}" \
     --state-dir "$PB_STATE" --incremental-mode file --verify-scan 1 2>&1) ||
@@ -144,4 +152,25 @@ pb_check "and logged an ERROR naming the file and block" \
     grep -Eq "ERROR.*verify scan: .* block [0-9]+ changed" <<<"$out"
 pb_check "info shows the missed pages" grep -q "missed pages $MISSED (BUG" <<<"$(pb info)"
 restore_check "$LAST" "after the caught miss"
+
+# An archive gap in the window: WAL cannot vouch, the backup falls back to the file-level
+# skip for the whole backup and says why; its restore is still right.
+if [ -n "${SMALL_READ[wal]:-}" ]; then
+    psql_src "UPDATE small_wal SET v = 'gap1' WHERE id <= 5"
+    SEG=$(pg_psql "$SRC" "SELECT pg_walfile_name(pg_current_wal_lsn())")
+    psql_src "SELECT pg_switch_wal()"
+    psql_src "UPDATE small_wal SET v = 'gap2' WHERE id <= 5"
+    psql_src "SELECT pg_switch_wal()"
+    for i in $(seq 1 100); do
+        [ -f "$PB_REPO/wal/${SEG:0:8}/$SEG.zst" ] && break
+        sleep 0.1
+    done
+    rm -f "$PB_REPO/wal/${SEG:0:8}/$SEG.zst"
+    backup I --incremental-mode wal --verify-scan 0
+    pb_check "archive gap: the WAL-guided read falls back and says why" \
+        grep -q "fall back to the file-level skip for the whole backup: a gap in the WAL archive" \
+        "$PB_WORK/backup-$LAST.out"
+    pb_assert_eq "$(field "$LAST" read_mode)" file "archive gap: the backup read in file mode"
+    restore_check "$LAST" "after the archive gap"
+fi
 pb_test_summary
