@@ -99,6 +99,8 @@ bool bk_verify_due(const chain *c, unsigned every, int64_t after_secs, int64_t n
 /* Why WAL cannot vouch for this backup before anything is decoded; NULL when it may. */
 static const char *wal_unavailable(const bk_ctx *ctx)
 {
+    if (ctx->standby)
+        return "a backup from a standby: its WAL window is not decoded yet";
     if (ctx->wal_minimal)
         return "wal_level is minimal: WAL does not log every change";
     if (!ctx->checksums && !ctx->wal_log_hints)
