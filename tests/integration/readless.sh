@@ -104,8 +104,8 @@ run_chain() {
     done
     pb_assert_eq "$(field "$LAST" read_mode)" "$mode" "chain $mode: incrementals read in mode $mode"
     if [ "$mode" != scan ]; then
-        pb_check "chain $mode: the no-change parts were skipped ($(field "${ids[1]}" files_skipped) files)" \
-            test "$(field "${ids[1]}" files_skipped)" -gt 0
+        pb_check "chain $mode: the no-change parts were skipped ($(field "${ids[1]:-}" files_skipped) files)" \
+            test "$(field "${ids[1]:-}" files_skipped)" -gt 0
         pb_check "chain $mode: a small change read ${SMALL_READ[$mode]} B of a $full_read B full (< 1/4)" \
             test $((SMALL_READ[$mode] * 4)) -lt "$full_read"
     fi
@@ -115,7 +115,7 @@ run_chain() {
         pb_check "chain wal: a small change read ${SMALL_READ[wal]} B of a $full_read B full (< 5%)" \
             test $((SMALL_READ[wal] * 100)) -lt $((full_read * 5))
         pb_check "chain wal: the WAL window was decoded" \
-            grep -q "WAL window: .* distinct blocks named" "$PB_WORK/backup-${ids[1]}.out"
+            grep -q "WAL window: .* distinct blocks named" "$PB_WORK/backup-${ids[1]:-}.out"
     fi
     psql_src "UPDATE small_$mode SET v = 'verify' WHERE id = 7"
     backup I --incremental-mode "$mode" --verify-scan 1 && ids+=("$LAST")
