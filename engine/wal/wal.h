@@ -37,6 +37,12 @@ void arch_key(char *out, size_t cap, const char *name);
  * frees). PB_ENOENT when not archived. */
 int arch_read(repo *r, const char *name, uint8_t **out, size_t *out_len, pb_error *err);
 
+/* The hash of the raw content of an archived WAL or history file (pb_hash64, as its
+ * envelope header records it), read from the header alone (one small ranged read): a
+ * cache of what a segment holds is keyed on it. PB_ENOENT when not archived,
+ * PB_ECORRUPT when the header is not a WAL object's. */
+int arch_object_hash(repo *r, const char *name, uint64_t *hash, pb_error *err);
+
 /* Verify and decompress an archived object as arch_read does, for an object already in
  * memory (the fuzz target; *out malloc'd, caller frees). PB_EINVAL for a name that is
  * not a WAL file name, PB_ECORRUPT naming the object's key for anything wrong in it. */

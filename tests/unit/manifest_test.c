@@ -1,6 +1,6 @@
 /* tests/unit/manifest_test.c — manifests, their object format, and the catalog. */
 #include "manifest/manifest.h"
-#include "manifest/manifest_internal.h"
+#include "manifest/v2_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>
@@ -344,13 +344,15 @@ static int parse_code(const pb_buf *b, pb_error *err)
 
 /* Serialise a manifest with one directory at `safe`, then swap in `evil` (same length)
  * with a valid checksum: only the path check can catch it. */
+/* These check the version 1 reader (existing repositories) on objects of the version 1
+ * writer; tests/unit/manifest_v2_test.c checks version 2. */
 static void check_evil_path(const char *safe, const char *evil)
 {
     mf_manifest *m = new_manifest("B", "", 'F');
     add_other(m, safe, MF_DIR, 0, NULL, NULL);
     pb_buf b = {0};
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     uint8_t *at = memmem(b.data, b.len, safe, strlen(safe));
     PBT_CHECK(at != NULL && strlen(safe) == strlen(evil));
     if (at) {
@@ -378,14 +380,18 @@ static void test_extension_fields(void)
     pb_error err = PB_ERROR_INIT;
     pb_buf b = {0};
     mf_manifest *p = NULL;
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
-    PBT_CHECK(mf_parse(b.data, b.len, "ext", &p, &err) == 0);
-    const mf_backup *q = p ? mf_header_c(p) : NULL;
-    PBT_CHECK(q && q->read_mode == MF_READ_FILE && q->verify_scan &&
-              q->mtime_horizon == 1764500000 && q->files_skipped == 41 &&
-              q->bytes_skipped == 41ull << 30 && q->pages_missed == 3);
-    mf_free(p);
-    p = NULL;
+    /* Both versions carry them: v2 in its tagged header, v1 in the extension block. */
+    for (int v = 2; v >= 1; v--) {
+        b.len = 0;
+        PBT_CHECK((v == 2 ? mf_serialize(m, &b, &err) : mf_serialize_v1(m, &b, &err)) == 0);
+        PBT_CHECK(mf_parse(b.data, b.len, "ext", &p, &err) == 0);
+        const mf_backup *q = p ? mf_header_c(p) : NULL;
+        PBT_CHECK(q && q->read_mode == MF_READ_FILE && q->verify_scan &&
+                  q->mtime_horizon == 1764500000 && q->files_skipped == 41 &&
+                  q->bytes_skipped == 41ull << 30 && q->pages_missed == 3);
+        mf_free(p);
+        p = NULL;
+    }
     /* Older layout: clear the flag (bit 1 of the checksum word, after magic, version, id,
      * parent, type, LSNs, timeline, system id, version, segment size), drop the block
      * (magic, count, 6 pairs of 12 bytes) and reseal. */
@@ -415,7 +421,7 @@ static void test_unsafe_paths_rejected(void)
     add_other(m, "abc", MF_DIR, 0, NULL, NULL);
     pb_buf b = {0};
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     uint8_t *at = memmem(b.data, b.len, "abc", 3);
     PBT_CHECK(at != NULL);
     if (at) {
@@ -432,7 +438,7 @@ static void test_corrupt_objects(void)
     mf_manifest *m = sample_manifest();
     pb_buf b = {0};
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     mf_free(m);
 
     /* any flipped byte */
@@ -467,7 +473,7 @@ static void test_corrupt_objects(void)
     /* huge counts with a valid checksum: rejected before any allocation */
     m = new_manifest("B", "", 'F');
     add_rel(m, 1, "rel/file", 100, 0, 1, 10, 5);
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     mf_free(m);
     uint8_t *path = memmem(b.data, b.len, "rel/file", 8);
     PBT_CHECK(path != NULL);
@@ -524,7 +530,7 @@ static void test_corrupt_objects(void)
     PBT_CHECK(parse_code(&b, &err) == PB_ECORRUPT && strstr(err.msg, "rel/file"));
     /* a future version with a valid checksum is refused as unsupported */
     pb_put_u32(b.data + off_npages, 100);
-    pb_put_u32(b.data + 8, 2);
+    pb_put_u32(b.data + 8, 3);
     reseal(&b);
     PBT_CHECK(parse_code(&b, &err) == PB_EUNSUPPORTED);
     pb_put_u32(b.data + 8, 1);
@@ -886,6 +892,50 @@ static void test_catalog_open_fails(void)
     mf_catalog_close(NULL);
 }
 
+/* An apply larger than the batch limit is written in several batches (bounded memory),
+ * still all or nothing for a reader: an apply that fails after a batch was written
+ * leaves no head (which the backup rebuilds), never a half-applied one. */
+static void test_catalog_batches(void)
+{
+    char dir[] = "/tmp/mf_test.XXXXXX";
+    PBT_CHECK(mkdtemp(dir) != NULL);
+    char db[64], path[64], id[MF_ID_LEN];
+    snprintf(db, sizeof(db), "%s/catalog", dir);
+    pb_error err = PB_ERROR_INIT;
+    mf_catalog *cat = NULL;
+    mf_apply_stats st;
+    PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+    if (!cat)
+        return;
+    mf_catalog_set_batch_limit(cat, 256u << 10);
+    mf_manifest *m = new_manifest("B1", "", 'F');
+    for (int i = 0; i < 40; i++) {
+        snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+        add_rel(m, 1, path, 20000, 0, 1, 0, 20000);
+    }
+    PBT_CHECK(mf_catalog_apply(cat, m, &err) == 0);
+    mf_free(m);
+    mf_catalog_last_stats(cat, &st);
+    PBT_CHECK(st.batches >= 10 && st.chunks_put == 40 * 3);
+    PBT_CHECK(mf_catalog_head(cat, id, &err) == 0 && strcmp(id, "B1") == 0);
+    mf_head_entry e;
+    PBT_CHECK(mf_catalog_lookup(cat, "base/1/1039", &e, &err) == 0 && e.npages == 20000 &&
+              e.hashes[19999] == hv(1, "base/1/1039", 19999));
+    free(e.hashes);
+    /* an incremental whose last file grows without shipping its new pages: corrupt,
+     * found after earlier batches were written */
+    m = new_manifest("B2", "B1", 'I');
+    for (int i = 0; i < 40; i++) {
+        snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+        add_rel(m, 2, path, i == 39 ? 20001 : 20000, 0, 1, 0, 20000);
+    }
+    PBT_CHECK(mf_catalog_apply(cat, m, &err) == PB_ECORRUPT);
+    mf_free(m);
+    PBT_CHECK(mf_catalog_head(cat, id, &err) == PB_ENOENT);
+    mf_catalog_close(cat);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     PBT_RUN(test_path_safety);
@@ -897,5 +947,6 @@ int main(void)
     PBT_RUN(test_catalog_chain);
     PBT_RUN(test_catalog_open_fails);
     PBT_RUN(test_catalog_damage_rebuilds);
+    PBT_RUN(test_catalog_batches);
     return PBT_DONE();
 }
