@@ -5,8 +5,14 @@
  * Key validation lives here, once, so both drivers see only well-formed keys: a key
  * that could escape the repository root ("..", a leading '/') or that names a
  * directory rather than an object (empty components) is refused before any I/O.
+ *
+ * An encrypted repository (docs/FORMAT.md, "Encrypted repositories") routes each call
+ * through crypt_io.c instead, here too once: r->crypt set means every byte below this
+ * file is sealed, every byte above it is plain.
  */
 #include "engine/storage/storage_internal.h"
+
+#include "engine/storage/crypt_internal.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -21,11 +27,13 @@ struct repo {
     char *location;
     repo_observe_cb observe; /* tests only (repo_observe) */
     void *observe_ctx;
+    repo_crypt *crypt; /* NULL: an unencrypted repository */
 };
 
 struct repo_writer {
     const repo_driver *drv;
     void *impl;
+    cio_writer *sealed; /* instead of impl in an encrypted repository */
 };
 
 /* Checks every '/'-separated component of s[0..len): non-empty, not "." or "..".
@@ -135,6 +143,10 @@ int repo_open(repo **out, const repo_opts *opts, pb_error *err)
         repo_free(r);
         return rc;
     }
+    if ((rc = cio_open(r->drv, r->impl, r->location, opts, &r->crypt, err))) {
+        repo_free(r);
+        return rc;
+    }
     *out = r;
     return 0;
 }
@@ -145,6 +157,7 @@ void repo_free(repo *r)
         return;
     if (r->drv && r->impl)
         r->drv->free(r->impl);
+    crypt_free(r->crypt);
     free(r->location);
     free(r);
 }
@@ -159,10 +172,33 @@ bool repo_is_local(const repo *r)
     return r->drv == &repo_posix_driver;
 }
 
+/* In an encrypted repository: the first write writes the key check, then data is
+ * sealed into *sealed (caller frees) and *data / *len point to it. */
+static int seal_for_write(repo *r, const char *key, const void **data, size_t *len,
+                          void **sealed, pb_error *err)
+{
+    *sealed = NULL;
+    if (!r->crypt)
+        return 0;
+    crypt_cache_drop(r->crypt, key);
+    int rc = cio_ensure_keycheck(r->drv, r->impl, r->crypt, err);
+    if (rc == 0)
+        rc = crypt_seal(r->crypt, key, *data, *len, sealed, len, err);
+    if (rc == 0)
+        *data = *sealed;
+    return rc;
+}
+
 int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *err)
 {
+    void *sealed = NULL;
     int rc = check_key(key, err);
-    return rc ? rc : r->drv->put(r->impl, key, data, len, err);
+    if (rc == 0)
+        rc = seal_for_write(r, key, &data, &len, &sealed, err);
+    if (rc == 0)
+        rc = r->drv->put(r->impl, key, data, len, err);
+    free(sealed);
+    return rc;
 }
 
 /* Without the server's help: refuse when present, write, then read back. A racing
@@ -197,12 +233,15 @@ static int put_new_best_effort(repo *r, const char *key, const void *data, size_
 int repo_drv_put_new(repo *r, const char *key, const void *data, size_t len, int *hold_fd,
                      pb_error *err)
 {
+    void *sealed = NULL;
     int rc = check_key(key, err);
-    if (rc)
-        return rc;
-    rc = r->drv->put_new(r->impl, key, data, len, hold_fd, err);
+    if (rc == 0)
+        rc = seal_for_write(r, key, &data, &len, &sealed, err);
+    if (rc == 0)
+        rc = r->drv->put_new(r->impl, key, data, len, hold_fd, err);
     if (rc == PB_EUNSUPPORTED)
         rc = put_new_best_effort(r, key, data, len, err);
+    free(sealed);
     return rc;
 }
 
@@ -228,12 +267,16 @@ bool repo_drv_has_probe(const repo *r)
 int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, size_t len,
                           pb_error *err)
 {
+    void *sealed = NULL;
     int rc = check_key(key, err);
-    if (rc)
-        return rc;
-    if (r->drv->lock_rewrite && fd >= 0)
-        return r->drv->lock_rewrite(r->impl, key, fd, data, len, err);
-    return r->drv->put(r->impl, key, data, len, err);
+    if (rc == 0)
+        rc = seal_for_write(r, key, &data, &len, &sealed, err);
+    if (rc == 0 && r->drv->lock_rewrite && fd >= 0)
+        rc = r->drv->lock_rewrite(r->impl, key, fd, data, len, err);
+    else if (rc == 0)
+        rc = r->drv->put(r->impl, key, data, len, err);
+    free(sealed);
+    return rc;
 }
 
 void repo_observe(repo *r, repo_observe_cb cb, void *ctx)
@@ -249,6 +292,8 @@ int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *er
     int rc = check_key(key, err);
     if (rc == 0 && r->observe)
         r->observe(r->observe_ctx, "get", key);
+    if (rc == 0 && r->crypt)
+        return cio_get(r->drv, r->impl, r->crypt, key, out, out_len, err);
     return rc ? rc : r->drv->get(r->impl, key, out, out_len, err);
 }
 
@@ -260,6 +305,8 @@ int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *
         return rc;
     if (len == 0)
         return 0;
+    if (r->crypt)
+        return cio_get_range(r->drv, r->impl, r->crypt, key, offset, len, buf, err);
     return r->drv->get_range(r->impl, key, offset, len, buf, err);
 }
 
@@ -267,12 +314,16 @@ int repo_stat(repo *r, const char *key, uint64_t *size, pb_error *err)
 {
     uint64_t dummy;
     int rc = check_key(key, err);
+    if (rc == 0 && r->crypt)
+        return cio_stat(r->drv, r->impl, key, size ? size : &dummy, err);
     return rc ? rc : r->drv->stat(r->impl, key, size ? size : &dummy, err);
 }
 
 int repo_delete(repo *r, const char *key, pb_error *err)
 {
     int rc = check_key(key, err);
+    if (rc == 0 && r->crypt)
+        crypt_cache_drop(r->crypt, key);
     return rc ? rc : r->drv->del(r->impl, key, err);
 }
 
@@ -281,6 +332,8 @@ int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error 
     int rc = check_prefix(prefix, err);
     if (rc == 0 && r->observe)
         r->observe(r->observe_ctx, "list", prefix ? prefix : "");
+    if (rc == 0 && r->crypt)
+        return cio_list(r->drv, r->impl, prefix ? prefix : "", cb, ctx, err);
     return rc ? rc : r->drv->list(r->impl, prefix ? prefix : "", cb, ctx, err);
 }
 
@@ -294,7 +347,14 @@ int repo_writer_open(repo *r, const char *key, repo_writer **out, pb_error *err)
     if (!w)
         return pb_fail(err, PB_ENOMEM, "out of memory opening writer for %s", key);
     w->drv = r->drv;
-    rc = r->drv->writer_open(r->impl, key, &w->impl, err);
+    if (r->crypt) {
+        crypt_cache_drop(r->crypt, key);
+        rc = cio_ensure_keycheck(r->drv, r->impl, r->crypt, err);
+        if (rc == 0)
+            rc = cio_writer_open(r->drv, r->impl, r->crypt, key, &w->sealed, err);
+    } else {
+        rc = r->drv->writer_open(r->impl, key, &w->impl, err);
+    }
     if (rc) {
         free(w);
         return rc;
@@ -307,13 +367,15 @@ int repo_writer_write(repo_writer *w, const void *data, size_t len, pb_error *er
 {
     if (len == 0)
         return 0;
+    if (w->sealed)
+        return cio_writer_write(w->sealed, data, len, err);
     return w->drv->writer_write(w->impl, data, len, err);
 }
 
 int repo_writer_commit(repo_writer *w, pb_error *err)
 {
     assert(w);
-    int rc = w->drv->writer_commit(w->impl, err);
+    int rc = w->sealed ? cio_writer_commit(w->sealed, err) : w->drv->writer_commit(w->impl, err);
     free(w);
     return rc;
 }
@@ -322,7 +384,10 @@ void repo_writer_abort(repo_writer *w)
 {
     if (!w)
         return;
-    w->drv->writer_abort(w->impl);
+    if (w->sealed)
+        cio_writer_abort(w->sealed);
+    else
+        w->drv->writer_abort(w->impl);
     free(w);
 }
 
