@@ -77,7 +77,7 @@ echo "Encryption cost, pgbench scale $SCALE, $BENCH_REPS repetitions (medians):"
 bench_report full
 /usr/bin/python3 - "$BENCH_RESULTS/$BENCH_NAME.json" <<'PY'
 import json, sys
-t = json.load(open(sys.argv[1]))["tools"]
+t = json.load(open(sys.argv[1]))["summary"]["tools"]
 for what in ("backup", "restore"):
     p, e = t.get(f"{what} (plain)", {}), t.get(f"{what} (encrypted)", {})
     if p.get("mib_s_wall") and e.get("mib_s_wall"):
