@@ -317,12 +317,15 @@ int crypt_open_range(const repo_crypt *c, const char *name, const uint8_t *hdr,
     for (uint64_t i = first; rc == 0 && pos < span_len; i++) {
         size_t clen = span_len - pos < CRYPT_CHUNK + CRYPT_TAG ? span_len - pos
                                                                 : CRYPT_CHUNK + CRYPT_TAG;
-        rc = open_chunk(k, hdr, name, i, i + 1 == n, span + pos, clen, chunk, err);
         uint64_t cstart = i * CRYPT_CHUNK, from = off + done - cstart;
         size_t take = clen - CRYPT_TAG - (size_t)from;
         if (take > len - done)
             take = len - done;
-        if (rc == 0 && take)
+        /* a chunk wholly inside the range opens in place, the others through chunk */
+        bool whole = from == 0 && take == clen - CRYPT_TAG;
+        uint8_t *dst = whole ? (uint8_t *)buf + done : chunk;
+        rc = open_chunk(k, hdr, name, i, i + 1 == n, span + pos, clen, dst, err);
+        if (rc == 0 && take && !whole)
             memcpy((uint8_t *)buf + done, chunk + from, take);
         done += rc ? 0 : take;
         pos += clen;
