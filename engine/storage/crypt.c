@@ -191,20 +191,24 @@ static void make_header(const crypt_key *k, uint8_t *hdr)
     randombytes_buf(hdr + 16, 16);
 }
 
-static const crypt_key *key_of(const repo_crypt *c, const char *name, const uint8_t *hdr,
-                               pb_error *err)
+/* The key that sealed the object whose header is hdr: PB_ECORRUPT for a bad magic,
+ * PB_EAUTH when none of the given keys has its id. */
+static int key_of(const repo_crypt *c, const char *name, const uint8_t *hdr,
+                  const crypt_key **out, pb_error *err)
 {
-    if (memcmp(hdr, CRYPT_MAGIC, 8) != 0) {
-        pb_fail(err, PB_ECORRUPT, "object %s is not an encrypted object (bad magic)", name);
-        return NULL;
-    }
+    *out = NULL;
+    if (memcmp(hdr, CRYPT_MAGIC, 8) != 0)
+        return pb_fail(err, PB_ECORRUPT, "object %s is not an encrypted object (bad magic)",
+                       name);
     uint64_t id = pb_get_u64(hdr + 8);
-    for (size_t i = 0; i < c->n; i++)
-        if (c->keys[i].id == id)
-            return &c->keys[i];
-    pb_fail(err, PB_EAUTH, "object %s is sealed by key id %016" PRIx64 ", which none of the "
-            "given keys has: give its --encrypt-key-file", name, id);
-    return NULL;
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->keys[i].id == id) {
+            *out = &c->keys[i];
+            return 0;
+        }
+    }
+    return pb_fail(err, PB_EAUTH, "object %s is sealed by key id %016" PRIx64 ", which none "
+                   "of the given keys has: give its --encrypt-key-file", name, id);
 }
 
 int crypt_seal(const repo_crypt *c, const char *name, const void *data, size_t len,
@@ -237,8 +241,10 @@ int crypt_header_check(const repo_crypt *c, const char *name, const uint8_t *hdr
                        uint64_t stored, pb_error *err)
 {
     uint64_t plain;
-    if (!key_of(c, name, hdr, err))
-        return err ? err->code : PB_ECORRUPT;
+    const crypt_key *k;
+    int rc = key_of(c, name, hdr, &k, err);
+    if (rc)
+        return rc;
     if (crypt_plain_size(stored, &plain))
         return pb_fail(err, PB_ECORRUPT, "encrypted object %s has an impossible size of %"
                        PRIu64 " bytes (truncated?)", name, stored);
@@ -300,12 +306,12 @@ int crypt_open_range(const repo_crypt *c, const char *name, const uint8_t *hdr,
                      uint64_t stored, uint64_t off, size_t len, const uint8_t *span,
                      void *buf, pb_error *err)
 {
-    const crypt_key *k = key_of(c, name, hdr, err);
-    if (!k)
-        return err ? err->code : PB_ECORRUPT;
+    const crypt_key *k;
     uint64_t span_off, plain;
     size_t span_len;
-    int rc = crypt_range_span(name, stored, off, len, &span_off, &span_len, err);
+    int rc = key_of(c, name, hdr, &k, err);
+    if (rc == 0)
+        rc = crypt_range_span(name, stored, off, len, &span_off, &span_len, err);
     if (rc)
         return rc;
     crypt_plain_size(stored, &plain);
