@@ -82,6 +82,8 @@ void crypt_set_keycheck_pending(repo_crypt *c, bool pending);
 /* crypt_io.c: the repo_* operations through the crypto (keys checked by the caller). */
 int cio_open(const repo_driver *drv, void *impl, const char *loc, const repo_opts *opts,
              repo_crypt **out, pb_error *err);
+/* Without a key: PB_EAUTH when the repository holds key checks (it is encrypted). */
+int cio_refuse_encrypted(const repo_driver *drv, void *impl, const char *loc, pb_error *err);
 int cio_ensure_keycheck(const repo_driver *drv, void *impl, repo_crypt *c, pb_error *err);
 int cio_get(const repo_driver *drv, void *impl, repo_crypt *c, const char *key, void **out,
             size_t *out_len, pb_error *err);

@@ -97,6 +97,16 @@ static int check_keys(const repo_driver *drv, void *impl, repo_crypt *c, const c
     return 0;
 }
 
+int cio_refuse_encrypted(const repo_driver *drv, void *impl, const char *loc, pb_error *err)
+{
+    kc_list l = {{0}, 0, false};
+    int rc = drv->list(impl, CRYPT_KEYCHECK_PREFIX, collect_keycheck, &l, err);
+    if (rc == 0 && l.n)
+        rc = pb_fail(err, PB_EAUTH, "repository %s is encrypted: give --encrypt-key-file (or "
+                     "PAGEBACK_ENCRYPT_KEY)", loc);
+    return rc;
+}
+
 int cio_open(const repo_driver *drv, void *impl, const char *loc, const repo_opts *opts,
              repo_crypt **out, pb_error *err)
 {
@@ -105,9 +115,6 @@ int cio_open(const repo_driver *drv, void *impl, const char *loc, const repo_opt
     int rc = drv->list(impl, CRYPT_KEYCHECK_PREFIX, collect_keycheck, &l, err);
     if (rc)
         return rc;
-    if (opts->n_keys == 0)
-        return l.n ? pb_fail(err, PB_EAUTH, "repository %s is encrypted: give "
-                             "--encrypt-key-file (or PAGEBACK_ENCRYPT_KEY)", loc) : 0;
     repo_crypt *c = NULL;
     if ((rc = crypt_new(&c, opts->keys, opts->n_keys, err)))
         return rc;

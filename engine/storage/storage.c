@@ -15,6 +15,7 @@
 #include "engine/storage/crypt_internal.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,6 +29,10 @@ struct repo {
     repo_observe_cb observe; /* tests only (repo_observe) */
     void *observe_ctx;
     repo_crypt *crypt; /* NULL: an unencrypted repository */
+    /* Without a key: whether the first write still has to make sure the repository is
+     * not an encrypted one (cio_refuse_encrypted), so that opening does no I/O. */
+    pthread_mutex_t plain_lock;
+    bool plain_checked;
 };
 
 struct repo_writer {
@@ -143,7 +148,8 @@ int repo_open(repo **out, const repo_opts *opts, pb_error *err)
         repo_free(r);
         return rc;
     }
-    if ((rc = cio_open(r->drv, r->impl, r->location, opts, &r->crypt, err))) {
+    pthread_mutex_init(&r->plain_lock, NULL);
+    if (opts->n_keys && (rc = cio_open(r->drv, r->impl, r->location, opts, &r->crypt, err))) {
         repo_free(r);
         return rc;
     }
@@ -158,6 +164,8 @@ void repo_free(repo *r)
     if (r->drv && r->impl)
         r->drv->free(r->impl);
     crypt_free(r->crypt);
+    if (r->location && r->drv) /* plain_lock exists once the driver opened */
+        pthread_mutex_destroy(&r->plain_lock);
     free(r->location);
     free(r);
 }
@@ -174,12 +182,22 @@ bool repo_is_local(const repo *r)
 
 /* In an encrypted repository: the first write writes the key check, then data is
  * sealed into *sealed (caller frees) and *data / *len point to it. */
+static int check_plain_write(repo *r, const char *key, pb_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&r->plain_lock);
+    if (!r->plain_checked && (rc = cio_refuse_encrypted(r->drv, r->impl, r->location, err)) == 0)
+        r->plain_checked = true;
+    pthread_mutex_unlock(&r->plain_lock);
+    return rc ? pb_error_wrap(err, "before writing %s/%s", r->location, key) : 0;
+}
+
 static int seal_for_write(repo *r, const char *key, const void **data, size_t *len,
                           void **sealed, pb_error *err)
 {
     *sealed = NULL;
     if (!r->crypt)
-        return 0;
+        return check_plain_write(r, key, err);
     crypt_cache_drop(r->crypt, key);
     int rc = cio_ensure_keycheck(r->drv, r->impl, r->crypt, err);
     if (rc == 0)
@@ -294,7 +312,15 @@ int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *er
         r->observe(r->observe_ctx, "get", key);
     if (rc == 0 && r->crypt)
         return cio_get(r->drv, r->impl, r->crypt, key, out, out_len, err);
-    return rc ? rc : r->drv->get(r->impl, key, out, out_len, err);
+    if (rc == 0 && (rc = r->drv->get(r->impl, key, out, out_len, err)) == 0 &&
+        *out_len >= CRYPT_HEADER && memcmp(*out, CRYPT_MAGIC, 8) == 0) {
+        free(*out); /* sealed bytes, and no key to open them */
+        *out = NULL;
+        *out_len = 0;
+        rc = pb_fail(err, PB_EAUTH, "repository %s is encrypted (object %s is sealed): give "
+                     "--encrypt-key-file (or PAGEBACK_ENCRYPT_KEY)", r->location, key);
+    }
+    return rc;
 }
 
 int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
@@ -352,7 +378,7 @@ int repo_writer_open(repo *r, const char *key, repo_writer **out, pb_error *err)
         rc = cio_ensure_keycheck(r->drv, r->impl, r->crypt, err);
         if (rc == 0)
             rc = cio_writer_open(r->drv, r->impl, r->crypt, key, &w->sealed, err);
-    } else {
+    } else if ((rc = check_plain_write(r, key, err)) == 0) {
         rc = r->drv->writer_open(r->impl, key, &w->impl, err);
     }
     if (rc) {

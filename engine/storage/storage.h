@@ -43,8 +43,10 @@ typedef struct repo_opts {
     unsigned s3_parallel;    /* transfers in flight, default 4 */
     unsigned s3_retries;     /* attempts after the first, default 5 */
     /* Encryption: keys[0] seals new objects, every key opens what it sealed; n_keys 0 =
-     * an unencrypted repository. repo_open refuses a key for an unencrypted repository,
-     * none for an encrypted one, and keys none of which opens its key check (PB_EAUTH). */
+     * an unencrypted repository. With keys, repo_open refuses an unencrypted repository
+     * and keys none of which opens its key check (PB_EAUTH). Without, repo_open does no
+     * I/O; an encrypted repository is refused (PB_EAUTH) by the first write, which looks
+     * for key checks first, and by any read of a sealed object. */
     const repo_key *keys;
     size_t n_keys;
 } repo_opts;

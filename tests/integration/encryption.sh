@@ -81,8 +81,8 @@ pb_check "verify with the key" pb verify >/dev/null 2>&1
 # no key, a wrong key, a key file others can read: refused, nothing written
 BEFORE=$(stored_count)
 out=$(pb_raw info 2>&1) && pb_test_fail "info without the key succeeds" ||
-    pb_check "info without the key: 'is encrypted: give --encrypt-key-file'" \
-        grep -q "is encrypted: give --encrypt-key-file" <<<"$out"
+    pb_check "info without the key: 'is encrypted ... give --encrypt-key-file'" \
+        grep -q "is encrypted.*give --encrypt-key-file" <<<"$out"
 out=$(pb_raw backup --type incr 2>&1) && pb_test_fail "backup without the key succeeds" ||
     pb_check "backup without the key refused" grep -q "is encrypted" <<<"$out"
 out=$(pb_raw info --encrypt-key-file "$WRONG" 2>&1) && pb_test_fail "info with a wrong key succeeds" ||

@@ -272,6 +272,8 @@ static void test_repository(void)
     repo *r = NULL;
     pb_error e = PB_ERROR_INIT;
     const char *secret = "MARKER-ROW-secret-plaintext";
+    void *back = NULL;
+    size_t blen = 0;
     PBT_CHECK(open_with(&r, k1, 1, &e) == 0);
     /* opening with a key wrote nothing: the key check comes with the first write */
     PBT_CHECK(access(dir, F_OK) == 0);
@@ -301,16 +303,22 @@ static void test_repository(void)
     PBT_CHECK(!file_contains(path, secret));
     repo_free(r);
 
-    /* no key, a wrong key: refused at open, naming what to do */
-    PBT_CHECK(open_with(&r, NULL, 0, &e) == PB_EAUTH && r == NULL);
+    /* no key: opening does no I/O, but the first write and any read of a sealed object
+     * are refused, naming what to do; a wrong key: refused at open */
+    PBT_CHECK(open_with(&r, NULL, 0, &e) == 0);
+    PBT_CHECK(repo_get(r, "backup/a/manifest", &back, &blen, &e) == PB_EAUTH && !back);
     PBT_CHECK(strstr(e.msg, "is encrypted") && strstr(e.msg, "--encrypt-key-file"));
+    PBT_CHECK(repo_put(r, "wal/x", "plain", 5, &e) == PB_EAUTH);
+    PBT_CHECK(strstr(e.msg, "is encrypted") && strstr(e.msg, "wal/x"));
+    PBT_CHECK(repo_writer_open(r, "backup/c/pack/000001", &w, &e) == PB_EAUTH && !w);
+    snprintf(path, sizeof(path), "%s/wal/x", dir);
+    PBT_CHECK(access(path, F_OK) != 0); /* nothing written */
+    repo_free(r);
     PBT_CHECK(open_with(&r, k2, 1, &e) == PB_EAUTH && strstr(e.msg, "wrong encryption key"));
     PBT_CHECK(open_with(&r, k12, 2, &e) == PB_EAUTH); /* an old key that opens nothing */
 
     /* rotation: the new key first seals new objects, the old one still opens old ones */
     PBT_CHECK(open_with(&r, k21, 2, &e) == 0);
-    void *back = NULL;
-    size_t blen = 0;
     PBT_CHECK(repo_get(r, "backup/a/manifest", &back, &blen, &e) == 0);
     PBT_CHECK(blen == strlen(secret) && memcmp(back, secret, blen) == 0);
     free(back);
