@@ -46,6 +46,7 @@ owner_of() {
         zstd.h) echo "engine/pack.c engine/envelope.c" ;;
         xxhash.h) echo "common/util.c" ;;
         isa-l/*) echo "engine/wal/decode.c" ;;
+        sodium.h|sodium/*) echo "engine/storage/crypt.c" ;;
         *) echo "" ;;
     esac
 }

@@ -132,7 +132,10 @@ static char *restore_command(pb_options *o)
         n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-insecure");
     if (o->repo.s3_ca_file)
         n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-ca-file \"%s\"", o->repo.s3_ca_file);
-    if (o->config_file)
+    for (size_t i = 0; i < o->n_key_files && n < 8192; i++) /* the path, never the key */
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --encrypt-key-file \"%s\"",
+                      o->key_files[i]);
+    if (o->config_file && n < 8192)
         snprintf(cmd + n, 8192 - (size_t)n, " --config \"%s\"", o->config_file);
     return cmd;
 }

@@ -3,6 +3,7 @@
 # those missing. Sourced by tools/check and tools/quickstart.
 PB_DEB_PACKAGES=(build-essential autoconf automake libtool pkg-config
     librocksdb-dev libzstd-dev libxxhash-dev libcurl4-openssl-dev libpq-dev liburing-dev
+    libsodium-dev
     postgresql-15 postgresql-client-15 python3
     swift swift-proxy swift-account swift-container swift-object python3-swift memcached
     pgbackrest fio util-linux procps iproute2 bc

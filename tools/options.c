@@ -18,7 +18,7 @@ enum {
     O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
     O_DB_INCLUDE,
     O_MAX_RATE, O_NICE, O_JOBS, O_RESTORE_POINTS,
-    O_INCR_MODE, O_VERIFY_SCAN,
+    O_INCR_MODE, O_VERIFY_SCAN, O_ENC_KEY,
     O_END
 };
 
@@ -50,6 +50,7 @@ static const struct option long_opts[] = {
     {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE},
     {"restore-points", 0, 0, O_RESTORE_POINTS},
     {"incremental-mode", 1, 0, O_INCR_MODE}, {"verify-scan", 1, 0, O_VERIFY_SCAN},
+    {"encrypt-key-file", 1, 0, O_ENC_KEY},
     {0, 0, 0, 0},
 };
 
@@ -88,7 +89,8 @@ static const char usage_common[] =
     "common: --repo DIR|s3://bucket/prefix [--s3-endpoint URL] [--s3-region R]\n"
     "        [--s3-uri-style path|host] [--s3-ca-file F] [--s3-insecure] [--s3-parallel N]\n"
     "        [--state-dir DIR] [--config FILE] [--log-level error|warn|info|debug] [--help]\n"
-    "environment: PAGEBACK_REPO, PAGEBACK_STATE_DIR, PAGEBACK_S3_ENDPOINT, PG* (libpq),\n"
+    "        [--encrypt-key-file FILE (mode 0600; up to 4, the first seals new objects)]\n"
+    "environment: PAGEBACK_ENCRYPT_KEY, PAGEBACK_REPO, PAGEBACK_STATE_DIR, PAGEBACK_S3_ENDPOINT, PG* (libpq),\n"
     "        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n";
 
 int opts_usage(FILE *out, const char *command)
@@ -321,6 +323,11 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
         o->s3_uri_style = arg;
         break;
     case O_STATE: o->state_dir = arg; break;
+    case O_ENC_KEY:
+        if (o->n_key_files == REPO_MAX_KEYS)
+            return pb_fail(err, PB_EINVAL, "at most %d --encrypt-key-file", REPO_MAX_KEYS);
+        o->key_files[o->n_key_files++] = arg;
+        break;
     case O_CONFIG: o->config_file = arg; break;
     case O_LOG:
         if (!strcmp(arg, "error")) pb_log_set_level(PB_LOG_ERROR);
@@ -448,6 +455,60 @@ static int apply_config(pb_options *o, uint64_t given, pb_error *err)
     return 0;
 }
 
+/* A key file must be the user's and unreadable by others (it opens every backup); its
+ * content, a trailing newline dropped, is the key material (docs/FORMAT.md). */
+static int read_key_file(pb_options *o, const char *path, pb_error *err)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return pb_fail_errno(err, PB_EINVAL, "cannot read encryption key file %s", path);
+    struct stat st;
+    int rc = 0;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096)
+        rc = pb_fail(err, PB_EINVAL, "encryption key file %s is not a regular file of at "
+                     "most 4096 bytes", path);
+    else if (st.st_uid != geteuid())
+        rc = pb_fail(err, PB_EINVAL, "encryption key file %s is owned by uid %u, not by the "
+                     "user running pageback (uid %u)", path, (unsigned)st.st_uid,
+                     (unsigned)geteuid());
+    else if (st.st_mode & 0077)
+        rc = pb_fail(err, PB_EINVAL, "encryption key file %s has mode %o: it must be 0600 or "
+                     "stricter (chmod 600 it)", path, (unsigned)(st.st_mode & 0777));
+    char *text = rc ? NULL : calloc(1, (size_t)st.st_size + 1);
+    if (rc == 0 && !text)
+        rc = pb_fail(err, PB_ENOMEM, "out of memory reading %s", path);
+    size_t n = text ? fread(text, 1, (size_t)st.st_size, fp) : 0;
+    fclose(fp);
+    if (rc)
+        return rc;
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+        n--;
+    size_t i = o->repo.n_keys;
+    o->key_text[i] = text;
+    o->keys[i].data = text;
+    o->keys[i].len = n;
+    o->repo.keys = o->keys;
+    o->repo.n_keys = i + 1;
+    return 0;
+}
+
+static int load_keys(pb_options *o, pb_error *err)
+{
+    for (size_t i = 0; i < o->n_key_files; i++) {
+        int rc = read_key_file(o, o->key_files[i], err);
+        if (rc)
+            return rc;
+    }
+    const char *env = getenv("PAGEBACK_ENCRYPT_KEY");
+    if (o->n_key_files == 0 && env && env[0]) {
+        o->keys[0].data = env;
+        o->keys[0].len = strlen(env);
+        o->repo.keys = o->keys;
+        o->repo.n_keys = 1;
+    }
+    return 0;
+}
+
 static void find_program(pb_options *o, const char *argv0)
 {
     static char self[4096]; /* program option, set once */
@@ -504,6 +565,9 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
         if (rc)
             return rc;
     }
+    int krc = load_keys(o, err);
+    if (krc)
+        return krc;
     if (!o->repo.location && strcmp(o->command, "tune") != 0)
         return pb_fail(err, PB_EINVAL, "no repository: give --repo DIR|s3://bucket/prefix or "
                        "set PAGEBACK_REPO");
@@ -514,4 +578,10 @@ void opts_free(pb_options *o)
 {
     free(o->config_text);
     o->config_text = NULL;
+    for (size_t i = 0; i < REPO_MAX_KEYS; i++) {
+        if (o->key_text[i]) /* key material: wiped, not just freed */
+            memset(o->key_text[i], 0, o->keys[i].len);
+        free(o->key_text[i]);
+        o->key_text[i] = NULL;
+    }
 }

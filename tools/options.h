@@ -37,6 +37,12 @@ typedef struct pb_options {
     const char *s3_uri_style;
     bool s3_insecure_given;
     char *config_text; /* the config file's contents; option strings point into it */
+    /* --encrypt-key-file, in order, and the keys read from them (or PAGEBACK_ENCRYPT_KEY);
+     * repo.keys points to keys */
+    const char *key_files[REPO_MAX_KEYS];
+    size_t n_key_files;
+    char *key_text[REPO_MAX_KEYS];
+    repo_key keys[REPO_MAX_KEYS];
 } pb_options;
 
 /* Parse argv into opts (strings point into argv, the environment or a config buffer the

@@ -5,10 +5,17 @@
  * Key validation lives here, once, so both drivers see only well-formed keys: a key
  * that could escape the repository root ("..", a leading '/') or that names a
  * directory rather than an object (empty components) is refused before any I/O.
+ *
+ * An encrypted repository (docs/FORMAT.md, "Encrypted repositories") routes each call
+ * through crypt_io.c instead, here too once: r->crypt set means every byte below this
+ * file is sealed, every byte above it is plain.
  */
 #include "engine/storage/storage_internal.h"
 
+#include "engine/storage/crypt_internal.h"
+
 #include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +30,18 @@ struct repo {
     repo_observe_cb observe; /* tests only (repo_observe) */
     void *observe_ctx;
     repo_requests ops; /* operations, for a driver that does not count its requests */
+    repo_crypt *crypt; /* NULL: an unencrypted repository */
+    /* Without a key: whether the first write still has to make sure the repository is
+     * not an encrypted one (cio_refuse_encrypted), so that opening does no I/O. */
+    pthread_mutex_t plain_lock;
+    bool plain_checked;
 };
 
 struct repo_writer {
     const repo_driver *drv;
     void *impl;
     repo *r;
+    cio_writer *sealed; /* instead of impl in an encrypted repository */
 };
 
 /* One operation is one request for a driver without its own count (posix). */
@@ -36,27 +49,6 @@ static void count(repo *r, repo_req_kind kind)
 {
     if (!r->drv->requests)
         repo_requests_add(&r->ops, kind);
-}
-
-void repo_requests_add(repo_requests *q, repo_req_kind kind)
-{
-    uint64_t *f = kind == REPO_REQ_GET         ? &q->get
-                  : kind == REPO_REQ_GET_RANGE ? &q->get_range
-                  : kind == REPO_REQ_PUT       ? &q->put
-                  : kind == REPO_REQ_LIST      ? &q->list
-                  : kind == REPO_REQ_HEAD      ? &q->head
-                                               : &q->del;
-    __atomic_fetch_add(f, 1, __ATOMIC_RELAXED);
-}
-
-void repo_requests_load(const repo_requests *q, repo_requests *out)
-{
-    out->get = __atomic_load_n(&q->get, __ATOMIC_RELAXED);
-    out->get_range = __atomic_load_n(&q->get_range, __ATOMIC_RELAXED);
-    out->put = __atomic_load_n(&q->put, __ATOMIC_RELAXED);
-    out->list = __atomic_load_n(&q->list, __ATOMIC_RELAXED);
-    out->head = __atomic_load_n(&q->head, __ATOMIC_RELAXED);
-    out->del = __atomic_load_n(&q->del, __ATOMIC_RELAXED);
 }
 
 void repo_requests_get(const repo *r, repo_requests *out)
@@ -68,30 +60,6 @@ void repo_requests_get(const repo *r, repo_requests *out)
         r->drv->requests(r->impl, out);
     else
         repo_requests_load(&r->ops, out);
-}
-
-repo_requests repo_requests_since(const repo_requests *after, const repo_requests *before)
-{
-    repo_requests d = {after->get - before->get,   after->get_range - before->get_range,
-                       after->put - before->put,   after->list - before->list,
-                       after->head - before->head, after->del - before->del};
-    return d;
-}
-
-uint64_t repo_requests_total(const repo_requests *q)
-{
-    return q->get + q->get_range + q->put + q->list + q->head + q->del;
-}
-
-void repo_requests_format(const repo_requests *q, char *out, size_t cap)
-{
-    snprintf(out, cap,
-             "%llu requests (%llu GET, %llu ranged GET, %llu PUT, %llu LIST, %llu HEAD, "
-             "%llu DELETE)",
-             (unsigned long long)repo_requests_total(q), (unsigned long long)q->get,
-             (unsigned long long)q->get_range, (unsigned long long)q->put,
-             (unsigned long long)q->list, (unsigned long long)q->head,
-             (unsigned long long)q->del);
 }
 
 /* Checks every '/'-separated component of s[0..len): non-empty, not "." or "..".
@@ -201,6 +169,11 @@ int repo_open(repo **out, const repo_opts *opts, pb_error *err)
         repo_free(r);
         return rc;
     }
+    pthread_mutex_init(&r->plain_lock, NULL);
+    if (opts->n_keys && (rc = cio_open(r->drv, r->impl, r->location, opts, &r->crypt, err))) {
+        repo_free(r);
+        return rc;
+    }
     *out = r;
     return 0;
 }
@@ -211,6 +184,9 @@ void repo_free(repo *r)
         return;
     if (r->drv && r->impl)
         r->drv->free(r->impl);
+    crypt_free(r->crypt);
+    if (r->location && r->drv) /* plain_lock exists once the driver opened */
+        pthread_mutex_destroy(&r->plain_lock);
     free(r->location);
     free(r);
 }
@@ -225,13 +201,45 @@ bool repo_is_local(const repo *r)
     return r->drv == &repo_posix_driver;
 }
 
+/* In an encrypted repository: the first write writes the key check, then data is
+ * sealed into *sealed (caller frees) and *data / *len point to it. */
+static int check_plain_write(repo *r, const char *key, pb_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&r->plain_lock);
+    if (!r->plain_checked && (rc = cio_refuse_encrypted(r->drv, r->impl, r->location, err)) == 0)
+        r->plain_checked = true;
+    pthread_mutex_unlock(&r->plain_lock);
+    return rc ? pb_error_wrap(err, "before writing %s/%s", r->location, key) : 0;
+}
+
+static int seal_for_write(repo *r, const char *key, const void **data, size_t *len,
+                          void **sealed, pb_error *err)
+{
+    *sealed = NULL;
+    if (!r->crypt)
+        return check_plain_write(r, key, err);
+    crypt_cache_drop(r->crypt, key);
+    int rc = cio_ensure_keycheck(r->drv, r->impl, r->crypt, err);
+    if (rc == 0)
+        rc = crypt_seal(r->crypt, key, *data, *len, sealed, len, err);
+    if (rc == 0)
+        *data = *sealed;
+    return rc;
+}
+
 int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *err)
 {
+    void *sealed = NULL;
     int rc = check_key(key, err);
-    if (rc)
-        return rc;
-    count(r, REPO_REQ_PUT);
-    return r->drv->put(r->impl, key, data, len, err);
+    if (rc == 0)
+        rc = seal_for_write(r, key, &data, &len, &sealed, err);
+    if (rc == 0) {
+        count(r, REPO_REQ_PUT);
+        rc = r->drv->put(r->impl, key, data, len, err);
+    }
+    free(sealed);
+    return rc;
 }
 
 /* Without the server's help: refuse when present, write, then read back. A racing
@@ -266,13 +274,17 @@ static int put_new_best_effort(repo *r, const char *key, const void *data, size_
 int repo_drv_put_new(repo *r, const char *key, const void *data, size_t len, int *hold_fd,
                      pb_error *err)
 {
+    void *sealed = NULL;
     int rc = check_key(key, err);
-    if (rc)
-        return rc;
-    count(r, REPO_REQ_PUT);
-    rc = r->drv->put_new(r->impl, key, data, len, hold_fd, err);
+    if (rc == 0)
+        rc = seal_for_write(r, key, &data, &len, &sealed, err);
+    if (rc == 0)
+        count(r, REPO_REQ_PUT);
+    if (rc == 0)
+        rc = r->drv->put_new(r->impl, key, data, len, hold_fd, err);
     if (rc == PB_EUNSUPPORTED)
         rc = put_new_best_effort(r, key, data, len, err);
+    free(sealed);
     return rc;
 }
 
@@ -298,12 +310,16 @@ bool repo_drv_has_probe(const repo *r)
 int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, size_t len,
                           pb_error *err)
 {
+    void *sealed = NULL;
     int rc = check_key(key, err);
-    if (rc)
-        return rc;
-    if (r->drv->lock_rewrite && fd >= 0)
-        return r->drv->lock_rewrite(r->impl, key, fd, data, len, err);
-    return r->drv->put(r->impl, key, data, len, err);
+    if (rc == 0)
+        rc = seal_for_write(r, key, &data, &len, &sealed, err);
+    if (rc == 0 && r->drv->lock_rewrite && fd >= 0)
+        rc = r->drv->lock_rewrite(r->impl, key, fd, data, len, err);
+    else if (rc == 0)
+        rc = r->drv->put(r->impl, key, data, len, err);
+    free(sealed);
+    return rc;
 }
 
 void repo_observe(repo *r, repo_observe_cb cb, void *ctx)
@@ -322,7 +338,17 @@ int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *er
     if (r->observe)
         r->observe(r->observe_ctx, "get", key);
     count(r, REPO_REQ_GET);
-    return r->drv->get(r->impl, key, out, out_len, err);
+    if (rc == 0 && r->crypt)
+        return cio_get(r->drv, r->impl, r->crypt, key, out, out_len, err);
+    if (rc == 0 && (rc = r->drv->get(r->impl, key, out, out_len, err)) == 0 &&
+        *out_len >= CRYPT_HEADER && memcmp(*out, CRYPT_MAGIC, 8) == 0) {
+        free(*out); /* sealed bytes, and no key to open them */
+        *out = NULL;
+        *out_len = 0;
+        rc = pb_fail(err, PB_EAUTH, "repository %s is encrypted (object %s is sealed): give "
+                     "--encrypt-key-file (or PAGEBACK_ENCRYPT_KEY)", r->location, key);
+    }
+    return rc;
 }
 
 int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
@@ -334,6 +360,8 @@ int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *
     if (len == 0)
         return 0;
     count(r, REPO_REQ_GET_RANGE);
+    if (r->crypt)
+        return cio_get_range(r->drv, r->impl, r->crypt, key, offset, len, buf, err);
     return r->drv->get_range(r->impl, key, offset, len, buf, err);
 }
 
@@ -344,7 +372,9 @@ int repo_stat(repo *r, const char *key, uint64_t *size, pb_error *err)
     if (rc)
         return rc;
     count(r, REPO_REQ_HEAD);
-    return r->drv->stat(r->impl, key, size ? size : &dummy, err);
+    if (rc == 0 && r->crypt)
+        return cio_stat(r->drv, r->impl, key, size ? size : &dummy, err);
+    return rc ? rc : r->drv->stat(r->impl, key, size ? size : &dummy, err);
 }
 
 int repo_delete(repo *r, const char *key, pb_error *err)
@@ -353,7 +383,9 @@ int repo_delete(repo *r, const char *key, pb_error *err)
     if (rc)
         return rc;
     count(r, REPO_REQ_DEL);
-    return r->drv->del(r->impl, key, err);
+    if (rc == 0 && r->crypt)
+        crypt_cache_drop(r->crypt, key);
+    return rc ? rc : r->drv->del(r->impl, key, err);
 }
 
 int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error *err)
@@ -364,7 +396,9 @@ int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error 
     if (r->observe)
         r->observe(r->observe_ctx, "list", prefix ? prefix : "");
     count(r, REPO_REQ_LIST);
-    return r->drv->list(r->impl, prefix ? prefix : "", cb, ctx, err);
+    if (rc == 0 && r->crypt)
+        return cio_list(r->drv, r->impl, prefix ? prefix : "", cb, ctx, err);
+    return rc ? rc : r->drv->list(r->impl, prefix ? prefix : "", cb, ctx, err);
 }
 
 int repo_writer_open(repo *r, const char *key, repo_writer **out, pb_error *err)
@@ -378,7 +412,14 @@ int repo_writer_open(repo *r, const char *key, repo_writer **out, pb_error *err)
         return pb_fail(err, PB_ENOMEM, "out of memory opening writer for %s", key);
     w->drv = r->drv;
     w->r = r;
-    rc = r->drv->writer_open(r->impl, key, &w->impl, err);
+    if (r->crypt) {
+        crypt_cache_drop(r->crypt, key);
+        rc = cio_ensure_keycheck(r->drv, r->impl, r->crypt, err);
+        if (rc == 0)
+            rc = cio_writer_open(r->drv, r->impl, r->crypt, key, &w->sealed, err);
+    } else if ((rc = check_plain_write(r, key, err)) == 0) {
+        rc = r->drv->writer_open(r->impl, key, &w->impl, err);
+    }
     if (rc) {
         free(w);
         return rc;
@@ -391,6 +432,8 @@ int repo_writer_write(repo_writer *w, const void *data, size_t len, pb_error *er
 {
     if (len == 0)
         return 0;
+    if (w->sealed)
+        return cio_writer_write(w->sealed, data, len, err);
     return w->drv->writer_write(w->impl, data, len, err);
 }
 
@@ -398,7 +441,7 @@ int repo_writer_commit(repo_writer *w, pb_error *err)
 {
     assert(w);
     count(w->r, REPO_REQ_PUT);
-    int rc = w->drv->writer_commit(w->impl, err);
+    int rc = w->sealed ? cio_writer_commit(w->sealed, err) : w->drv->writer_commit(w->impl, err);
     free(w);
     return rc;
 }
@@ -407,7 +450,10 @@ void repo_writer_abort(repo_writer *w)
 {
     if (!w)
         return;
-    w->drv->writer_abort(w->impl);
+    if (w->sealed)
+        cio_writer_abort(w->sealed);
+    else
+        w->drv->writer_abort(w->impl);
     free(w);
 }
 

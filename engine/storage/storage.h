@@ -21,6 +21,14 @@ typedef struct repo repo;
 typedef struct repo_writer repo_writer;
 typedef struct repo_lock repo_lock;
 
+/* Key material for an encrypted repository (docs/FORMAT.md, "Encrypted repositories"):
+ * at least 32 bytes, never stored. */
+typedef struct repo_key {
+    const void *data;
+    size_t len;
+} repo_key;
+#define REPO_MAX_KEYS 4
+
 typedef struct repo_opts {
     const char *location;    /* "/path/to/dir" or "s3://bucket/prefix" */
     const char *s3_endpoint; /* e.g. "http://127.0.0.1:8080"; NULL = AWS default */
@@ -34,10 +42,17 @@ typedef struct repo_opts {
     size_t s3_part_size;     /* multipart part size, default 16 MiB */
     unsigned s3_parallel;    /* transfers in flight, default 4 */
     unsigned s3_retries;     /* attempts after the first, default 5 */
+    /* Encryption: keys[0] seals new objects, every key opens what it sealed; n_keys 0 =
+     * an unencrypted repository. With keys, repo_open refuses an unencrypted repository
+     * and keys none of which opens its key check (PB_EAUTH). Without, repo_open does no
+     * I/O; an encrypted repository is refused (PB_EAUTH) by the first write, which looks
+     * for key checks first, and by any read of a sealed object. */
+    const repo_key *keys;
+    size_t n_keys;
 } repo_opts;
 
 #define REPO_OPTS_INIT {NULL, NULL, "us-east-1", NULL, NULL, NULL, NULL, false, true, \
-                        16u << 20, 4, 5}
+                        16u << 20, 4, 5, NULL, 0}
 
 /* Open a repository location. Does not create anything. */
 int repo_open(repo **out, const repo_opts *opts, pb_error *err);

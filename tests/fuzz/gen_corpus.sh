@@ -8,7 +8,7 @@ OUT=${1:-$SRC/build-fuzz}
 C=$SRC/tests/fuzz/corpus
 mkdir -p "$C"/{manifest,pack,wal,s3xml,options}
 clang -std=c11 -g -D_GNU_SOURCE -I"$SRC" -fsanitize=address,undefined "$SRC/tests/fuzz/gen_corpus.c" \
-    "$OUT/libpbfuzz.a" $(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash) \
+    "$OUT/libpbfuzz.a" $(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash libsodium) \
     -lpthread -lstdc++ -o "$OUT/gen_corpus"
 "$OUT/gen_corpus" "$C"
 cat >"$C/s3xml/list" <<'X'

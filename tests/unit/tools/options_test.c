@@ -372,6 +372,42 @@ static void test_help(void)
     PBT_CHECK(rc == PB_EINVAL && buf[0] == '\0');
 }
 
+/* --encrypt-key-file: the key material read in order (a trailing newline dropped), a
+ * file others can read refused naming its mode, PAGEBACK_ENCRYPT_KEY only without files. */
+static void test_encrypt_keys(void)
+{
+    clear_env();
+    pb_options o;
+    pb_error e;
+    char a[256], b[256];
+    snprintf(a, sizeof(a), "%s", write_config("k1", "first-key-material-0123456789abcdef\n", 0600));
+    snprintf(b, sizeof(b), "%s", write_config("k2", "second-key-material-0123456789abcd", 0400));
+    PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r", "--encrypt-key-file", a,
+                    "--encrypt-key-file", b) == 0);
+    PBT_CHECK(o.repo.n_keys == 2 && o.repo.keys == o.keys);
+    PBT_CHECK(o.keys[0].len == 35 && memcmp(o.keys[0].data, "first-key", 9) == 0);
+    PBT_CHECK(o.keys[1].len == 34 && memcmp(o.keys[1].data, "second-key", 10) == 0);
+    opts_free(&o);
+    const char *open_key = write_config("k3", "readable-key-material-0123456789abc", 0640);
+    PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r", "--encrypt-key-file", open_key) ==
+              PB_EINVAL);
+    PBT_CHECK(strstr(e.msg, "mode 640") != NULL && strstr(e.msg, "chmod 600") != NULL);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r", "--encrypt-key-file", "/nonexistent/k") ==
+              PB_EINVAL);
+    opts_free(&o);
+    setenv("PAGEBACK_ENCRYPT_KEY", "environment-key-material-0123456789", 1);
+    PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r") == 0);
+    PBT_CHECK(o.repo.n_keys == 1 && o.keys[0].len == 35);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r", "--encrypt-key-file", a) == 0);
+    PBT_CHECK(o.repo.n_keys == 1 && memcmp(o.keys[0].data, "first-key", 9) == 0);
+    opts_free(&o);
+    unsetenv("PAGEBACK_ENCRYPT_KEY");
+    PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r") == 0 && o.repo.n_keys == 0);
+    opts_free(&o);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -386,6 +422,7 @@ int main(void)
     PBT_RUN(test_config_file);
     PBT_RUN(test_precedence);
     PBT_RUN(test_help);
+    PBT_RUN(test_encrypt_keys);
     static const char *const files[] = {"plain.conf", "unknown.conf", "badvalue.conf",
                                         "secret.conf", "prec.conf"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
