@@ -15,46 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The repository location as one string per repository: "/srv/r", "/srv/r/" and
- * "/srv/./r" give one state directory (and a local path resolves through links). */
-static void canonical_location(const char *loc, char *out, size_t cap)
-{
-    char real[PATH_MAX];
-    if (strncmp(loc, "s3://", 5) != 0 && realpath(loc, real))
-        loc = real;
-    size_t n = strlen(loc);
-    while (n > 1 && loc[n - 1] == '/')
-        n--;
-    snprintf(out, cap, "%.*s", (int)n, loc);
-}
-
-/* The local catalog cache: one directory per repository, under the user's own state
- * directory ($XDG_STATE_HOME, else ~/.local/state), never at a predictable path in a
- * shared directory such as /tmp where another user could plant it first. The backup
- * refuses a state directory that is not the user's own or that others may write. */
-static const char *state_dir(pb_options *o, char *buf, size_t cap)
-{
-    if (o->state_dir)
-        return o->state_dir;
-    char loc[PATH_MAX + 8];
-    canonical_location(o->repo.location, loc, sizeof(loc));
-    uint64_t h = pb_hash64(loc, strlen(loc));
-    const char *xdg = getenv("XDG_STATE_HOME");
-    if (xdg && xdg[0] == '/') {
-        snprintf(buf, cap, "%s/pageback/%016" PRIx64, xdg, h);
-        return buf;
-    }
-    const char *home = getenv("HOME");
-    struct passwd *pw = NULL;
-    if (!home || home[0] != '/')
-        home = (pw = getpwuid(geteuid())) && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir
-                                                                                : NULL;
-    if (!home)
-        return NULL;
-    snprintf(buf, cap, "%s/.local/state/pageback/%016" PRIx64, home, h);
-    return buf; /* created by the backup when missing */
-}
-
 static void human(double bytes, char *out, size_t cap)
 {
     const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -66,23 +26,23 @@ static void human(double bytes, char *out, size_t cap)
     snprintf(out, cap, "%.1f %s", bytes, units[u]);
 }
 
-int cmd_backup(pb_options *o)
+int cmd_backup(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     char sd[4096];
-    o->backup.state_dir = state_dir(o, sd, sizeof(sd));
-    if (!o->backup.state_dir) {
-        pb_log(PB_LOG_ERROR, "no home directory to keep the local catalog in: set "
-               "--state-dir, PAGEBACK_STATE_DIR, XDG_STATE_HOME or HOME");
-        return 2;
-    }
+    o->backup.state_dir = res->state_dir = cmd_state_dir(o, sd, sizeof(sd));
+    if (!o->backup.state_dir)
+        return cmd_usage_error(res, "no home directory to keep the local catalog in: set "
+                               "--state-dir, PAGEBACK_STATE_DIR, XDG_STATE_HOME or HOME");
     int rc = cmd_open_repo(&r, o, &err);
     mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
     if (rc == 0)
         rc = bk_run(r, &o->backup, &m, &err);
     if (rc == 0) {
         const mf_backup *h = mf_header(m);
+        res->backup = *h;
+        res->have_backup = true;
         char rd[32], st[32], a[32], b[32];
         human((double)h->bytes_read, rd, sizeof(rd));
         human((double)h->bytes_stored, st, sizeof(st));
@@ -96,7 +56,7 @@ int cmd_backup(pb_options *o)
     }
     mf_free(m);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 static char *restore_command(pb_options *o)
@@ -121,16 +81,14 @@ static char *restore_command(pb_options *o)
     return cmd;
 }
 
-int cmd_restore(pb_options *o)
+int cmd_restore(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     if (!o->restore.target_dir) {
-        pb_log(PB_LOG_ERROR, "restore needs --target-dir DIR");
-        return 2;
+        return cmd_usage_error(res, "restore needs --target-dir DIR");
     }
     if (o->restore.delta && o->restore.force) {
-        pb_log(PB_LOG_ERROR, "give --delta or --force, not both");
-        return 2;
+        return cmd_usage_error(res, "give --delta or --force, not both");
     }
     repo *r = NULL;
     char *cmd = restore_command(o);
@@ -140,6 +98,8 @@ int cmd_restore(pb_options *o)
     if (rc == 0)
         rc = rs_restore(r, &o->restore, &st, &err);
     if (rc == 0) {
+        res->restore = st;
+        res->have_restore = true;
         char w[32], f[32];
         human((double)st.bytes_written, w, sizeof(w));
         human((double)st.bytes_fetched, f, sizeof(f));
@@ -151,7 +111,7 @@ int cmd_restore(pb_options *o)
     }
     free(cmd);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 /* One report line per backup and per problem; problems also go to stderr's log. */
@@ -164,7 +124,7 @@ static void verify_note(void *ctx, const char *id, bool problem, const char *msg
         printf("%s%s\n", id ? "backup " : "", msg);
 }
 
-int cmd_verify(pb_options *o)
+int cmd_verify(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -172,6 +132,10 @@ int cmd_verify(pb_options *o)
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, NULL, &st, &err);
+    if (rc == 0 || rc == PB_ECORRUPT) {
+        res->verify = st;
+        res->have_verify = true;
+    }
     if ((rc == 0 || rc == PB_ECORRUPT) && o->restore.set)
         printf("verify %s: %zu problems in %.1f s\n", rc ? "FAILED" : "passed", st.problems,
                st.seconds);
@@ -182,10 +146,10 @@ int cmd_verify(pb_options *o)
                st.wal_segments, st.wal_history, st.problems, st.seconds);
     fflush(stdout);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
-int cmd_rebase(pb_options *o)
+int cmd_rebase(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -201,15 +165,18 @@ int cmd_rebase(pb_options *o)
         pb_warn("could not clean up after earlier interrupted runs: %s", cerr.msg);
     if (rc == 0)
         rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, lock, id, &err);
-    if (rc == 0)
+    if (rc == 0) {
         printf("synthetic full backup %s written\n", id);
+        memcpy(res->rebase_id, id, sizeof(res->rebase_id));
+    }
     repo_lock_release(lock);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
-int cmd_tune(pb_options *o)
+int cmd_tune(pb_options *o, cmd_outcome *res)
 {
+    (void)res;
     const char *path = o->backup.pgdata ? o->backup.pgdata : getenv("PGDATA");
     scan_io_plan plan; /* the plan a backup with these options would use */
     scan_plan_io(path ? path : ".", o->backup.read_size, o->backup.queue_depth, &plan);

@@ -1,12 +1,14 @@
 /* tools/options.c — command line, environment and config file parsing. */
 #include "tools/options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,13 +18,10 @@ enum {
     O_QD, O_NO_URING, O_NO_DIRECT, O_ON_CKSUM, O_LEVEL, O_FULL_EVERY, O_FULL_AFTER, O_WAL_TIMEOUT,
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
     O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
-    O_MAX_RATE, O_NICE, O_JOBS, O_END
+    O_MAX_RATE, O_NICE, O_JOBS,
+    O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
+    O_END
 };
-
-/* The options given on the command line, one bit each, so the config file (lowest
- * precedence) does not override them. */
-_Static_assert(O_END - O_REPO <= 64, "one bit per option in a uint64_t");
-#define OPT_BIT(c) (1ull << ((c) - O_REPO))
 
 static const struct option long_opts[] = {
     {"repo", 1, 0, O_REPO}, {"s3-endpoint", 1, 0, O_S3_ENDPOINT},
@@ -43,8 +42,15 @@ static const struct option long_opts[] = {
     {"target-action", 1, 0, O_T_ACTION}, {"target-timeline", 1, 0, O_T_TLI},
     {"tablespace-map", 1, 0, O_TS_MAP}, {"json", 0, 0, O_JSON},
     {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
-    {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE}, {0, 0, 0, 0},
+    {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE},
+    {"cluster", 1, 0, O_CLUSTER}, {"report", 1, 0, O_REPORT}, {"metrics-file", 1, 0, O_METRICS},
+    {"log-file", 1, 0, O_LOG_FILE}, {"quiet", 0, 0, O_QUIET},
+    {"progress-interval", 1, 0, O_PROGRESS}, {"version", 0, 0, O_VERSION},
+    {0, 0, 0, 0},
 };
+
+#define NLONG (sizeof(long_opts) / sizeof(long_opts[0]) - 1)
+_Static_assert(NLONG <= PB_MAX_OPTIONS, "pb_options tracks each option's source");
 
 /* Each command's usage, in the order the global usage lists them. */
 static const struct {
@@ -69,14 +75,17 @@ static const struct {
     {"expire", "  expire   --retain-full N\n"},
     {"rebase", "  rebase   [--set ID] [--compress-level N]\n"},
     {"tune", "  tune     [--pgdata DIR] [--read-size N] [--queue-depth N]   (no --repo needed)\n"},
+    {"config", "  config check  (the effective settings and their sources, secrets masked)\n"},
 };
 
 static const char usage_common[] =
     "common: --repo DIR|s3://bucket/prefix [--s3-endpoint URL] [--s3-region R]\n"
     "        [--s3-uri-style path|host] [--s3-ca-file F] [--s3-insecure] [--s3-parallel N]\n"
-    "        [--state-dir DIR] [--config FILE] [--log-level error|warn|info|debug] [--help]\n"
-    "environment: PAGEBACK_REPO, PAGEBACK_STATE_DIR, PAGEBACK_S3_ENDPOINT, PG* (libpq),\n"
-    "        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n";
+    "        [--state-dir DIR] [--config FILE] [--cluster NAME] [--log-level LEVEL]\n"
+    "        [--log-file FILE] [--quiet] [--report FILE] [--metrics-file FILE] [--help]\n"
+    "environment: PAGEBACK_<OPTION> for every option (PAGEBACK_REPO...), PG* (libpq),\n"
+    "        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n"
+    "pageback --version; exit status 0 success, 1 failure, 2 usage or configuration error\n";
 
 int opts_usage(FILE *out, const char *command)
 {
@@ -87,6 +96,8 @@ int opts_usage(FILE *out, const char *command)
         if (i == n)
             return PB_EINVAL;
         fprintf(out, "usage: pageback %s [options]\n%s", command, usages[i].text);
+        opts_help_options(out, command, long_opts);
+        return 0;
     } else {
         fputs("usage: pageback COMMAND [options]   (pageback COMMAND --help: one command)\n",
               out);
@@ -303,6 +314,16 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
     case O_T_TLI: o->restore.target_timeline = arg; break;
     case O_TS_MAP: return add_tblspc(o, arg, err);
     case O_JSON: o->json = true; break;
+    case O_CLUSTER: o->cluster = arg; break;
+    case O_REPORT: o->report_file = arg; break;
+    case O_METRICS: o->metrics_file = arg; break;
+    case O_LOG_FILE: o->log_file = arg; break;
+    case O_QUIET: o->quiet = true; break;
+    case O_PROGRESS:
+        if (parse_uint(arg, &u) || u > 86400)
+            return pb_fail(err, PB_EINVAL, "--progress-interval must be 0..86400 seconds");
+        o->progress_interval = u;
+        break;
     case O_JOBS:
         if (parse_uint(arg, &u) || u == 0 || u > 64)
             return pb_fail(err, PB_EINVAL, "--jobs must be 1..64");
@@ -319,83 +340,145 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
     return 0;
 }
 
-static void apply_env(pb_options *o)
+/* Options that are not settings: they choose the configuration or ask for help. */
+static bool is_setting(int idx)
 {
-    const char *v;
-    if (!o->repo.location && (v = getenv("PAGEBACK_REPO")))
-        o->repo.location = v;
-    if (!o->state_dir && (v = getenv("PAGEBACK_STATE_DIR")))
-        o->state_dir = v;
-    if (!o->repo.s3_endpoint && (v = getenv("PAGEBACK_S3_ENDPOINT")))
-        o->repo.s3_endpoint = v;
-    if (!o->config_file && (v = getenv("PAGEBACK_CONFIG")))
-        o->config_file = v;
-    if ((v = getenv("AWS_REGION")) && strcmp(o->repo.s3_region, "us-east-1") == 0)
-        o->repo.s3_region = v;
-    if (!o->repo.s3_key)
-        o->repo.s3_key = getenv("AWS_ACCESS_KEY_ID");
-    if (!o->repo.s3_secret)
-        o->repo.s3_secret = getenv("AWS_SECRET_ACCESS_KEY");
-    if (!o->repo.s3_token)
-        o->repo.s3_token = getenv("AWS_SESSION_TOKEN");
+    int v = long_opts[idx].val;
+    return v != O_HELP && v != O_VERSION && v != O_CONFIG && v != O_CLUSTER;
 }
 
-/* Config file: "name = value" lines, names as the long options (plus s3-key, s3-secret,
- * s3-token). Lowest precedence: only fills what is still unset, and never what the
- * command line gave (given: OPT_BIT of each). */
-static int apply_config(pb_options *o, uint64_t given, pb_error *err)
+static int find_long(const char *name)
 {
-    FILE *fp = fopen(o->config_file, "r");
-    if (!fp)
-        return pb_fail_errno(err, PB_EINVAL, "cannot read config file %s", o->config_file);
-    struct stat st;
-    fstat(fileno(fp), &st);
-    o->config_text = calloc(1, (size_t)st.st_size + 2);
-    char *config_text = o->config_text;
-    size_t n = config_text ? fread(config_text, 1, (size_t)st.st_size, fp) : 0;
-    fclose(fp);
-    if (!config_text)
-        return pb_fail(err, PB_ENOMEM, "out of memory reading %s", o->config_file);
-    config_text[n] = '\0';
-    bool secret = false;
-    for (char *line = strtok(config_text, "\n"); line; line = strtok(NULL, "\n")) {
-        while (*line == ' ' || *line == '\t')
-            line++;
-        char *eq = strchr(line, '=');
-        if (*line == '#' || !eq)
+    for (int i = 0; long_opts[i].name; i++)
+        if (!strcmp(long_opts[i].name, name))
+            return i;
+    return -1;
+}
+
+static const char *const secret_names[OPTS_NSECRETS] = {"s3-key", "s3-secret", "s3-token"};
+static const char *const secret_aws[OPTS_NSECRETS] = {
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
+
+static const char **secret_slot(pb_options *o, int s)
+{
+    return s == OPTS_S3_KEY ? &o->repo.s3_key
+           : s == OPTS_S3_SECRET ? &o->repo.s3_secret : &o->repo.s3_token;
+}
+
+static int find_secret(const char *name)
+{
+    for (int s = 0; s < OPTS_NSECRETS; s++)
+        if (!strcmp(secret_names[s], name))
+            return s;
+    return -1;
+}
+
+/* Apply option idx from src unless a higher source already set it. A switch (no
+ * argument) takes 1/true/yes/on or 0/false/no/off from the environment or the file. */
+static int apply_from(pb_options *o, int idx, const char *value, opts_source src,
+                      pb_error *err)
+{
+    if (o->source[idx] > src)
+        return 0;
+    o->source[idx] = (unsigned char)src;
+    o->given[idx] = value;
+    if (long_opts[idx].has_arg)
+        return apply_opt(o, long_opts[idx].val, value, err);
+    if (!*value || strspn(value, "1") == strlen(value) || !strcasecmp(value, "true") ||
+        !strcasecmp(value, "yes") || !strcasecmp(value, "on"))
+        return apply_opt(o, long_opts[idx].val, NULL, err);
+    if (!strcmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "no") ||
+        !strcasecmp(value, "off"))
+        return 0;
+    return pb_fail(err, PB_EINVAL, "--%s is a switch: expected true or false, not '%s'",
+                   long_opts[idx].name, value);
+}
+
+/* PAGEBACK_READ_SIZE for read-size. */
+static void env_name(const char *name, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "PAGEBACK_%s", name);
+    for (size_t i = 9; i < n && i < cap; i++)
+        out[i] = out[i] == '-' ? '_' : (char)toupper((unsigned char)out[i]);
+}
+
+static int apply_env(pb_options *o, pb_error *err)
+{
+    char name[80];
+    const char *v;
+    for (int i = 0; long_opts[i].name; i++) {
+        env_name(long_opts[i].name, name, sizeof(name));
+        if (!is_setting(i) || !(v = getenv(name)))
             continue;
-        char *name_end = eq;
-        while (name_end > line && (name_end[-1] == ' ' || name_end[-1] == '\t'))
-            name_end--;
-        *name_end = '\0';
-        char *value = eq + 1;
-        value += strspn(value, " \t");
-        if (!strcmp(line, "s3-key")) { if (!o->repo.s3_key) o->repo.s3_key = value; continue; }
-        if (!strcmp(line, "s3-secret")) {
-            secret = true;
-            if (!o->repo.s3_secret) o->repo.s3_secret = value;
-            continue;
-        }
-        if (!strcmp(line, "s3-token")) { if (!o->repo.s3_token) o->repo.s3_token = value; continue; }
-        if (!strcmp(line, "repo") && o->repo.location) continue;
-        if (!strcmp(line, "s3-endpoint") && o->repo.s3_endpoint) continue;
-        if (!strcmp(line, "state-dir") && o->state_dir) continue;
-        int idx;
-        for (idx = 0; long_opts[idx].name; idx++)
-            if (!strcmp(long_opts[idx].name, line))
-                break;
-        if (!long_opts[idx].name)
-            return pb_fail(err, PB_EINVAL, "unknown setting '%s' in %s", line, o->config_file);
-        if (given & OPT_BIT(long_opts[idx].val))
-            continue;
-        int rc = apply_opt(o, long_opts[idx].val, value, err);
-        if (rc)
-            return pb_error_wrap(err, "in %s", o->config_file);
+        if (apply_from(o, i, v, OPTS_ENV, err))
+            return pb_error_wrap(err, "in the environment variable %s", name);
     }
-    if (secret && (st.st_mode & 0077))
-        return pb_fail(err, PB_EINVAL, "config file %s holds an S3 secret but is readable by "
-                       "others (mode %o): chmod 600 it", o->config_file, st.st_mode & 0777);
+    for (int s = 0; s < OPTS_NSECRETS; s++) {
+        env_name(secret_names[s], name, sizeof(name));
+        if ((v = getenv(name)) || (v = getenv(secret_aws[s]))) {
+            *secret_slot(o, s) = v;
+            o->secret_source[s] = OPTS_ENV;
+        }
+    }
+    int ri = find_long("s3-region");
+    if (o->source[ri] < OPTS_ENV && (v = getenv("AWS_REGION"))) {
+        o->repo.s3_region = v;
+        o->source[ri] = OPTS_ENV;
+        o->given[ri] = v;
+    }
     return 0;
+}
+
+/* One entry of the configuration file, from the section src names. */
+static int apply_entry(pb_options *o, const cfg_entry *e, opts_source src, pb_error *err)
+{
+    int s = find_secret(e->name);
+    if (s >= 0) {
+        if (o->secret_source[s] <= src) {
+            *secret_slot(o, s) = e->value;
+            o->secret_source[s] = (unsigned char)src;
+        }
+        return 0;
+    }
+    int idx = find_long(e->name);
+    if (idx < 0 || !is_setting(idx))
+        return pb_fail(err, PB_EINVAL, "%s:%u: unknown setting '%s'", o->cfg.path, e->line,
+                       e->name);
+    if (apply_from(o, idx, e->value, src, err))
+        return pb_error_wrap(err, "%s:%u", o->cfg.path, e->line);
+    return 0;
+}
+
+/* The file: every name checked in every section; the global section first, then the
+ * cluster's, each below what the environment and the command line gave. */
+static int apply_config(pb_options *o, pb_error *err)
+{
+    int rc = cfg_load(&o->cfg, o->config_file, err);
+    if (rc)
+        return rc;
+    bool secret = false;
+    for (size_t i = 0; i < o->cfg.count; i++) {
+        const cfg_entry *e = &o->cfg.items[i];
+        int s = find_secret(e->name);
+        secret |= s == OPTS_S3_SECRET || s == OPTS_S3_TOKEN;
+        int idx = s < 0 ? find_long(e->name) : 0;
+        if (idx < 0 || (s < 0 && !is_setting(idx)))
+            return pb_fail(err, PB_EINVAL, "%s:%u: unknown setting '%s'", o->config_file,
+                           e->line, e->name);
+    }
+    if (secret && (o->cfg.mode & 0077))
+        return pb_fail(err, PB_EINVAL, "config file %s holds an S3 secret but is readable by "
+                       "others (mode %03o): chmod 600 it", o->config_file, o->cfg.mode & 0777);
+    if (o->cluster && !cfg_has_section(&o->cfg, o->cluster))
+        return pb_fail(err, PB_EINVAL, "no section [cluster:%s] or [%s] in %s", o->cluster,
+                       o->cluster, o->config_file);
+    for (size_t i = 0; rc == 0 && i < o->cfg.count; i++)
+        if (!o->cfg.items[i].section[0])
+            rc = apply_entry(o, &o->cfg.items[i], OPTS_GLOBAL, err);
+    for (size_t i = 0; rc == 0 && o->cluster && i < o->cfg.count; i++)
+        if (!strcmp(o->cfg.items[i].section, o->cluster))
+            rc = apply_entry(o, &o->cfg.items[i], OPTS_CLUSTER, err);
+    return rc;
 }
 
 static void find_program(pb_options *o, const char *argv0)
@@ -410,7 +493,48 @@ static void find_program(pb_options *o, const char *argv0)
     }
 }
 
-int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
+/* "--foo=bar" -> "--foo" in a one-line message. */
+static int bad_option(const char *text, const char *command, bool missing, pb_error *err)
+{
+    size_t n = strcspn(text, "=");
+    if (missing)
+        return pb_fail(err, PB_EINVAL, "option %.*s for %s needs a value", (int)n, text,
+                       command);
+    return pb_fail(err, PB_EINVAL, "unknown option %.*s for %s (see pageback %s --help)",
+                   (int)n, text, command, command);
+}
+
+static int parse_flags(pb_options *o, int argc, char **argv, pb_error *err)
+{
+    optind = 2;
+    opterr = 0;
+    int c, li;
+    while (li = -1, (c = getopt_long(argc, argv, ":", long_opts, &li)) != -1) {
+        if (c == '?' || c == ':' || li < 0)
+            return bad_option(argv[optind - 1], o->command, c == ':', err);
+        if (c == O_HELP || c == O_VERSION) {
+            /* Nothing else is needed or checked: help works without a repository. */
+            o->help_requested = c == O_HELP;
+            o->version_requested = c == O_VERSION;
+            return 1;
+        }
+        if (!opts_option_applies(long_opts[li].name, o->command))
+            return pb_fail(err, PB_EINVAL, "option --%s is not for %s (see pageback %s --help)",
+                           long_opts[li].name, o->command, o->command);
+        int rc = apply_opt(o, c, optarg, err);
+        if (rc)
+            return rc;
+        o->source[li] = OPTS_FLAG;
+        o->given[li] = optarg ? optarg : "true";
+    }
+    for (; optind < argc && o->nargs < 4; optind++)
+        o->args[o->nargs++] = argv[optind];
+    if (optind < argc)
+        return pb_fail(err, PB_EINVAL, "too many arguments for %s", o->command);
+    return 0;
+}
+
+static void opts_init(pb_options *o, const char *argv0)
 {
     memset(o, 0, sizeof(*o));
     repo_opts ro = REPO_OPTS_INIT;
@@ -419,42 +543,45 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
     o->repo = ro;
     o->backup = bo;
     o->restore = rso;
-    find_program(o, argv[0]);
+    o->progress_interval = 10;
+    find_program(o, argv0);
+}
+
+int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
+{
+    opts_init(o, argv[0]);
     if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
         o->help_requested = true; /* "pageback help [COMMAND]" */
         o->command = argc >= 3 ? argv[2] : NULL;
         return 0;
     }
+    if (argc >= 2 && (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))) {
+        o->version_requested = true;
+        return 0;
+    }
     if (argc < 2 || argv[1][0] == '-')
-        return pb_fail(err, PB_EINVAL, "no command given");
+        return pb_fail(err, PB_EINVAL, "%s: the command comes first (pageback COMMAND "
+                       "[options]; pageback --help lists the commands)",
+                       argc < 2 ? "no command given" : "no command before the options");
     o->command = argv[1];
-    optind = 2;
-    int c;
-    uint64_t given = 0;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        if (c == '?' )
-            return pb_fail(err, PB_EINVAL, "invalid option (see pageback --help)");
-        if (c == O_HELP) {
-            /* Nothing else is needed or checked: help works without a repository. */
-            o->help_requested = true;
-            return 0;
-        }
-        int rc = apply_opt(o, c, optarg, err);
-        if (rc)
-            return rc;
-        given |= OPT_BIT(c);
-    }
-    for (; optind < argc && o->nargs < 4; optind++)
-        o->args[o->nargs++] = argv[optind];
-    if (optind < argc)
-        return pb_fail(err, PB_EINVAL, "too many arguments");
-    apply_env(o);
-    if (o->config_file) {
-        int rc = apply_config(o, given, err);
-        if (rc)
-            return rc;
-    }
-    if (!o->repo.location && strcmp(o->command, "tune") != 0)
+    int rc = parse_flags(o, argc, argv, err);
+    if (rc)
+        return rc > 0 ? 0 : rc;
+    if ((rc = apply_env(o, err)))
+        return rc;
+    const char *v;
+    if (!o->config_file && (v = getenv("PAGEBACK_CONFIG")) && *v)
+        o->config_file = v;
+    if (!o->config_file && access("/etc/pageback.conf", F_OK) == 0)
+        o->config_file = "/etc/pageback.conf";
+    if (!o->cluster && (v = getenv("PAGEBACK_CLUSTER")) && *v)
+        o->cluster = v;
+    if (o->cluster && !o->config_file)
+        return pb_fail(err, PB_EINVAL, "--cluster %s needs a configuration file (--config, "
+                       "PAGEBACK_CONFIG or /etc/pageback.conf)", o->cluster);
+    if (o->config_file && (rc = apply_config(o, err)))
+        return rc;
+    if (!o->repo.location && strcmp(o->command, "tune") && strcmp(o->command, "config"))
         return pb_fail(err, PB_EINVAL, "no repository: give --repo DIR|s3://bucket/prefix or "
                        "set PAGEBACK_REPO");
     return 0;
@@ -462,6 +589,28 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
 
 void opts_free(pb_options *o)
 {
-    free(o->config_text);
-    o->config_text = NULL;
+    cfg_free(&o->cfg);
+}
+
+const char *opts_source_name(opts_source src)
+{
+    static const char *const names[] = {"default", "config [global]", "config [cluster]",
+                                        "environment", "command line"};
+    return names[src];
+}
+
+void opts_each_setting(const pb_options *o, opts_setting_cb cb, void *ctx)
+{
+    for (int i = 0; long_opts[i].name; i++) {
+        if (!is_setting(i) || long_opts[i].val == O_HELP)
+            continue;
+        const opts_help_row *h = opts_help_find(long_opts[i].name);
+        cb(ctx, long_opts[i].name, o->given[i], h ? h->default_text : "",
+           (opts_source)o->source[i], false);
+    }
+    for (int s = 0; s < OPTS_NSECRETS; s++) {
+        const char *v = s == OPTS_S3_KEY ? o->repo.s3_key
+                        : s == OPTS_S3_SECRET ? o->repo.s3_secret : o->repo.s3_token;
+        cb(ctx, secret_names[s], v, "", (opts_source)o->secret_source[s], true);
+    }
 }

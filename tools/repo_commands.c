@@ -136,7 +136,7 @@ static void print_wal(const wal_ctx *w, bool json)
 }
 
 /* Backups are listed in history order (the state each holds), not id order. */
-int cmd_info(pb_options *o)
+int cmd_info(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -170,7 +170,7 @@ out:
     }
     chain_history_free(&hist);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 /* ---- expire ---- */
@@ -220,11 +220,10 @@ static int expire_locked(repo *r, const pb_options *o, pb_error *err);
 
 /* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
  * backup builds on a parent it is removing, and no rebase reads one. */
-int cmd_expire(pb_options *o)
+int cmd_expire(pb_options *o, cmd_outcome *res)
 {
     if (o->retain_full <= 0) {
-        pb_log(PB_LOG_ERROR, "expire needs --retain-full N");
-        return 2;
+        return cmd_usage_error(res, "expire needs --retain-full N");
     }
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -242,7 +241,7 @@ int cmd_expire(pb_options *o)
         rc = expire_locked(r, o, &err);
     repo_lock_release(lock);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 /* Retention follows history order and parentage (chain_retain): the newest N full or
