@@ -534,6 +534,20 @@ static int parse_flags(pb_options *o, int argc, char **argv, pb_error *err)
     return 0;
 }
 
+/* --report first, so a usage error anywhere on the line is reported too. */
+static void find_report(pb_options *o, int argc, char **argv)
+{
+    o->report_file = getenv("PAGEBACK_REPORT");
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], "--report") && i + 1 < argc)
+            o->report_file = argv[i + 1];
+        else if (!strncmp(argv[i], "--report=", 9))
+            o->report_file = argv[i] + 9;
+    }
+}
+
 static void opts_init(pb_options *o, const char *argv0)
 {
     memset(o, 0, sizeof(*o));
@@ -564,6 +578,7 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
                        "[options]; pageback --help lists the commands)",
                        argc < 2 ? "no command given" : "no command before the options");
     o->command = argv[1];
+    find_report(o, argc, argv);
     int rc = parse_flags(o, argc, argv, err);
     if (rc)
         return rc > 0 ? 0 : rc;

@@ -146,4 +146,146 @@ run info --repo "$PB_WORK/r" --json
 python3 -m json.tool "$PB_WORK/out" >/dev/null && pb_test_ok "info --json is valid JSON" ||
     pb_test_fail "info --json: $out"
 
+# 6. Configuration: sections, precedence flag > environment > [cluster:NAME] > [global]
+#    > default, each setting's source in `config check`, secrets masked, a file others
+#    may write refused, a bad line named as file:line.
+cat >"$PB_WORK/pb.conf" <<CONF
+# global settings
+repo = $PB_WORK/r
+compress-level = 2
+queue-depth = 5
+s3-secret = very-secret-value
+[cluster:main]
+compress-level = 3
+read-size = 1M
+[spare]
+repo = $PB_WORK/spare
+CONF
+chmod 600 "$PB_WORK/pb.conf"
+setting() { grep -E "^$1 +=" <<<"$out" | sed -E 's/^[^=]+= +//; s/ +#/ #/'; }
+run config check --config "$PB_WORK/pb.conf"
+pb_assert_eq "$rc" 0 "config check exits 0"
+pb_assert_eq "$(setting compress-level)" "2 # config [global]" "global section applies"
+pb_assert_eq "$(setting nice)" "10 # default" "an unset option shows its default"
+run config check --config "$PB_WORK/pb.conf" --cluster main
+pb_assert_eq "$(setting compress-level)" "3 # config [cluster]" \
+    "the cluster's section wins over global"
+pb_assert_eq "$(setting queue-depth)" "5 # config [global]" \
+    "global fills what the cluster's section lacks"
+PAGEBACK_COMPRESS_LEVEL=4 run config check --config "$PB_WORK/pb.conf" --cluster main
+pb_assert_eq "$(setting compress-level)" "4 # environment" \
+    "PAGEBACK_COMPRESS_LEVEL wins over the file"
+PAGEBACK_COMPRESS_LEVEL=4 PAGEBACK_CONFIG=$PB_WORK/pb.conf PAGEBACK_CLUSTER=main \
+    run config check --compress-level 6
+pb_assert_eq "$(setting compress-level)" "6 # command line" "a flag wins over everything"
+pb_assert_eq "$(setting read-size)" "1M # config [cluster]" \
+    "PAGEBACK_CONFIG and PAGEBACK_CLUSTER choose the file and section"
+run config check --config "$PB_WORK/pb.conf" --cluster spare
+pb_assert_eq "$(setting repo)" "$PB_WORK/spare # config [cluster]" "[NAME] is a cluster section too"
+run config check --config "$PB_WORK/pb.conf"
+grep -q "very-secret-value" <<<"$out$err" && pb_test_fail "config check printed the secret" ||
+    pb_test_ok "config check does not print the secret"
+grep -Eq "^s3-secret +=.*masked.*# config \[global\]" <<<"$out" &&
+    pb_test_ok "the secret shows as masked, with its source" || pb_test_fail "secret line: $out"
+AWS_SECRET_ACCESS_KEY=env-secret-value run config check --repo "$PB_WORK/r"
+grep -q "env-secret-value" <<<"$out" && pb_test_fail "an environment secret printed" ||
+    pb_test_ok "a secret from the environment is masked too"
+run config check --config "$PB_WORK/pb.conf" --cluster nosuch
+pb_assert_eq "$rc" 2 "an unknown cluster exits 2"
+grep -q "nosuch" <<<"$err" && pb_test_ok "it names the cluster" || pb_test_fail "cluster: $err"
+grep -v s3-secret "$PB_WORK/pb.conf" >"$PB_WORK/open.conf"
+for mode in 666 664 646; do
+    chmod "$mode" "$PB_WORK/open.conf"
+    run config check --config "$PB_WORK/open.conf"
+    [ "$rc" = 2 ] && grep -q "may be written by" <<<"$err" &&
+        pb_test_ok "a config file of mode $mode (others may write) is refused" ||
+        pb_test_fail "mode $mode accepted: rc $rc $err"
+    run info --config "$PB_WORK/open.conf"
+    pb_assert_eq "$rc" 2 "every command refuses a config file of mode $mode"
+done
+chmod 644 "$PB_WORK/open.conf"
+run config check --config "$PB_WORK/open.conf"
+pb_assert_eq "$rc" 0 "a 0644 file without secrets is accepted"
+printf 'repo = /r\n\n[cluster:x]\nthis line has no equals\n' >"$PB_WORK/bad.conf"
+run config check --config "$PB_WORK/bad.conf"
+[ "$rc" = 2 ] && grep -q "bad.conf:4:" <<<"$err" && pb_test_ok "a bad line is named as file:line" ||
+    pb_test_fail "bad line: rc $rc $err"
+printf 'repo = /r\ncompres-level = 3\n' >"$PB_WORK/bad.conf"
+run config check --config "$PB_WORK/bad.conf"
+[ "$rc" = 2 ] && grep -q "bad.conf:2: unknown setting 'compres-level'" <<<"$err" &&
+    pb_test_ok "an unknown setting is named as file:line" || pb_test_fail "unknown setting: $err"
+PAGEBACK_QUEUE_DEPTH=0 run info --repo "$PB_WORK/r"
+[ "$rc" = 2 ] && grep -q "PAGEBACK_QUEUE_DEPTH" <<<"$err" &&
+    pb_test_ok "a bad PAGEBACK_* value names the variable" || pb_test_fail "env: $err"
+
+# 7. --report: valid JSON with the required keys, on success and on failure (with the
+#    error), written atomically (no temp file left); --metrics-file: Prometheus text.
+report_keys() { # FILE KEY...: exit 0 when FILE is JSON holding every KEY
+    python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+missing = [k for k in sys.argv[2:] if k not in d]
+sys.exit(1 if missing else 0)
+PY
+}
+json_value() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(eval("d"+sys.argv[2])))' "$@"; }
+keys="report_version command exit_status ok error started_at duration_seconds cpu_user_seconds
+      cpu_system_seconds peak_rss_bytes page_cache_bytes_left adaptive_io limits"
+run info --repo "$PB_WORK/r" --report "$PB_WORK/ok.json"
+[ "$rc" = 0 ] && report_keys "$PB_WORK/ok.json" $keys &&
+    pb_test_ok "a successful run's report is JSON with the required keys" ||
+    pb_test_fail "report on success: rc $rc $(cat "$PB_WORK/ok.json" 2>&1)"
+pb_assert_eq "$(json_value "$PB_WORK/ok.json" '["ok"]') $(json_value "$PB_WORK/ok.json" '["exit_status"]')" \
+    "true 0" "the report says ok, exit status 0"
+rss=$(json_value "$PB_WORK/ok.json" '["peak_rss_bytes"]')
+[ "${rss:-0}" -gt 1000000 ] && pb_test_ok "the report carries the peak RSS ($rss bytes)" ||
+    pb_test_fail "peak RSS: $rss"
+run info --repo "$PB_WORK/no-such-repo" --report "$PB_WORK/fail.json"
+[ "$rc" = 1 ] && report_keys "$PB_WORK/fail.json" $keys &&
+    pb_test_ok "a failed run still writes its report" ||
+    pb_test_fail "report on failure: rc $rc $(cat "$PB_WORK/fail.json" 2>&1)"
+pb_assert_eq "$(json_value "$PB_WORK/fail.json" '["ok"]') $(json_value "$PB_WORK/fail.json" '["exit_status"]')" \
+    "false 1" "the failed report says so, with exit status 1"
+grep -q "no-such-repo" <<<"$(json_value "$PB_WORK/fail.json" '["error"]["message"]')" &&
+    pb_test_ok "the failed report carries the error naming the repository" ||
+    pb_test_fail "error in report: $(cat "$PB_WORK/fail.json")"
+run backup --repo "$PB_WORK/r" --type sometimes --report "$PB_WORK/usage.json"
+pb_assert_eq "$(json_value "$PB_WORK/usage.json" '["exit_status"]' 2>&1)" 2 \
+    "a usage error is reported too, with exit status 2"
+ls "$PB_WORK"/*.tmp.* >/dev/null 2>&1 && pb_test_fail "a report temp file was left behind" ||
+    pb_test_ok "no report temp file left behind"
+run info --repo "$PB_WORK/r" --report "$PB_WORK/nodir/x.json"
+[ "$rc" = 1 ] && grep -q "nodir/x.json" <<<"$err" &&
+    pb_test_ok "a report that cannot be written fails the run, naming the file" ||
+    pb_test_fail "unwritable report: rc $rc $err"
+
+prom_check() { # FILE: every line is Prometheus text exposition grammar
+    python3 - "$1" <<'PY'
+import re, sys
+name = r'[a-zA-Z_:][a-zA-Z0-9_:]*'
+label = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+sample = re.compile(r'^(%s)(\{(%s)(,%s)*\})? [-+]?([0-9.eE+-]+|NaN|Inf)( -?[0-9]+)?$' % (name, label, label))
+meta = re.compile(r'^# (HELP %s .*|TYPE %s (counter|gauge|histogram|summary|untyped))$' % (name, name))
+lines = open(sys.argv[1]).read().split('\n')
+if lines[-1] != '':
+    sys.exit('no final newline')
+bad = [l for l in lines[:-1] if not (sample.match(l) or meta.match(l))]
+samples = [l for l in lines if sample.match(l)]
+if bad or not samples:
+    sys.exit('bad lines: %r' % bad[:3])
+PY
+}
+run info --repo "$PB_WORK/r" --metrics-file "$PB_WORK/m.prom"
+[ "$rc" = 0 ] && prom_check "$PB_WORK/m.prom" &&
+    pb_test_ok "the metrics file parses as Prometheus text" || pb_test_fail "metrics: $(cat "$PB_WORK/m.prom" 2>&1)"
+grep -q '^pageback_run_success{command="info"} 1$' "$PB_WORK/m.prom" &&
+    grep -q '^pageback_archive_push_failures_total 0$' "$PB_WORK/m.prom" &&
+    pb_test_ok "it has the run's outcome and the archive failure counter" ||
+    pb_test_fail "metrics content: $(cat "$PB_WORK/m.prom")"
+run archive-push "$PB_WORK/no-such-wal" --repo "$PB_WORK/r"
+run info --repo "$PB_WORK/r" --metrics-file "$PB_WORK/m.prom"
+grep -q '^pageback_archive_push_failures_total 1$' "$PB_WORK/m.prom" &&
+    pb_test_ok "a failed archive-push is counted in the state directory" ||
+    pb_test_fail "archive failures: $(grep archive "$PB_WORK/m.prom")"
+
 pb_test_summary
