@@ -16,6 +16,18 @@
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;
 
+/* What a running backup has done so far, for a progress display: bytes of data files
+ * read against their size at the walk, files, pages scanned and changed. */
+typedef struct bk_progress {
+    uint64_t bytes_done, bytes_total;
+    uint64_t files_done, files_total;
+    uint64_t pages_scanned, pages_changed;
+} bk_progress;
+
+/* Called on the backup's own thread after each read chunk and each file. It must be
+ * quick and must not call back into the engine; the engine itself prints nothing. */
+typedef void (*bk_progress_fn)(void *ctx, const bk_progress *p);
+
 typedef struct bk_opts {
     const char *pgdata;     /* data directory; NULL = the server's data_directory */
     const char *conninfo;   /* libpq connection string; NULL = PG* environment */
@@ -33,10 +45,12 @@ typedef struct bk_opts {
     uint64_t pack_size;      /* target pack object size */
     uint64_t max_rate;       /* read at most this many bytes per second (0 = unlimited) */
     int nice;                /* scheduler niceness for the backup process (0 = unchanged) */
+    bk_progress_fn progress; /* NULL: no progress calls */
+    void *progress_ctx;
 } bk_opts;
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
-                      300, 256ull << 20, 0, 10}
+                      300, 256ull << 20, 0, 10, NULL, NULL}
 
 /* Run one backup into r. On success *out is the committed manifest (the caller's: free
  * with mf_free), so a summary needs no second download; NULL on failure. */

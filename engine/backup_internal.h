@@ -30,6 +30,7 @@ typedef struct bk_ctx {
     bk_pipe *pipe;       /* compression worker; frames are built in its buffers */
     double rate_start;   /* when throttled reading began */
     uint64_t rate_bytes; /* bytes read since then */
+    bk_progress progress; /* what opts->progress is shown */
 } bk_ctx;
 
 /* Full or incremental, decided before the server's backup state is touched
@@ -48,6 +49,9 @@ typedef struct bk_plan {
 int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
                  pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
+
+/* Tell opts->progress (if any) that bytes more were read. */
+void bk_progress_note(bk_ctx *ctx, uint64_t bytes);
 
 /* Sleep as needed to keep reads under opts->max_rate. */
 void bk_throttle(bk_ctx *ctx, size_t bytes);

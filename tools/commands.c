@@ -35,10 +35,16 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
     if (!o->backup.state_dir)
         return cmd_usage_error(res, "no home directory to keep the local catalog in: set "
                                "--state-dir, PAGEBACK_STATE_DIR, XDG_STATE_HOME or HOME");
+    cmd_progress prog;
+    cmd_progress_init(&prog, o);
+    o->backup.progress = prog.enabled ? cmd_progress_backup : NULL;
+    o->backup.progress_ctx = &prog;
     int rc = cmd_open_repo(&r, o, &err);
     mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
     if (rc == 0)
         rc = bk_run(r, &o->backup, &m, &err);
+    cmd_progress_end(&prog);
+    o->backup.progress = NULL;
     if (rc == 0) {
         const mf_backup *h = mf_header(m);
         res->backup = *h;

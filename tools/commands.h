@@ -54,6 +54,17 @@ const char *cmd_state_dir(const pb_options *o, char *buf, size_t cap);
  * old file or the new one, never half of one. */
 int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *err);
 
+/* tools/progress.c: the progress display of a backup (bk_opts.progress). */
+typedef struct cmd_progress {
+    bool tty, enabled, drew;
+    unsigned interval;
+    double start, last;
+} cmd_progress;
+void cmd_progress_init(cmd_progress *p, const pb_options *o);
+void cmd_progress_backup(void *ctx, const bk_progress *b); /* a bk_progress_fn */
+/* End the live line, if one was drawn. */
+void cmd_progress_end(cmd_progress *p);
+
 /* tools/report.c: the JSON report of a run, written atomically (temp + rename). */
 int cmd_write_report(const char *path, const pb_options *o, const cmd_outcome *res,
                      pb_error *err);
