@@ -121,7 +121,14 @@ pb verify --report "$OUT/verify.json" >/dev/null 2>&1
 pb_assert_eq "$?:$(json "$OUT/verify.json" '["verify"]["problems"]')" "0:0" \
     "verify's report: no problems"
 
-# 5. archive-push failures are counted and show in the metrics.
+# 5. info --json follows docs/info.schema.json (no field missing, none undocumented).
+pb info --json >"$PB_WORK/info.json"
+python3 "$PB_SRCDIR/tests/integration/schema_check.py" "$PB_SRCDIR/docs/info.schema.json" \
+    "$PB_WORK/info.json" >"$PB_WORK/schema.out" &&
+    pb_test_ok "info --json follows docs/info.schema.json" ||
+    pb_test_fail "info --json vs schema: $(head -5 "$PB_WORK/schema.out")"
+
+# 6. archive-push failures are counted and show in the metrics.
 pb archive-push "$PB_WORK/no-such-segment" >/dev/null 2>&1
 pb info --metrics-file "$OUT/info.prom" >/dev/null 2>&1
 grep -q '^pageback_archive_push_failures_total 1$' "$OUT/info.prom" &&
