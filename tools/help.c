@@ -84,7 +84,7 @@ const opts_help_row *opts_help_find(const char *name)
 bool opts_option_applies(const char *name, const char *command)
 {
     const opts_help_row *r = opts_help_find(name);
-    if (!r || !command || !strcmp(r->commands, "*") || !strcmp(command, "config"))
+    if (!r || !command || !*command || !strcmp(r->commands, "*") || !strcmp(command, "config"))
         return true;
     size_t n = strlen(command);
     for (const char *p = r->commands; (p = strstr(p, command)); p += n)

@@ -254,6 +254,10 @@ static void test_option_errors(void)
     PBT_CHECK(!opts_option_applies("target-dir", "verify"));
     PBT_CHECK(opts_option_applies("set", "verify") && opts_option_applies("repo", "tune"));
     PBT_CHECK(opts_option_applies("no-such-row", "backup"));
+    /* an empty command (fuzzer find: strstr of "" never advanced) is left to the
+     * unknown-command error */
+    PBT_CHECK(opts_option_applies("target-dir", ""));
+    PBT_CHECK(!opts_option_applies("target-dir", "restor"));
 }
 
 int main(void)
