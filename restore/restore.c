@@ -500,6 +500,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.target = t;
     ctx.delta = opts->delta;
     ctx.stats = stats;
+    ctx.progress = opts->progress;
+    ctx.progress_ctx = opts->progress_ctx;
     rc = rebuild_all(&ctx, m, opts->jobs, err);
     if (rc == 0)
         rc = finish(t, opts, p, stats, err);

@@ -100,9 +100,15 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
     char *cmd = restore_command(o);
     o->restore.restore_command = cmd;
     rs_stats st;
+    cmd_progress prog;
+    cmd_progress_init(&prog, o);
+    o->restore.progress = prog.enabled ? cmd_progress_restore : NULL;
+    o->restore.progress_ctx = &prog;
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = rs_restore(r, &o->restore, &st, &err);
+    cmd_progress_end(&prog);
+    o->restore.progress = NULL;
     if (rc == 0) {
         res->restore = st;
         res->have_restore = true;

@@ -54,7 +54,8 @@ const char *cmd_state_dir(const pb_options *o, char *buf, size_t cap);
  * old file or the new one, never half of one. */
 int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *err);
 
-/* tools/progress.c: the progress display of a backup (bk_opts.progress). */
+/* tools/progress.c: the progress display of a backup or restore (bk_opts.progress,
+ * rs_opts.progress). */
 typedef struct cmd_progress {
     bool tty, enabled, drew;
     unsigned interval;
@@ -62,6 +63,7 @@ typedef struct cmd_progress {
 } cmd_progress;
 void cmd_progress_init(cmd_progress *p, const pb_options *o);
 void cmd_progress_backup(void *ctx, const bk_progress *b); /* a bk_progress_fn */
+void cmd_progress_restore(void *ctx, const rs_progress *r); /* an rs_progress_fn */
 /* End the live line, if one was drawn. */
 void cmd_progress_end(cmd_progress *p);
 

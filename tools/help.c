@@ -49,7 +49,7 @@ static const opts_help_row rows[] = {
     {"wal-timeout", "backup", "SECONDS", "300", "wait this long for the stop WAL"},
     {"max-rate", "backup", "BYTES/s", "unlimited", "read at most this fast"},
     {"nice", "backup", "0..19", "10", "scheduler niceness of the backup"},
-    {"progress-interval", "backup restore verify", "SECONDS", "10",
+    {"progress-interval", "backup restore", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */
     {"target-dir", "restore", "DIR", "", "where to restore (required)"},

@@ -1,6 +1,6 @@
 /*
- * tools/progress.c — the progress display of a backup, fed by the engine's progress
- * callback (bk_opts.progress; the engine prints nothing). On a terminal a live line on
+ * tools/progress.c — the progress display of a backup or a restore, fed by their
+ * progress callbacks (bk_opts.progress, rs_opts.progress; the modules print nothing). On a terminal a live line on
  * stderr, redrawn at most twice a second; elsewhere (cron, systemd, a log file) one
  * log line every --progress-interval seconds, so a journal is not flooded. --quiet
  * turns both off.
@@ -22,10 +22,18 @@ void cmd_progress_init(cmd_progress *p, const pb_options *o)
     p->drew = false;
 }
 
-static void format_line(char *out, size_t cap, const bk_progress *b, double elapsed)
+/* What both displays show: bytes done of the total, the rate, files, the time left;
+ * extra (pages changed) follows the files. */
+typedef struct prog_view {
+    const char *what;
+    uint64_t bytes_done, bytes_total, files_done, files_total;
+    char extra[64];
+} prog_view;
+
+static void format_line(char *out, size_t cap, const prog_view *v, double elapsed)
 {
-    double rate = elapsed > 0 ? (double)b->bytes_done / elapsed : 0;
-    double left = b->bytes_total > b->bytes_done ? (double)(b->bytes_total - b->bytes_done) : 0;
+    double rate = elapsed > 0 ? (double)v->bytes_done / elapsed : 0;
+    double left = v->bytes_total > v->bytes_done ? (double)(v->bytes_total - v->bytes_done) : 0;
     char eta[32];
     if (rate > 0) {
         unsigned s = (unsigned)(left / rate);
@@ -34,15 +42,13 @@ static void format_line(char *out, size_t cap, const bk_progress *b, double elap
         snprintf(eta, sizeof(eta), "unknown");
     }
     snprintf(out, cap, "%.1f / %.1f MiB (%.0f%%), %.1f MB/s, files %" PRIu64 "/%" PRIu64
-             ", pages changed %" PRIu64 ", ETA %s", b->bytes_done / 1048576.0,
-             b->bytes_total / 1048576.0,
-             b->bytes_total ? 100.0 * (double)b->bytes_done / (double)b->bytes_total : 100.0,
-             rate / 1e6, b->files_done, b->files_total, b->pages_changed, eta);
+             "%s, ETA %s", v->bytes_done / 1048576.0, v->bytes_total / 1048576.0,
+             v->bytes_total ? 100.0 * (double)v->bytes_done / (double)v->bytes_total : 100.0,
+             rate / 1e6, v->files_done, v->files_total, v->extra, eta);
 }
 
-void cmd_progress_backup(void *ctx, const bk_progress *b)
+static void show(cmd_progress *p, const prog_view *v)
 {
-    cmd_progress *p = ctx;
     if (!p->enabled)
         return;
     double now = pb_now();
@@ -50,13 +56,26 @@ void cmd_progress_backup(void *ctx, const bk_progress *b)
         return;
     p->last = now;
     char line[256];
-    format_line(line, sizeof(line), b, now - p->start);
+    format_line(line, sizeof(line), v, now - p->start);
     if (p->tty) {
-        fprintf(stderr, "\rbackup: %s\033[K", line);
+        fprintf(stderr, "\r%s: %s\033[K", v->what, line);
         p->drew = true;
     } else {
         pb_info("progress: %s", line);
     }
+}
+
+void cmd_progress_backup(void *ctx, const bk_progress *b)
+{
+    prog_view v = {"backup", b->bytes_done, b->bytes_total, b->files_done, b->files_total, ""};
+    snprintf(v.extra, sizeof(v.extra), ", pages changed %" PRIu64, b->pages_changed);
+    show(ctx, &v);
+}
+
+void cmd_progress_restore(void *ctx, const rs_progress *r)
+{
+    prog_view v = {"restore", r->bytes_done, r->bytes_total, r->files_done, r->files_total, ""};
+    show(ctx, &v);
 }
 
 void cmd_progress_end(cmd_progress *p)
