@@ -49,6 +49,9 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
         const mf_backup *h = mf_header(m);
         res->backup = *h;
         res->have_backup = true;
+    }
+    if (rc == 0 && !o->quiet) {
+        const mf_backup *h = mf_header(m);
         char rd[32], st[32], a[32], b[32];
         human((double)h->bytes_read, rd, sizeof(rd));
         human((double)h->bytes_stored, st, sizeof(st));
@@ -112,6 +115,8 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
     if (rc == 0) {
         res->restore = st;
         res->have_restore = true;
+    }
+    if (rc == 0 && !o->quiet) {
         char w[32], f[32];
         human((double)st.bytes_written, w, sizeof(w));
         human((double)st.bytes_fetched, f, sizeof(f));
@@ -177,10 +182,10 @@ int cmd_rebase(pb_options *o, cmd_outcome *res)
         pb_warn("could not clean up after earlier interrupted runs: %s", cerr.msg);
     if (rc == 0)
         rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, lock, id, &err);
-    if (rc == 0) {
-        printf("synthetic full backup %s written\n", id);
+    if (rc == 0)
         memcpy(res->rebase_id, id, sizeof(res->rebase_id));
-    }
+    if (rc == 0 && !o->quiet)
+        printf("synthetic full backup %s written\n", id);
     repo_lock_release(lock);
     repo_free(r);
     return rc ? cmd_report(res, &err) : 0;

@@ -28,7 +28,7 @@ static const opts_help_row rows[] = {
     {"s3-retries", "*", "N", "5", "S3 attempts after the first, 0..50"},
     {"log-level", "*", "error|warn|info|debug", "info", "what goes to the log"},
     {"log-file", "*", "FILE", "stderr", "append log lines to FILE as well"},
-    {"quiet", "*", NULL, "off", "log errors only, no progress lines"},
+    {"quiet", "*", NULL, "off", "errors only: no progress or summary lines"},
     {"report", "*", "FILE", "none", "write a JSON report of the run (also on failure)"},
     {"metrics-file", "*", "FILE", "none", "write Prometheus text metrics after the run"},
     {"help", "*", NULL, "", "this help"},

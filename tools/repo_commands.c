@@ -135,6 +135,22 @@ static void print_wal(const wal_ctx *w, bool json)
         printf("\n  ]\n}\n");
 }
 
+/* A string as JSON: a repository path may hold quotes, backslashes or controls. */
+static void print_json_string(const char *v)
+{
+    putchar('"');
+    for (; *v; v++) {
+        unsigned char c = (unsigned char)*v;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
 /* Backups are listed in history order (the state each holds), not id order. */
 int cmd_info(pb_options *o, cmd_outcome *res)
 {
@@ -147,8 +163,11 @@ int cmd_info(pb_options *o, cmd_outcome *res)
         rc = chain_history_load(r, &hist, &err);
     if (rc)
         goto out;
-    if (o->json)
-        printf("{\n  \"repository\": \"%s\",\n  \"backups\": [", repo_location(r));
+    if (o->json) {
+        printf("{\n  \"repository\": ");
+        print_json_string(repo_location(r));
+        printf(",\n  \"backups\": [");
+    }
     else
         printf("repository %s: %zu backups\n", repo_location(r), hist.count);
     for (size_t i = 0; i < hist.count; i++) {
@@ -199,7 +218,7 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
 
 /* WAL older than the oldest start among the kept backups (by LSN, not by id). */
 static int expire_wal_before(repo *r, const chain_history *hist, const bool *keep,
-                             pb_error *err)
+                             bool quiet, pb_error *err)
 {
     const mf_backup *oldest = NULL;
     for (size_t i = 0; i < hist->count; i++)
@@ -210,7 +229,7 @@ static int expire_wal_before(repo *r, const chain_history *hist, const bool *kee
     wal_expire we = {r, "", 0};
     snprintf(we.oldest, sizeof(we.oldest), "%s", oldest->start_wal);
     int rc = repo_list(r, "wal/", expire_wal, &we, err);
-    if (rc == 0)
+    if (rc == 0 && !quiet)
         printf("expired %" PRIu64 " WAL segments older than %s (start of backup %s)\n",
                we.removed, we.oldest, oldest->id);
     return rc;
@@ -262,12 +281,12 @@ static int expire_locked(repo *r, const pb_options *o, pb_error *err)
         if (keep[i])
             continue;
         rc = chain_drop(r, hist.items[i].id, err);
-        if (rc == 0)
+        if (rc == 0 && !o->quiet)
             printf("expired backup %s\n", hist.items[i].id);
         PB_FAULT_POINT("expire.after-backup");
     }
     if (rc == 0)
-        rc = expire_wal_before(r, &hist, keep, err);
+        rc = expire_wal_before(r, &hist, keep, o->quiet, err);
     free(keep);
     chain_history_free(&hist);
     return rc;

@@ -146,6 +146,10 @@ done
 run info --repo "$PB_WORK/r" --json
 python3 -m json.tool "$PB_WORK/out" >/dev/null && pb_test_ok "info --json is valid JSON" ||
     pb_test_fail "info --json: $out"
+mkdir -p "$PB_WORK/a \"quoted\" \\ repo"
+run info --repo "$PB_WORK/a \"quoted\" \\ repo" --json
+python3 -m json.tool "$PB_WORK/out" >/dev/null && pb_test_ok "info --json escapes the repository path" ||
+    pb_test_fail "info --json with a quote in the path: $out"
 
 # 6. Configuration: sections, precedence flag > environment > [cluster:NAME] > [global]
 #    > default, each setting's source in `config check`, secrets masked, a file others

@@ -95,7 +95,8 @@ grep -q $'\rbackup: .* MiB (.*%), .* MB/s, files .* pages changed .*, ETA' "$PB_
     pb_test_ok "on a terminal, a live progress line" ||
     pb_test_fail "no live line: $(head -c 600 "$PB_WORK/tty.out" | cat -v)"
 pb backup --quiet >"$PB_WORK/quiet.out" 2>"$PB_WORK/quiet.err"
-pb_assert_eq "$?:$(grep -c 'INFO' "$PB_WORK/quiet.err")" "0:0" "--quiet: no info or progress lines"
+pb_assert_eq "$?:$(grep -c 'INFO' "$PB_WORK/quiet.err"):$(wc -c <"$PB_WORK/quiet.out")" "0:0:0" \
+    "--quiet: no info or progress lines, no summary line"
 
 # 3. A failed backup still writes its report, with the error.
 pb backup --dbname "host=$PB_WORK/sock port=1" --report "$OUT/fail.json" \
