@@ -86,7 +86,10 @@ static char *restore_command(pb_options *o)
     if (o->repo.s3_ca_file)
         n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-ca-file \"%s\"", o->repo.s3_ca_file);
     if (o->config_file)
-        snprintf(cmd + n, 8192 - (size_t)n, " --config \"%s\"", o->config_file);
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --config \"%s\"", o->config_file);
+    /* The cluster's section may hold what archive-get needs (docs/GUIDE.md). */
+    if (o->config_file && o->cluster)
+        snprintf(cmd + n, 8192 - (size_t)n, " --cluster \"%s\"", o->cluster);
     return cmd;
 }
 
