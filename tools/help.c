@@ -66,6 +66,7 @@ static const opts_help_row rows[] = {
     {"target-timeline", "restore", "latest|current|ID", "latest", "timeline to follow"},
     {"tablespace-map", "restore", "OID=DIR", "", "restore a tablespace elsewhere (repeat)"},
     {"jobs", "restore verify", "N", "4", "files rebuilt or checked in parallel, 1..64"},
+    {"db-include", "restore", "NAME", "", "restore only this database in full (repeat)"},
     /* info, expire */
     {"json", "info", NULL, "off", "JSON output (docs/info.schema.json)"},
     {"retain-full", "expire", "N", "", "keep the newest N full backups (required)"},

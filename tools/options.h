@@ -27,6 +27,7 @@ typedef enum opts_source {
 /* The config-only settings (never flags: a secret on the command line is visible in
  * ps), also read from PAGEBACK_S3_KEY... and the AWS_* environment. */
 enum { OPTS_S3_KEY, OPTS_S3_SECRET, OPTS_S3_TOKEN, OPTS_NSECRETS };
+#define PB_MAX_DB_INCLUDE 64
 
 typedef struct pb_options {
     const char *command; /* NULL only for "pageback help" without a command */
@@ -45,6 +46,7 @@ typedef struct pb_options {
     bk_opts backup;
     rs_opts restore;
     rs_tblspc_map tblspc[PB_MAX_TBLSPC_MAP];
+    const char *db_include[PB_MAX_DB_INCLUDE]; /* restore --db-include NAME, repeatable */
     char s3_endpoint_buf[512];
     /* S3 settings as given, so restore_command can repeat them */
     const char *s3_uri_style;

@@ -50,7 +50,7 @@ declare -A opts_of=(
     [backup]="type pgdata dbname read-size queue-depth no-uring no-direct on-checksum-error
               compress-level full-every full-after wal-timeout max-rate nice progress-interval"
     [restore]="target-dir set delta force target-time target-lsn target-xid target-name
-               target-end target-exclusive target-action target-timeline tablespace-map jobs
+               target-end target-exclusive target-action target-timeline tablespace-map jobs db-include
                progress-interval"
     [archive-push]="" [archive-get]="" [info]="json dbname" [verify]="set jobs"
     [expire]="retain-full" [rebase]="set compress-level" [tune]="pgdata read-size queue-depth"
