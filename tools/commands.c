@@ -105,6 +105,8 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
     repo *r = NULL;
     char *cmd = restore_command(o);
     o->restore.restore_command = cmd;
+    char sd[4096];
+    o->restore.state_dir = cmd_state_dir(o, sd, sizeof(sd)); /* caches what the WAL holds */
     rs_stats st;
     cmd_progress prog;
     cmd_progress_init(&prog, o);

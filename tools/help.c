@@ -69,6 +69,7 @@ static const opts_help_row rows[] = {
     {"db-include", "restore", "NAME", "", "restore only this database in full (repeat)"},
     /* info, expire */
     {"json", "info", NULL, "off", "JSON output (docs/info.schema.json)"},
+    {"restore-points", "info", NULL, "off", "list the restore points of the archived WAL"},
     {"retain-full", "expire", "N", "", "keep the newest N full backups (required)"},
 };
 
