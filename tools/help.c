@@ -49,6 +49,9 @@ static const opts_help_row rows[] = {
     {"wal-timeout", "backup", "SECONDS", "300", "wait this long for the stop WAL"},
     {"max-rate", "backup", "BYTES/s", "unlimited", "read at most this fast"},
     {"nice", "backup", "0..19", "10", "scheduler niceness of the backup"},
+    {"incremental-mode", "backup", "scan|file|wal", "wal when possible, else file",
+     "how an incremental finds what changed"},
+    {"verify-scan", "backup", "N|DURATION", "7 and 7d", "full hash scan every Nth incremental or after"},
     {"progress-interval", "backup restore", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */

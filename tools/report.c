@@ -108,6 +108,9 @@ static const rfield backup_fields[] = {
     RF(mf_backup, FT_U64, bytes_stored), RF(mf_backup, FT_U64, checksum_errors),
     RF(mf_backup, FT_U64, collisions), RF(mf_backup, FT_F64, seconds),
     RF(mf_backup, FT_BOOL, data_checksums), RF(mf_backup, FT_U32, pg_version),
+    RF(mf_backup, FT_BOOL, verify_scan), RF(mf_backup, FT_U64, files_skipped),
+    RF(mf_backup, FT_U64, bytes_skipped), RF(mf_backup, FT_U64, pages_missed),
+    RF(mf_backup, FT_I64, mtime_horizon),
 };
 static const rfield restore_fields[] = {
     RF(rs_stats, FT_STR, id), RF(rs_stats, FT_SIZE, chain_length),
