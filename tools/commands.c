@@ -41,8 +41,10 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
     o->backup.progress_ctx = &prog;
     int rc = cmd_open_repo(&r, o, &err);
     mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
+    bk_result counted; /* the object-store requests of the run */
+    memset(&counted, 0, sizeof(counted));
     if (rc == 0)
-        rc = bk_run(r, &o->backup, &m, &err);
+        rc = bk_run_counted(r, &o->backup, &m, &counted, &err);
     cmd_progress_end(&prog);
     o->backup.progress = NULL;
     if (rc == 0) {
@@ -68,6 +70,9 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
                    h->files_skipped, rd, h->verify_scan ? ", verify scan" : "",
                    h->pages_missed);
         }
+        char q[256];
+        repo_requests_format(&counted.requests, q, sizeof(q));
+        printf("backup %s object-store requests: %s\n", h->id, q);
     }
     mf_free(m);
     repo_free(r);
@@ -136,6 +141,9 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
                " frames read (%s fetched, %s written), %" PRIu64 " entries removed\n",
                st.id, st.chain_length, o->restore.target_dir, st.seconds, st.files_written,
                st.pages_written, st.pages_skipped, st.frames_read, f, w, st.files_removed);
+        char q[256];
+        repo_requests_format(&st.requests, q, sizeof(q));
+        printf("restore %s object-store requests: %s\n", st.id, q);
     }
     free(cmd);
     repo_free(r);
