@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PB_PAGE_SIZE 8192u
 #define PB_ALIGN 4096u
@@ -50,6 +51,9 @@ const char *pb_code_name(int code);
 /* Logging to stderr. The level is a program option set once in main. */
 typedef enum pb_log_level { PB_LOG_ERROR, PB_LOG_WARN, PB_LOG_INFO, PB_LOG_DEBUG } pb_log_level;
 void pb_log_set_level(pb_log_level level);
+/* Also append each log line, with a UTC timestamp, to fp (NULL: stop); the caller
+ * owns fp and resets this before closing it. A program option, set once in main. */
+void pb_log_set_file(FILE *fp);
 void pb_log(pb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define pb_debug(...) pb_log(PB_LOG_DEBUG, __VA_ARGS__)
 #define pb_info(...) pb_log(PB_LOG_INFO, __VA_ARGS__)

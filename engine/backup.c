@@ -63,10 +63,17 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
 {
     walk_list list = {0};
     int rc = walk_pgdata_cluster(ctx->pgdata, ctx->tblspc_dir, &list, err);
+    ctx->progress.files_total = list.count;
+    for (size_t i = 0; i < list.count; i++)
+        ctx->progress.bytes_total += list.items[i].kind == WALK_REL ||
+                                     list.items[i].kind == WALK_FILE ? list.items[i].size : 0;
     for (size_t i = 0; rc == 0 && i < list.count; i++) {
         rc = repo_lock_renew(ctx->lock, err);
         if (rc == 0)
             rc = bk_file(ctx, &list.items[i], err);
+        /* Relation bytes were counted chunk by chunk; other files count whole. */
+        ctx->progress.files_done = i + 1;
+        bk_progress_note(ctx, list.items[i].kind == WALK_FILE ? list.items[i].size : 0);
     }
     mf_header(ctx->m)->files = list.count;
     walk_list_free(&list);

@@ -24,6 +24,18 @@ typedef enum bk_incr_mode {
     BK_INCR_WAL = 3,  /* file-level skip, then only the blocks the archived WAL names */
 } bk_incr_mode;
 
+/* What a running backup has done so far, for a progress display: bytes of data files
+ * read against their size at the walk, files, pages scanned and changed. */
+typedef struct bk_progress {
+    uint64_t bytes_done, bytes_total;
+    uint64_t files_done, files_total;
+    uint64_t pages_scanned, pages_changed;
+} bk_progress;
+
+/* Called on the backup's own thread after each read chunk and each file. It must be
+ * quick and must not call back into the engine; the engine itself prints nothing. */
+typedef void (*bk_progress_fn)(void *ctx, const bk_progress *p);
+
 typedef struct bk_opts {
     const char *pgdata;     /* data directory; NULL = the server's data_directory */
     const char *conninfo;   /* libpq connection string; NULL = PG* environment */
@@ -47,10 +59,12 @@ typedef struct bk_opts {
      * by count) or when that scan is older than verify_after_secs (0 = never by age). */
     unsigned verify_every;
     int64_t verify_after_secs;
+    bk_progress_fn progress; /* NULL: no progress calls */
+    void *progress_ctx;
 } bk_opts;
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
-                      300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400}
+                      300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, NULL, NULL}
 
 /* Run one backup into r. On success *out is the committed manifest (the caller's: free
  * with mf_free), so a summary needs no second download; NULL on failure. */

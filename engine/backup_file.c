@@ -207,6 +207,17 @@ static int rel_page(rel_scan *s, uint32_t blk, const uint8_t *page)
     return 0;
 }
 
+void bk_progress_note(bk_ctx *ctx, uint64_t bytes)
+{
+    if (!ctx->opts->progress)
+        return;
+    const mf_backup *h = mf_header(ctx->m);
+    ctx->progress.bytes_done += bytes;
+    ctx->progress.pages_scanned = h->pages_scanned;
+    ctx->progress.pages_changed = h->pages_changed;
+    ctx->opts->progress(ctx->opts->progress_ctx, &ctx->progress);
+}
+
 void bk_throttle(bk_ctx *ctx, size_t bytes)
 {
     if (!ctx->opts->max_rate)
@@ -224,6 +235,7 @@ static int rel_chunk(void *vs, uint64_t offset, const uint8_t *data, size_t len)
 {
     rel_scan *s = vs;
     bk_throttle(s->ctx, len);
+    bk_progress_note(s->ctx, len);
     uint8_t tail[PB_PAGE_SIZE];
     for (size_t pos = 0; pos < len; pos += PB_PAGE_SIZE) {
         const uint8_t *page = data + pos;

@@ -58,6 +58,7 @@ typedef struct bk_ctx {
     bool wal_minimal;
     uint64_t wal_whole;  /* segments WAL-guidance read whole (marked, or not a main fork) */
     uint64_t wal_guided; /* segments read by their named blocks only */
+    bk_progress progress; /* what opts->progress is shown */
 } bk_ctx;
 
 /* ---- the file-level skip rule (engine/backup_skip.c) -------------------------------- */
@@ -129,6 +130,9 @@ typedef struct bk_plan {
 int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
                  pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
+
+/* Tell opts->progress (if any) that bytes more were read. */
+void bk_progress_note(bk_ctx *ctx, uint64_t bytes);
 
 /* Sleep as needed to keep reads under opts->max_rate. */
 void bk_throttle(bk_ctx *ctx, size_t bytes);

@@ -341,6 +341,21 @@ out:
     return rc;
 }
 
+int pgc_current_wal(pgc *c, uint64_t *lsn, uint32_t *timeline, pb_error *err)
+{
+    /* A standby has no current write position: what it has received is its "now". */
+    static const char q_lsn[] = "SELECT (CASE WHEN pg_is_in_recovery() THEN "
+                                "pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END "
+                                "- '0/0'::pg_lsn)::text";
+    static const char q_tli[] = "SELECT timeline_id FROM pg_control_checkpoint()";
+    uint64_t tli = 0;
+    int rc = query_u64(c, q_lsn, lsn, err);
+    if (rc == 0)
+        rc = query_u64(c, q_tli, &tli, err);
+    *timeline = (uint32_t)tli;
+    return rc;
+}
+
 int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err)
 {
     static const char q[] = "SELECT pg_last_wal_replay_lsn()";

@@ -31,6 +31,9 @@ typedef struct pgc_info {
 int pgc_connect(pgc **out, const char *conninfo, pb_error *err);
 void pgc_free(pgc *c);
 int pgc_info_get(pgc *c, pgc_info *out, pb_error *err);
+/* The server's current WAL position (a standby: what it has received) and the timeline
+ * of its latest checkpoint, for the archive lag in --metrics-file. */
+int pgc_current_wal(pgc *c, uint64_t *lsn, uint32_t *timeline, pb_error *err);
 
 /* pg_backup_start(label, fast := true). Returns start LSN and its timeline. */
 int pgc_backup_start(pgc *c, const char *label, uint64_t *start_lsn, uint32_t *timeline,

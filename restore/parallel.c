@@ -21,6 +21,7 @@ typedef struct par_state {
     pthread_mutex_t mu;
     int rc;
     pb_error err;
+    rs_progress progress; /* under mu */
 } par_state;
 
 typedef struct par_worker {
@@ -39,6 +40,18 @@ static void record_failure(par_state *st, int rc, const pb_error *err)
     }
     pthread_mutex_unlock(&st->mu);
     atomic_store(&st->failed, 1);
+}
+
+/* One file more is done: tell the caller's progress hook, one call at a time. */
+static void note_progress(par_state *st, uint64_t size)
+{
+    if (!st->proto->progress)
+        return;
+    pthread_mutex_lock(&st->mu);
+    st->progress.files_done++;
+    st->progress.bytes_done += size;
+    st->proto->progress(st->proto->progress_ctx, &st->progress);
+    pthread_mutex_unlock(&st->mu);
 }
 
 static void *par_run(void *vw)
@@ -64,6 +77,8 @@ static void *par_run(void *vw)
             const mf_file *f = mf_at(st->m, i);
             if (f->kind == MF_REL || f->kind == MF_FILE)
                 rc = rs_rebuild_file(&ctx, f, &err);
+            if (rc == 0 && (f->kind == MF_REL || f->kind == MF_FILE))
+                note_progress(st, f->size);
         }
     }
     if (rc)
@@ -98,6 +113,13 @@ int rs_rebuild_parallel(const rs_ctx *proto, const mf_manifest *m, unsigned jobs
     atomic_init(&st.next, 0);
     atomic_init(&st.failed, 0);
     pthread_mutex_init(&st.mu, NULL);
+    for (size_t i = 0; i < mf_count(m); i++) {
+        const mf_file *f = mf_at(m, i);
+        if (f->kind == MF_REL || f->kind == MF_FILE) {
+            st.progress.files_total++;
+            st.progress.bytes_total += f->size;
+        }
+    }
     for (unsigned i = 0; i < jobs; i++) {
         w[i].st = &st;
         w[i].started = pthread_create(&w[i].thread, NULL, par_run, &w[i]) == 0;

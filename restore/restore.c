@@ -506,6 +506,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.delta = opts->delta;
     ctx.dbf = &dbf;
     ctx.stats = stats;
+    ctx.progress = opts->progress;
+    ctx.progress_ctx = opts->progress_ctx;
     rc = rebuild_all(&ctx, m, opts->jobs, err);
     if (rc == 0)
         rc = finish(t, opts, p, stats, err);

@@ -29,6 +29,17 @@ typedef struct rs_tblspc_map {
     const char *dir;
 } rs_tblspc_map;
 
+/* What a running restore has rebuilt so far (files and bytes of regular files, against
+ * the backup's totals), for a progress display. */
+typedef struct rs_progress {
+    uint64_t files_done, files_total;
+    uint64_t bytes_done, bytes_total;
+} rs_progress;
+
+/* Called from the restore's workers, one call at a time, after each file. It must be
+ * quick and must not call back into the restore; restore/ itself prints nothing. */
+typedef void (*rs_progress_fn)(void *ctx, const rs_progress *p);
+
 typedef struct rs_opts {
     const char *target_dir;
     const char *set;            /* backup id, "latest" or NULL (chosen from the target) */
@@ -46,10 +57,12 @@ typedef struct rs_opts {
     const char *const *db_include; /* restore only these databases in full (db_filter.c) */
     size_t ndb_include;
     const char *state_dir;      /* local state: caches what the archived WAL holds (NULL: none) */
+    rs_progress_fn progress;    /* NULL: no progress calls */
+    void *progress_ctx;
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL}
+                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL, NULL, NULL}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];

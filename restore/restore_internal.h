@@ -78,6 +78,8 @@ typedef struct rs_ctx {
     int (*sink)(void *sink_ctx, const mf_file *f, uint64_t offset, const uint8_t *data,
                 size_t len, pb_error *err);
     void *sink_ctx;
+    rs_progress_fn progress; /* rs_opts.progress: called by rs_rebuild_parallel */
+    void *progress_ctx;
 } rs_ctx;
 
 /* Rebuild one regular file (MF_REL or MF_FILE) of the chain's last backup. */

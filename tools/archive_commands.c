@@ -47,12 +47,11 @@ static int check_wal_identity(repo *r, const char *path, pb_error *err)
     return rc ? pb_error_wrap(err, "refusing to archive %s", name) : 0;
 }
 
-int cmd_archive_push(pb_options *o)
+int cmd_archive_push(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     if (o->nargs != 1) {
-        pb_log(PB_LOG_ERROR, "archive-push needs the WAL file path (%%p)");
-        return 2;
+        return cmd_usage_error(res, "archive-push needs the WAL file path (%%p)");
     }
     repo *r = NULL;
     int rc = cmd_open_repo(&r, o, &err);
@@ -61,7 +60,8 @@ int cmd_archive_push(pb_options *o)
     if (rc == 0)
         rc = arch_push(r, o->args[0], &err);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    cmd_note_archive_push(o, rc == 0);
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 /* Segments to fetch ahead: PAGEBACK_ARCHIVE_PREFETCH, bounded. */
@@ -159,12 +159,11 @@ static int take_from_spool(pb_options *o, const char *spool, const char *name,
     return rc;
 }
 
-int cmd_archive_get(pb_options *o)
+int cmd_archive_get(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     if (o->nargs != 2) {
-        pb_log(PB_LOG_ERROR, "archive-get needs the WAL file name (%%f) and destination (%%p)");
-        return 2;
+        return cmd_usage_error(res, "archive-get needs the WAL file name (%%f) and destination (%%p)");
     }
     const char *name = o->args[0], *dest = o->args[1];
     unsigned ahead = prefetch_count();
@@ -186,7 +185,7 @@ int cmd_archive_get(pb_options *o)
         return 1;
     }
     if (rc)
-        return cmd_report(&err);
+        return cmd_report(res, &err);
     if (spooled)
         start_prefetch(o, spool, name, dest, ahead);
     return 0;

@@ -15,51 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The repository location as one string per repository: "/srv/r", "/srv/r/" and
- * "/srv/./r" give one state directory (and a local path resolves through links). */
-static void canonical_location(const char *loc, char *out, size_t cap)
-{
-    char real[PATH_MAX];
-    if (strncmp(loc, "s3://", 5) != 0 && realpath(loc, real))
-        loc = real;
-    size_t n = strlen(loc);
-    while (n > 1 && loc[n - 1] == '/')
-        n--;
-    snprintf(out, cap, "%.*s", (int)n, loc);
-}
-
-/* The local catalog cache: one directory per repository, under the user's own state
- * directory ($XDG_STATE_HOME, else ~/.local/state), never at a predictable path in a
- * shared directory such as /tmp where another user could plant it first. The backup
- * refuses a state directory that is not the user's own or that others may write. */
-static const char *state_dir(pb_options *o, char *buf, size_t cap)
-{
-    if (o->state_dir)
-        return o->state_dir;
-    char loc[PATH_MAX + 8];
-    canonical_location(o->repo.location, loc, sizeof(loc));
-    uint64_t h = pb_hash64(loc, strlen(loc));
-    const char *xdg = getenv("XDG_STATE_HOME");
-    if (xdg && xdg[0] == '/') {
-        snprintf(buf, cap, "%s/pageback/%016" PRIx64, xdg, h);
-        return buf;
-    }
-    const char *home = getenv("HOME");
-    struct passwd *pw = NULL;
-    if (!home || home[0] != '/')
-        home = (pw = getpwuid(geteuid())) && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir
-                                                                                : NULL;
-    if (!home)
-        return NULL;
-    snprintf(buf, cap, "%s/.local/state/pageback/%016" PRIx64, home, h);
-    return buf; /* created by the backup when missing */
-}
-
-const char *cmd_state_dir(pb_options *o, char *buf, size_t cap)
-{
-    return state_dir(o, buf, cap);
-}
-
 static void human(double bytes, char *out, size_t cap)
 {
     const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -71,24 +26,33 @@ static void human(double bytes, char *out, size_t cap)
     snprintf(out, cap, "%.1f %s", bytes, units[u]);
 }
 
-int cmd_backup(pb_options *o)
+int cmd_backup(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     char sd[4096];
-    o->backup.state_dir = state_dir(o, sd, sizeof(sd));
-    if (!o->backup.state_dir) {
-        pb_log(PB_LOG_ERROR, "no home directory to keep the local catalog in: set "
-               "--state-dir, PAGEBACK_STATE_DIR, XDG_STATE_HOME or HOME");
-        return 2;
-    }
+    o->backup.state_dir = res->state_dir = cmd_state_dir(o, sd, sizeof(sd));
+    if (!o->backup.state_dir)
+        return cmd_usage_error(res, "no home directory to keep the local catalog in: set "
+                               "--state-dir, PAGEBACK_STATE_DIR, XDG_STATE_HOME or HOME");
+    cmd_progress prog;
+    cmd_progress_init(&prog, o);
+    o->backup.progress = prog.enabled ? cmd_progress_backup : NULL;
+    o->backup.progress_ctx = &prog;
     int rc = cmd_open_repo(&r, o, &err);
     mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
-    bk_result res;
-    memset(&res, 0, sizeof(res));
+    bk_result counted; /* the object-store requests of the run */
+    memset(&counted, 0, sizeof(counted));
     if (rc == 0)
-        rc = bk_run_counted(r, &o->backup, &m, &res, &err);
+        rc = bk_run_counted(r, &o->backup, &m, &counted, &err);
+    cmd_progress_end(&prog);
+    o->backup.progress = NULL;
     if (rc == 0) {
+        const mf_backup *h = mf_header(m);
+        res->backup = *h;
+        res->have_backup = true;
+    }
+    if (rc == 0 && !o->quiet) {
         const mf_backup *h = mf_header(m);
         char rd[32], st[32], a[32], b[32];
         human((double)h->bytes_read, rd, sizeof(rd));
@@ -107,12 +71,12 @@ int cmd_backup(pb_options *o)
                    h->pages_missed);
         }
         char q[256];
-        repo_requests_format(&res.requests, q, sizeof(q));
+        repo_requests_format(&counted.requests, q, sizeof(q));
         printf("backup %s object-store requests: %s\n", h->id, q);
     }
     mf_free(m);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 static char *restore_command(pb_options *o)
@@ -136,31 +100,42 @@ static char *restore_command(pb_options *o)
         n += snprintf(cmd + n, 8192 - (size_t)n, " --encrypt-key-file \"%s\"",
                       o->key_files[i]);
     if (o->config_file && n < 8192)
-        snprintf(cmd + n, 8192 - (size_t)n, " --config \"%s\"", o->config_file);
+        n += snprintf(cmd + n, 8192 - (size_t)n, " --config \"%s\"", o->config_file);
+    /* The cluster's section may hold what archive-get needs (docs/GUIDE.md). */
+    if (o->config_file && o->cluster && n < 8192)
+        snprintf(cmd + n, 8192 - (size_t)n, " --cluster \"%s\"", o->cluster);
     return cmd;
 }
 
-int cmd_restore(pb_options *o)
+int cmd_restore(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     if (!o->restore.target_dir) {
-        pb_log(PB_LOG_ERROR, "restore needs --target-dir DIR");
-        return 2;
+        return cmd_usage_error(res, "restore needs --target-dir DIR");
     }
     if (o->restore.delta && o->restore.force) {
-        pb_log(PB_LOG_ERROR, "give --delta or --force, not both");
-        return 2;
+        return cmd_usage_error(res, "give --delta or --force, not both");
     }
     repo *r = NULL;
     char *cmd = restore_command(o);
     o->restore.restore_command = cmd;
     char sd[4096];
-    o->restore.state_dir = state_dir(o, sd, sizeof(sd)); /* caches what the WAL holds */
+    o->restore.state_dir = cmd_state_dir(o, sd, sizeof(sd)); /* caches what the WAL holds */
     rs_stats st;
+    cmd_progress prog;
+    cmd_progress_init(&prog, o);
+    o->restore.progress = prog.enabled ? cmd_progress_restore : NULL;
+    o->restore.progress_ctx = &prog;
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = rs_restore(r, &o->restore, &st, &err);
+    cmd_progress_end(&prog);
+    o->restore.progress = NULL;
     if (rc == 0) {
+        res->restore = st;
+        res->have_restore = true;
+    }
+    if (rc == 0 && !o->quiet) {
         char w[32], f[32];
         human((double)st.bytes_written, w, sizeof(w));
         human((double)st.bytes_fetched, f, sizeof(f));
@@ -175,7 +150,7 @@ int cmd_restore(pb_options *o)
     }
     free(cmd);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 /* One report line per backup and per problem; problems also go to stderr's log. */
@@ -188,7 +163,7 @@ static void verify_note(void *ctx, const char *id, bool problem, const char *msg
         printf("%s%s\n", id ? "backup " : "", msg);
 }
 
-int cmd_verify(pb_options *o)
+int cmd_verify(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -196,6 +171,10 @@ int cmd_verify(pb_options *o)
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, NULL, &st, &err);
+    if (rc == 0 || rc == PB_ECORRUPT) {
+        res->verify = st;
+        res->have_verify = true;
+    }
     if ((rc == 0 || rc == PB_ECORRUPT) && o->restore.set)
         printf("verify %s: %zu problems in %.1f s\n", rc ? "FAILED" : "passed", st.problems,
                st.seconds);
@@ -206,10 +185,10 @@ int cmd_verify(pb_options *o)
                st.wal_segments, st.wal_history, st.problems, st.seconds);
     fflush(stdout);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
-int cmd_rebase(pb_options *o)
+int cmd_rebase(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -226,14 +205,17 @@ int cmd_rebase(pb_options *o)
     if (rc == 0)
         rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, lock, id, &err);
     if (rc == 0)
+        memcpy(res->rebase_id, id, sizeof(res->rebase_id));
+    if (rc == 0 && !o->quiet)
         printf("synthetic full backup %s written\n", id);
     repo_lock_release(lock);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
-int cmd_tune(pb_options *o)
+int cmd_tune(pb_options *o, cmd_outcome *res)
 {
+    (void)res;
     const char *path = o->backup.pgdata ? o->backup.pgdata : getenv("PGDATA");
     scan_io_plan plan; /* the plan a backup with these options would use */
     scan_plan_io(path ? path : ".", o->backup.read_size, o->backup.queue_depth, &plan);

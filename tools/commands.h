@@ -4,22 +4,75 @@
 
 #include "tools/options.h"
 
-int cmd_backup(pb_options *o);
-int cmd_restore(pb_options *o);
-int cmd_archive_push(pb_options *o);
-int cmd_archive_get(pb_options *o);
-int cmd_info(pb_options *o);
-int cmd_verify(pb_options *o);
-int cmd_expire(pb_options *o);
-int cmd_rebase(pb_options *o);
-int cmd_tune(pb_options *o);
+/* Exit codes (docs/pageback.1, EXIT STATUS). */
+enum { CMD_EXIT_OK = 0, CMD_EXIT_FAILED = 1, CMD_EXIT_USAGE = 2 };
+
+/* What a command did, for --report and --metrics-file (tools/report.c, tools/metrics.c):
+ * the structs the modules hand back, copied as they are, so a field added to one of
+ * them is reported by adding one row to report.c. */
+typedef struct cmd_outcome {
+    const char *command;
+    int exit_code;
+    bool failed;
+    pb_error err;             /* the failure, when failed */
+    bool have_backup;
+    mf_backup backup;         /* bk_run's committed manifest header */
+    bool have_restore;
+    rs_stats restore;
+    bool have_verify;
+    rs_verify_stats verify;
+    char rebase_id[MF_ID_LEN];
+    uint64_t expired_backups, expired_wal;
+    const char *state_dir;    /* the local state directory, when the command knows it */
+    double started;           /* pb_now() at the start */
+    int64_t started_unix;
+} cmd_outcome;
+
+int cmd_backup(pb_options *o, cmd_outcome *res);
+int cmd_restore(pb_options *o, cmd_outcome *res);
+int cmd_archive_push(pb_options *o, cmd_outcome *res);
+int cmd_archive_get(pb_options *o, cmd_outcome *res);
+int cmd_info(pb_options *o, cmd_outcome *res);
+int cmd_verify(pb_options *o, cmd_outcome *res);
+int cmd_expire(pb_options *o, cmd_outcome *res);
+int cmd_rebase(pb_options *o, cmd_outcome *res);
+int cmd_tune(pb_options *o, cmd_outcome *res);
+int cmd_config(pb_options *o, cmd_outcome *res);
 
 /* Shared by the commands (tools/cli_common.c). */
 /* Open the repository o names (repo_open: free with repo_free). */
 int cmd_open_repo(repo **out, const pb_options *o, pb_error *err);
-/* Log err's message as the command's error and return the failure exit code, 1. */
-int cmd_report(const pb_error *err);
-/* The local state directory for o's repository (tools/commands.c), NULL when none. */
-const char *cmd_state_dir(pb_options *o, char *buf, size_t cap);
+/* Log err's message as the command's error, keep it in res, return CMD_EXIT_FAILED. */
+int cmd_report(cmd_outcome *res, const pb_error *err);
+/* A usage problem found by the command: log the message, keep it in res, return CMD_EXIT_USAGE. */
+int cmd_usage_error(cmd_outcome *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The local state directory of o's repository (catalog, counters), in buf; NULL when
+ * there is no home directory to put it in. */
+const char *cmd_state_dir(const pb_options *o, char *buf, size_t cap);
+
+/* Write data to path through a temp file beside it and a rename, so a reader sees the
+ * old file or the new one, never half of one. */
+int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *err);
+
+/* tools/progress.c: the progress display of a backup or restore (bk_opts.progress,
+ * rs_opts.progress). */
+typedef struct cmd_progress {
+    bool tty, enabled, drew;
+    unsigned interval;
+    double start, last;
+} cmd_progress;
+void cmd_progress_init(cmd_progress *p, const pb_options *o);
+void cmd_progress_backup(void *ctx, const bk_progress *b); /* a bk_progress_fn */
+void cmd_progress_restore(void *ctx, const rs_progress *r); /* an rs_progress_fn */
+/* End the live line, if one was drawn. */
+void cmd_progress_end(cmd_progress *p);
+
+/* tools/report.c: the JSON report of a run, written atomically (temp + rename). */
+int cmd_write_report(const char *path, const pb_options *o, const cmd_outcome *res,
+                     pb_error *err);
+/* tools/metrics.c: Prometheus text metrics, written atomically. */
+int cmd_write_metrics(const char *path, pb_options *o, const cmd_outcome *res, pb_error *err);
+/* Count one archive-push failure (success: record the time) in the state directory. */
+void cmd_note_archive_push(const pb_options *o, bool ok);
 
 #endif

@@ -1,5 +1,5 @@
 /* tools/options.c — command line, environment and config file parsing. */
-#include "tools/options.h"
+#include "tools/options_internal.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,13 +19,9 @@ enum {
     O_DB_INCLUDE,
     O_MAX_RATE, O_NICE, O_JOBS, O_RESTORE_POINTS,
     O_INCR_MODE, O_VERIFY_SCAN, O_ENC_KEY,
+    O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
     O_END
 };
-
-/* The options given on the command line, one bit each, so the config file (lowest
- * precedence) does not override them. */
-_Static_assert(O_END - O_REPO <= 64, "one bit per option in a uint64_t");
-#define OPT_BIT(c) (1ull << ((c) - O_REPO))
 
 static const struct option long_opts[] = {
     {"repo", 1, 0, O_REPO}, {"s3-endpoint", 1, 0, O_S3_ENDPOINT},
@@ -51,8 +47,14 @@ static const struct option long_opts[] = {
     {"restore-points", 0, 0, O_RESTORE_POINTS},
     {"incremental-mode", 1, 0, O_INCR_MODE}, {"verify-scan", 1, 0, O_VERIFY_SCAN},
     {"encrypt-key-file", 1, 0, O_ENC_KEY},
+    {"cluster", 1, 0, O_CLUSTER}, {"report", 1, 0, O_REPORT}, {"metrics-file", 1, 0, O_METRICS},
+    {"log-file", 1, 0, O_LOG_FILE}, {"quiet", 0, 0, O_QUIET},
+    {"progress-interval", 1, 0, O_PROGRESS}, {"version", 0, 0, O_VERSION},
     {0, 0, 0, 0},
 };
+
+#define NLONG (sizeof(long_opts) / sizeof(long_opts[0]) - 1)
+_Static_assert(NLONG <= PB_MAX_OPTIONS, "pb_options tracks each option's source");
 
 /* Each command's usage, in the order the global usage lists them. */
 static const struct {
@@ -83,15 +85,18 @@ static const struct {
     {"expire", "  expire   --retain-full N\n"},
     {"rebase", "  rebase   [--set ID] [--compress-level N]\n"},
     {"tune", "  tune     [--pgdata DIR] [--read-size N] [--queue-depth N]   (no --repo needed)\n"},
+    {"config", "  config check  (the effective settings and their sources, secrets masked)\n"},
 };
 
 static const char usage_common[] =
     "common: --repo DIR|s3://bucket/prefix [--s3-endpoint URL] [--s3-region R]\n"
     "        [--s3-uri-style path|host] [--s3-ca-file F] [--s3-insecure] [--s3-parallel N]\n"
-    "        [--state-dir DIR] [--config FILE] [--log-level error|warn|info|debug] [--help]\n"
+    "        [--state-dir DIR] [--config FILE] [--cluster NAME] [--log-level LEVEL]\n"
+    "        [--log-file FILE] [--quiet] [--report FILE] [--metrics-file FILE] [--help]\n"
     "        [--encrypt-key-file FILE (mode 0600; up to 4, the first seals new objects)]\n"
-    "environment: PAGEBACK_ENCRYPT_KEY, PAGEBACK_REPO, PAGEBACK_STATE_DIR, PAGEBACK_S3_ENDPOINT, PG* (libpq),\n"
-    "        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n";
+    "environment: PAGEBACK_<OPTION> for every option (PAGEBACK_REPO...), PAGEBACK_ENCRYPT_KEY,\n"
+    "        PG* (libpq), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n"
+    "pageback --version; exit status 0 success, 1 failure, 2 usage or configuration error\n";
 
 int opts_usage(FILE *out, const char *command)
 {
@@ -102,6 +107,8 @@ int opts_usage(FILE *out, const char *command)
         if (i == n)
             return PB_EINVAL;
         fprintf(out, "usage: pageback %s [options]\n%s", command, usages[i].text);
+        opts_help_options(out, command, long_opts);
+        return 0;
     } else {
         fputs("usage: pageback COMMAND [options]   (pageback COMMAND --help: one command)\n",
               out);
@@ -360,6 +367,16 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
     case O_DB_INCLUDE: return add_db_include(o, arg, err);
     case O_JSON: o->json = true; break;
     case O_RESTORE_POINTS: o->restore_points = true; break;
+    case O_CLUSTER: o->cluster = arg; break;
+    case O_REPORT: o->report_file = arg; break;
+    case O_METRICS: o->metrics_file = arg; break;
+    case O_LOG_FILE: o->log_file = arg; break;
+    case O_QUIET: o->quiet = true; break;
+    case O_PROGRESS:
+        if (parse_uint(arg, &u) || u > 86400)
+            return pb_fail(err, PB_EINVAL, "--progress-interval must be 0..86400 seconds");
+        o->progress_interval = u;
+        break;
     case O_JOBS:
         if (parse_uint(arg, &u) || u == 0 || u > 64)
             return pb_fail(err, PB_EINVAL, "--jobs must be 1..64");
@@ -376,83 +393,16 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
     return 0;
 }
 
-static void apply_env(pb_options *o)
+/* The option table and apply_opt, for the environment and configuration file
+ * (tools/options_sources.c). */
+const struct option *opts_long_table(void)
 {
-    const char *v;
-    if (!o->repo.location && (v = getenv("PAGEBACK_REPO")))
-        o->repo.location = v;
-    if (!o->state_dir && (v = getenv("PAGEBACK_STATE_DIR")))
-        o->state_dir = v;
-    if (!o->repo.s3_endpoint && (v = getenv("PAGEBACK_S3_ENDPOINT")))
-        o->repo.s3_endpoint = v;
-    if (!o->config_file && (v = getenv("PAGEBACK_CONFIG")))
-        o->config_file = v;
-    if ((v = getenv("AWS_REGION")) && strcmp(o->repo.s3_region, "us-east-1") == 0)
-        o->repo.s3_region = v;
-    if (!o->repo.s3_key)
-        o->repo.s3_key = getenv("AWS_ACCESS_KEY_ID");
-    if (!o->repo.s3_secret)
-        o->repo.s3_secret = getenv("AWS_SECRET_ACCESS_KEY");
-    if (!o->repo.s3_token)
-        o->repo.s3_token = getenv("AWS_SESSION_TOKEN");
+    return long_opts;
 }
 
-/* Config file: "name = value" lines, names as the long options (plus s3-key, s3-secret,
- * s3-token). Lowest precedence: only fills what is still unset, and never what the
- * command line gave (given: OPT_BIT of each). */
-static int apply_config(pb_options *o, uint64_t given, pb_error *err)
+int opts_apply(pb_options *o, int idx, const char *arg, pb_error *err)
 {
-    FILE *fp = fopen(o->config_file, "r");
-    if (!fp)
-        return pb_fail_errno(err, PB_EINVAL, "cannot read config file %s", o->config_file);
-    struct stat st;
-    fstat(fileno(fp), &st);
-    o->config_text = calloc(1, (size_t)st.st_size + 2);
-    char *config_text = o->config_text;
-    size_t n = config_text ? fread(config_text, 1, (size_t)st.st_size, fp) : 0;
-    fclose(fp);
-    if (!config_text)
-        return pb_fail(err, PB_ENOMEM, "out of memory reading %s", o->config_file);
-    config_text[n] = '\0';
-    bool secret = false;
-    for (char *line = strtok(config_text, "\n"); line; line = strtok(NULL, "\n")) {
-        while (*line == ' ' || *line == '\t')
-            line++;
-        char *eq = strchr(line, '=');
-        if (*line == '#' || !eq)
-            continue;
-        char *name_end = eq;
-        while (name_end > line && (name_end[-1] == ' ' || name_end[-1] == '\t'))
-            name_end--;
-        *name_end = '\0';
-        char *value = eq + 1;
-        value += strspn(value, " \t");
-        if (!strcmp(line, "s3-key")) { if (!o->repo.s3_key) o->repo.s3_key = value; continue; }
-        if (!strcmp(line, "s3-secret")) {
-            secret = true;
-            if (!o->repo.s3_secret) o->repo.s3_secret = value;
-            continue;
-        }
-        if (!strcmp(line, "s3-token")) { if (!o->repo.s3_token) o->repo.s3_token = value; continue; }
-        if (!strcmp(line, "repo") && o->repo.location) continue;
-        if (!strcmp(line, "s3-endpoint") && o->repo.s3_endpoint) continue;
-        if (!strcmp(line, "state-dir") && o->state_dir) continue;
-        int idx;
-        for (idx = 0; long_opts[idx].name; idx++)
-            if (!strcmp(long_opts[idx].name, line))
-                break;
-        if (!long_opts[idx].name)
-            return pb_fail(err, PB_EINVAL, "unknown setting '%s' in %s", line, o->config_file);
-        if (given & OPT_BIT(long_opts[idx].val))
-            continue;
-        int rc = apply_opt(o, long_opts[idx].val, value, err);
-        if (rc)
-            return pb_error_wrap(err, "in %s", o->config_file);
-    }
-    if (secret && (st.st_mode & 0077))
-        return pb_fail(err, PB_EINVAL, "config file %s holds an S3 secret but is readable by "
-                       "others (mode %o): chmod 600 it", o->config_file, st.st_mode & 0777);
-    return 0;
+    return apply_opt(o, long_opts[idx].val, arg, err);
 }
 
 /* A key file must be the user's and unreadable by others (it opens every backup); its
@@ -521,7 +471,62 @@ static void find_program(pb_options *o, const char *argv0)
     }
 }
 
-int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
+/* "--foo=bar" -> "--foo" in a one-line message. */
+static int bad_option(const char *text, const char *command, bool missing, pb_error *err)
+{
+    size_t n = strcspn(text, "=");
+    if (missing)
+        return pb_fail(err, PB_EINVAL, "option %.*s for %s needs a value", (int)n, text,
+                       command);
+    return pb_fail(err, PB_EINVAL, "unknown option %.*s for %s (see pageback %s --help)",
+                   (int)n, text, command, command);
+}
+
+static int parse_flags(pb_options *o, int argc, char **argv, pb_error *err)
+{
+    optind = 2;
+    opterr = 0;
+    int c, li;
+    while (li = -1, (c = getopt_long(argc, argv, ":", long_opts, &li)) != -1) {
+        if (c == '?' || c == ':' || li < 0)
+            return bad_option(argv[optind - 1], o->command, c == ':', err);
+        if (c == O_HELP || c == O_VERSION) {
+            /* Nothing else is needed or checked: help works without a repository. */
+            o->help_requested = c == O_HELP;
+            o->version_requested = c == O_VERSION;
+            return 1;
+        }
+        if (!opts_option_applies(long_opts[li].name, o->command))
+            return pb_fail(err, PB_EINVAL, "option --%s is not for %s (see pageback %s --help)",
+                           long_opts[li].name, o->command, o->command);
+        int rc = apply_opt(o, c, optarg, err);
+        if (rc)
+            return rc;
+        o->source[li] = OPTS_FLAG;
+        o->given[li] = optarg ? optarg : "true";
+    }
+    for (; optind < argc && o->nargs < 4; optind++)
+        o->args[o->nargs++] = argv[optind];
+    if (optind < argc)
+        return pb_fail(err, PB_EINVAL, "too many arguments for %s", o->command);
+    return 0;
+}
+
+/* --report first, so a usage error anywhere on the line is reported too. */
+static void find_report(pb_options *o, int argc, char **argv)
+{
+    o->report_file = getenv("PAGEBACK_REPORT");
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], "--report") && i + 1 < argc)
+            o->report_file = argv[i + 1];
+        else if (!strncmp(argv[i], "--report=", 9))
+            o->report_file = argv[i] + 9;
+    }
+}
+
+static void opts_init(pb_options *o, const char *argv0)
 {
     memset(o, 0, sizeof(*o));
     repo_opts ro = REPO_OPTS_INIT;
@@ -530,45 +535,48 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
     o->repo = ro;
     o->backup = bo;
     o->restore = rso;
-    find_program(o, argv[0]);
+    o->progress_interval = 10;
+    find_program(o, argv0);
+}
+
+int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
+{
+    opts_init(o, argv[0]);
     if (argc >= 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help"))) {
         o->help_requested = true; /* "pageback help [COMMAND]" */
         o->command = argc >= 3 ? argv[2] : NULL;
         return 0;
     }
+    if (argc >= 2 && (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))) {
+        o->version_requested = true;
+        return 0;
+    }
     if (argc < 2 || argv[1][0] == '-')
-        return pb_fail(err, PB_EINVAL, "no command given");
+        return pb_fail(err, PB_EINVAL, "%s: the command comes first (pageback COMMAND "
+                       "[options]; pageback --help lists the commands)",
+                       argc < 2 ? "no command given" : "no command before the options");
     o->command = argv[1];
-    optind = 2;
-    int c;
-    uint64_t given = 0;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        if (c == '?' )
-            return pb_fail(err, PB_EINVAL, "invalid option (see pageback --help)");
-        if (c == O_HELP) {
-            /* Nothing else is needed or checked: help works without a repository. */
-            o->help_requested = true;
-            return 0;
-        }
-        int rc = apply_opt(o, c, optarg, err);
-        if (rc)
-            return rc;
-        given |= OPT_BIT(c);
-    }
-    for (; optind < argc && o->nargs < 4; optind++)
-        o->args[o->nargs++] = argv[optind];
-    if (optind < argc)
-        return pb_fail(err, PB_EINVAL, "too many arguments");
-    apply_env(o);
-    if (o->config_file) {
-        int rc = apply_config(o, given, err);
-        if (rc)
-            return rc;
-    }
-    int krc = load_keys(o, err);
-    if (krc)
-        return krc;
-    if (!o->repo.location && strcmp(o->command, "tune") != 0)
+    find_report(o, argc, argv);
+    int rc = parse_flags(o, argc, argv, err);
+    if (rc)
+        return rc > 0 ? 0 : rc;
+    if ((rc = opts_apply_env(o, err)))
+        return rc;
+    const char *v;
+    if (!o->config_file && (v = getenv("PAGEBACK_CONFIG")) && *v)
+        o->config_file = v;
+    if (!o->config_file && access("/etc/pageback.conf", F_OK) == 0)
+        o->config_file = "/etc/pageback.conf";
+    if (!o->cluster && (v = getenv("PAGEBACK_CLUSTER")) && *v)
+        o->cluster = v;
+    if (o->cluster && !o->config_file)
+        return pb_fail(err, PB_EINVAL, "--cluster %s needs a configuration file (--config, "
+                       "PAGEBACK_CONFIG or /etc/pageback.conf)", o->cluster);
+    if (o->config_file && (rc = opts_apply_config(o, err)))
+        return rc;
+    if ((rc = load_keys(o, err)))
+        return rc;
+    if (!o->repo.location && strcmp(o->command, "tune") && strcmp(o->command, "config"))
         return pb_fail(err, PB_EINVAL, "no repository: give --repo DIR|s3://bucket/prefix or "
                        "set PAGEBACK_REPO");
     return 0;
@@ -576,8 +584,7 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
 
 void opts_free(pb_options *o)
 {
-    free(o->config_text);
-    o->config_text = NULL;
+    cfg_free(&o->cfg);
     for (size_t i = 0; i < REPO_MAX_KEYS; i++) {
         if (o->key_text[i]) /* key material: wiped, not just freed */
             memset(o->key_text[i], 0, o->keys[i].len);

@@ -5,60 +5,122 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
 
 typedef struct command {
     const char *name;
-    int (*run)(pb_options *o);
+    int (*run)(pb_options *o, cmd_outcome *res);
 } command;
 
 static const command commands[] = {
     {"backup", cmd_backup}, {"restore", cmd_restore}, {"archive-push", cmd_archive_push},
     {"archive-get", cmd_archive_get}, {"info", cmd_info}, {"verify", cmd_verify},
     {"expire", cmd_expire}, {"rebase", cmd_rebase}, {"tune", cmd_tune},
+    {"config", cmd_config},
 };
 
 /* Asked-for help goes to stdout and exits 0; help for a command that does not exist is
- * a usage error. */
+ * a usage error, said in one line. */
 static int help(const pb_options *o)
 {
     if (opts_usage(stdout, o->command) == 0)
-        return 0;
-    fprintf(stderr, "pageback: unknown command '%s'\n", o->command);
-    opts_usage(stderr, NULL);
-    return 2;
+        return CMD_EXIT_OK;
+    fprintf(stderr, "pageback: unknown command '%s' (pageback --help lists the commands)\n",
+            o->command);
+    return CMD_EXIT_USAGE;
+}
+
+static const command *find_command(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
+/* --log-level, --quiet and --log-file take effect before the command runs. */
+static FILE *setup_logging(const pb_options *o, cmd_outcome *res)
+{
+    if (o->quiet)
+        pb_log_set_level(PB_LOG_ERROR);
+    if (!o->log_file)
+        return NULL;
+    FILE *fp = fopen(o->log_file, "a");
+    if (!fp) {
+        res->exit_code = cmd_usage_error(res, "cannot open the log file %s", o->log_file);
+        return NULL;
+    }
+    setvbuf(fp, NULL, _IOLBF, 0);
+    pb_log_set_file(fp);
+    return fp;
+}
+
+/* The report and the metrics are written after the run, whatever its outcome; failing
+ * to write them fails a run that had succeeded. */
+static int finish(pb_options *o, cmd_outcome *res)
+{
+    pb_error err = PB_ERROR_INIT;
+    int rc = res->exit_code;
+    if (o->report_file && cmd_write_report(o->report_file, o, res, &err) != 0) {
+        pb_log(PB_LOG_ERROR, "%s", err.msg);
+        rc = rc ? rc : CMD_EXIT_FAILED;
+    }
+    if (o->metrics_file && cmd_write_metrics(o->metrics_file, o, res, &err) != 0) {
+        pb_log(PB_LOG_ERROR, "%s", err.msg);
+        rc = rc ? rc : CMD_EXIT_FAILED;
+    }
+    return rc;
+}
+
+static int run(pb_options *o, cmd_outcome *res)
+{
+    pb_error err = PB_ERROR_INIT;
+    /* Test-only crash points (docs/GUIDE.md, "Fault injection (tests only)"). */
+    if (pb_fault_init(getenv("PAGEBACK_TEST_FAULT"), &err) != 0)
+        return cmd_usage_error(res, "%s", err.msg);
+    const command *c = find_command(o->command);
+    if (!c)
+        return cmd_usage_error(res, "unknown command '%s' (pageback --help lists the "
+                               "commands)", o->command);
+    return c->run(o, res);
 }
 
 int main(int argc, char **argv)
 {
     pb_options opts;
     pb_error err = PB_ERROR_INIT;
+    cmd_outcome res = {0};
+    res.started = pb_now();
+    res.started_unix = (int64_t)time(NULL);
     if (opts_parse(&opts, argc, argv, &err) != 0) {
         fprintf(stderr, "pageback: %s\n", err.msg);
-        opts_usage(stderr, NULL);
-        opts_free(&opts);
-        return 2;
-    }
-    if (opts.help_requested) {
-        int rc = help(&opts);
+        res.command = opts.command;
+        res.failed = true;
+        res.err = err;
+        res.exit_code = CMD_EXIT_USAGE;
+        int rc = opts.report_file ? finish(&opts, &res) : CMD_EXIT_USAGE;
         opts_free(&opts);
         return rc;
     }
-    /* Test-only crash points (docs/GUIDE.md, "Fault injection (tests only)"). */
-    if (pb_fault_init(getenv("PAGEBACK_TEST_FAULT"), &err) != 0) {
-        fprintf(stderr, "pageback: %s\n", err.msg);
-        opts_free(&opts);
-        return 2;
-    }
-    int rc = 2;
-    size_t i;
-    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (!strcmp(commands[i].name, opts.command))
-            break;
-    if (i < sizeof(commands) / sizeof(commands[0])) {
-        rc = commands[i].run(&opts);
+    int rc;
+    if (opts.version_requested) {
+        printf("pageback %s\n", PACKAGE_VERSION);
+        rc = CMD_EXIT_OK;
+    } else if (opts.help_requested) {
+        rc = help(&opts);
     } else {
-        fprintf(stderr, "pageback: unknown command '%s'\n", opts.command);
-        opts_usage(stderr, NULL);
+        res.command = opts.command;
+        FILE *log = setup_logging(&opts, &res);
+        if (res.exit_code == 0)
+            res.exit_code = run(&opts, &res);
+        rc = finish(&opts, &res);
+        pb_log_set_file(NULL);
+        if (log)
+            fclose(log);
     }
     opts_free(&opts);
     return rc;

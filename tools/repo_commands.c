@@ -151,6 +151,22 @@ static void print_wal(const wal_ctx *w, bool json)
         printf("\n  ]\n}\n");
 }
 
+/* A string as JSON: a repository path may hold quotes, backslashes or controls. */
+static void print_json_string(const char *v)
+{
+    putchar('"');
+    for (; *v; v++) {
+        unsigned char c = (unsigned char)*v;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
 static void print_restore_point(void *ctx, const rs_restore_point *p)
 {
     (void)ctx;
@@ -178,7 +194,7 @@ static int print_restore_points(repo *r, pb_options *o, uint32_t seg_size, pb_er
 }
 
 /* Backups are listed in history order (the state each holds), not id order. */
-int cmd_info(pb_options *o)
+int cmd_info(pb_options *o, cmd_outcome *res)
 {
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -189,8 +205,11 @@ int cmd_info(pb_options *o)
         rc = chain_history_load(r, &hist, &err);
     if (rc)
         goto out;
-    if (o->json)
-        printf("{\n  \"repository\": \"%s\",\n  \"backups\": [", repo_location(r));
+    if (o->json) {
+        printf("{\n  \"repository\": ");
+        print_json_string(repo_location(r));
+        printf(",\n  \"backups\": [");
+    }
     else
         printf("repository %s: %zu backups\n", repo_location(r), hist.count);
     for (size_t i = 0; i < hist.count; i++) {
@@ -214,7 +233,7 @@ out:
     }
     chain_history_free(&hist);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 /* ---- expire ---- */
@@ -243,7 +262,7 @@ static int expire_wal(void *vctx, const char *key, uint64_t size)
 
 /* WAL older than the oldest start among the kept backups (by LSN, not by id). */
 static int expire_wal_before(repo *r, const chain_history *hist, const bool *keep,
-                             pb_error *err)
+                             bool quiet, pb_error *err)
 {
     const mf_backup *oldest = NULL;
     for (size_t i = 0; i < hist->count; i++)
@@ -254,7 +273,7 @@ static int expire_wal_before(repo *r, const chain_history *hist, const bool *kee
     wal_expire we = {r, "", 0};
     snprintf(we.oldest, sizeof(we.oldest), "%s", oldest->start_wal);
     int rc = repo_list(r, "wal/", expire_wal, &we, err);
-    if (rc == 0)
+    if (rc == 0 && !quiet)
         printf("expired %" PRIu64 " WAL segments older than %s (start of backup %s)\n",
                we.removed, we.oldest, oldest->id);
     return rc;
@@ -264,11 +283,10 @@ static int expire_locked(repo *r, const pb_options *o, pb_error *err);
 
 /* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
  * backup builds on a parent it is removing, and no rebase reads one. */
-int cmd_expire(pb_options *o)
+int cmd_expire(pb_options *o, cmd_outcome *res)
 {
     if (o->retain_full <= 0) {
-        pb_log(PB_LOG_ERROR, "expire needs --retain-full N");
-        return 2;
+        return cmd_usage_error(res, "expire needs --retain-full N");
     }
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
@@ -286,7 +304,7 @@ int cmd_expire(pb_options *o)
         rc = expire_locked(r, o, &err);
     repo_lock_release(lock);
     repo_free(r);
-    return rc ? cmd_report(&err) : 0;
+    return rc ? cmd_report(res, &err) : 0;
 }
 
 /* Retention follows history order and parentage (chain_retain): the newest N full or
@@ -307,12 +325,12 @@ static int expire_locked(repo *r, const pb_options *o, pb_error *err)
         if (keep[i])
             continue;
         rc = chain_drop(r, hist.items[i].id, err);
-        if (rc == 0)
+        if (rc == 0 && !o->quiet)
             printf("expired backup %s\n", hist.items[i].id);
         PB_FAULT_POINT("expire.after-backup");
     }
     if (rc == 0)
-        rc = expire_wal_before(r, &hist, keep, err);
+        rc = expire_wal_before(r, &hist, keep, o->quiet, err);
     free(keep);
     chain_history_free(&hist);
     return rc;

@@ -1,7 +1,7 @@
 /*
  * tests/fuzz/fuzz_options.c — libFuzzer target for the option parser (tools/options.c):
  * with bit 0 of the first byte set the rest is a config file read through --config
- * (apply_config), otherwise it is split at NUL bytes into command-line arguments.
+ * (opts_apply_config), otherwise it is split at NUL bytes into command-line arguments.
  */
 #include "tools/options.h"
 

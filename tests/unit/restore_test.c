@@ -247,6 +247,19 @@ static repo *open_repo(const char *dir)
     return r;
 }
 
+/* rs_opts.progress: counts the calls and keeps the last report. */
+typedef struct progress_seen {
+    unsigned calls;
+    rs_progress last;
+} progress_seen;
+
+static void count_progress(void *ctx, const rs_progress *p)
+{
+    progress_seen *s = ctx;
+    s->calls++;
+    s->last = *p;
+}
+
 static void test_restore_chain(void)
 {
     snprintf(repodir, sizeof(repodir), "%s/repo", root);
@@ -257,12 +270,20 @@ static void test_restore_chain(void)
     snprintf(target, sizeof(target), "%s/target", root);
     rs_opts o = RS_OPTS_INIT;
     o.target_dir = target;
+    progress_seen seen = {0, {0, 0, 0, 0}};
+    o.progress = count_progress;
+    o.progress_ctx = &seen;
     rs_stats st;
     pb_error err = PB_ERROR_INIT;
     int rc = rs_restore(r, &o, &st, &err);
     PBT_CHECK(rc == 0);
     if (rc)
         fprintf(stderr, "restore: %s\n", err.msg);
+    /* one progress call per regular file, the last one at the totals */
+    PBT_CHECK(seen.calls > 0 && seen.calls == seen.last.files_total);
+    PBT_CHECK(seen.last.files_done == seen.last.files_total);
+    PBT_CHECK(seen.last.bytes_done == seen.last.bytes_total && seen.last.bytes_total > 0);
+    o.progress = NULL;
     snprintf(path, sizeof(path), "%s/base/1/100", target);
     PBT_CHECK(file_equals(path, expect, sizeof(expect)));
     snprintf(path, sizeof(path), "%s/PG_VERSION", target);

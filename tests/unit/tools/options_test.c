@@ -189,7 +189,7 @@ static void test_bad_values(void)
     opts_free(&o);
     opterr = 0; /* getopt's own line for the unknown option is noise here */
     PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--no-such-option") == PB_EINVAL &&
-              strstr(err.msg, "invalid option"));
+              strstr(err.msg, "unknown option --no-such-option for backup"));
     opterr = 1;
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "archive-push", "a", "b", "c", "d", "e", "--repo", "/r") ==
@@ -240,10 +240,9 @@ static void test_config_file(void)
                                     "repo = /cfg-repo\n"
                                     "   compress-level=7\n"
                                     "state-dir =\t/cfg-state\n"
-                                    "no equals sign: ignored\n"
                                     "s3-key = cfg-key\n"
                                     "s3-token = cfg-token\n",
-                                    0644);
+                                    0600); /* a session token is a secret too */
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", path) == 0);
     PBT_CHECK(streq(o.config_file, path) && streq(o.repo.location, "/cfg-repo"));
     PBT_CHECK(o.backup.zstd_level == 7 && streq(o.state_dir, "/cfg-state"));

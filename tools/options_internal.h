@@ -1,0 +1,18 @@
+/* tools/options_internal.h — shared by tools/options.c and tools/options_sources.c. */
+#ifndef PB_TOOLS_OPTIONS_INTERNAL_H
+#define PB_TOOLS_OPTIONS_INTERNAL_H
+
+#include "tools/options.h"
+
+/* The long options, terminated by a zero row; an option's index here is its index in
+ * pb_options.source and .given. */
+const struct option *opts_long_table(void);
+/* Apply option idx with arg (NULL for a switch), as the command line would. */
+int opts_apply(pb_options *o, int idx, const char *arg, pb_error *err);
+/* Fill from PAGEBACK_<OPTION> (and AWS_*) what the command line did not give. */
+int opts_apply_env(pb_options *o, pb_error *err);
+/* Load o->config_file and fill from its global section, then o->cluster's, what the
+ * command line and the environment did not give. */
+int opts_apply_config(pb_options *o, pb_error *err);
+
+#endif

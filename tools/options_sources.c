@@ -1,0 +1,178 @@
+/*
+ * tools/options_sources.c — the sources of an option below the command line: its
+ * PAGEBACK_<OPTION> environment variable (and AWS_*), the [cluster:NAME] and global
+ * sections of the configuration file. Each option remembers its source and its text,
+ * so a lower source never overrides a higher one and "pageback config check" can say
+ * where every value came from (docs/GUIDE.md, "Repository and configuration").
+ */
+#include "tools/options_internal.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Options that are not settings: they choose the configuration or ask for help. */
+static bool is_setting(int idx)
+{
+    const char *n = opts_long_table()[idx].name;
+    return strcmp(n, "help") && strcmp(n, "version") && strcmp(n, "config") &&
+           strcmp(n, "cluster");
+}
+
+static int find_long(const char *name)
+{
+    for (int i = 0; opts_long_table()[i].name; i++)
+        if (!strcmp(opts_long_table()[i].name, name))
+            return i;
+    return -1;
+}
+
+static const char *const secret_names[OPTS_NSECRETS] = {"s3-key", "s3-secret", "s3-token"};
+static const char *const secret_aws[OPTS_NSECRETS] = {
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
+
+static const char **secret_slot(pb_options *o, int s)
+{
+    return s == OPTS_S3_KEY ? &o->repo.s3_key
+           : s == OPTS_S3_SECRET ? &o->repo.s3_secret : &o->repo.s3_token;
+}
+
+static int find_secret(const char *name)
+{
+    for (int s = 0; s < OPTS_NSECRETS; s++)
+        if (!strcmp(secret_names[s], name))
+            return s;
+    return -1;
+}
+
+/* Apply option idx from src unless a higher source already set it. A switch (no
+ * argument) takes 1/true/yes/on or 0/false/no/off from the environment or the file. */
+static int apply_from(pb_options *o, int idx, const char *value, opts_source src,
+                      pb_error *err)
+{
+    if (o->source[idx] > src)
+        return 0;
+    o->source[idx] = (unsigned char)src;
+    o->given[idx] = value;
+    if (opts_long_table()[idx].has_arg)
+        return opts_apply(o, idx, value, err);
+    if (!*value || strspn(value, "1") == strlen(value) || !strcasecmp(value, "true") ||
+        !strcasecmp(value, "yes") || !strcasecmp(value, "on"))
+        return opts_apply(o, idx, NULL, err);
+    if (!strcmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "no") ||
+        !strcasecmp(value, "off"))
+        return 0;
+    return pb_fail(err, PB_EINVAL, "--%s is a switch: expected true or false, not '%s'",
+                   opts_long_table()[idx].name, value);
+}
+
+/* PAGEBACK_READ_SIZE for read-size. */
+static void env_name(const char *name, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "PAGEBACK_%s", name);
+    for (size_t i = 9; i < n && i < cap; i++)
+        out[i] = out[i] == '-' ? '_' : (char)toupper((unsigned char)out[i]);
+}
+
+int opts_apply_env(pb_options *o, pb_error *err)
+{
+    char name[80];
+    const char *v;
+    for (int i = 0; opts_long_table()[i].name; i++) {
+        env_name(opts_long_table()[i].name, name, sizeof(name));
+        if (!is_setting(i) || !(v = getenv(name)))
+            continue;
+        if (apply_from(o, i, v, OPTS_ENV, err))
+            return pb_error_wrap(err, "in the environment variable %s", name);
+    }
+    for (int s = 0; s < OPTS_NSECRETS; s++) {
+        env_name(secret_names[s], name, sizeof(name));
+        if ((v = getenv(name)) || (v = getenv(secret_aws[s]))) {
+            *secret_slot(o, s) = v;
+            o->secret_source[s] = OPTS_ENV;
+        }
+    }
+    int ri = find_long("s3-region");
+    if (o->source[ri] < OPTS_ENV && (v = getenv("AWS_REGION"))) {
+        o->repo.s3_region = v;
+        o->source[ri] = OPTS_ENV;
+        o->given[ri] = v;
+    }
+    return 0;
+}
+
+/* One entry of the configuration file, from the section src names. */
+static int apply_entry(pb_options *o, const cfg_entry *e, opts_source src, pb_error *err)
+{
+    int s = find_secret(e->name);
+    if (s >= 0) {
+        if (o->secret_source[s] <= src) {
+            *secret_slot(o, s) = e->value;
+            o->secret_source[s] = (unsigned char)src;
+        }
+        return 0;
+    }
+    int idx = find_long(e->name);
+    if (idx < 0 || !is_setting(idx))
+        return pb_fail(err, PB_EINVAL, "%s:%u: unknown setting '%s'", o->cfg.path, e->line,
+                       e->name);
+    if (apply_from(o, idx, e->value, src, err))
+        return pb_error_wrap(err, "%s:%u", o->cfg.path, e->line);
+    return 0;
+}
+
+/* The file: every name checked in every section; the global section first, then the
+ * cluster's, each below what the environment and the command line gave. */
+int opts_apply_config(pb_options *o, pb_error *err)
+{
+    int rc = cfg_load(&o->cfg, o->config_file, err);
+    if (rc)
+        return rc;
+    bool secret = false;
+    for (size_t i = 0; i < o->cfg.count; i++) {
+        const cfg_entry *e = &o->cfg.items[i];
+        int s = find_secret(e->name);
+        secret |= s == OPTS_S3_SECRET || s == OPTS_S3_TOKEN;
+        int idx = s < 0 ? find_long(e->name) : 0;
+        if (idx < 0 || (s < 0 && !is_setting(idx)))
+            return pb_fail(err, PB_EINVAL, "%s:%u: unknown setting '%s'", o->config_file,
+                           e->line, e->name);
+    }
+    if (secret && (o->cfg.mode & 0077))
+        return pb_fail(err, PB_EINVAL, "config file %s holds an S3 secret but is readable by "
+                       "others (mode %03o): chmod 600 it", o->config_file, o->cfg.mode & 0777);
+    if (o->cluster && !cfg_has_section(&o->cfg, o->cluster))
+        return pb_fail(err, PB_EINVAL, "no section [cluster:%s] or [%s] in %s", o->cluster,
+                       o->cluster, o->config_file);
+    for (size_t i = 0; rc == 0 && i < o->cfg.count; i++)
+        if (!o->cfg.items[i].section[0])
+            rc = apply_entry(o, &o->cfg.items[i], OPTS_GLOBAL, err);
+    for (size_t i = 0; rc == 0 && o->cluster && i < o->cfg.count; i++)
+        if (!strcmp(o->cfg.items[i].section, o->cluster))
+            rc = apply_entry(o, &o->cfg.items[i], OPTS_CLUSTER, err);
+    return rc;
+}
+
+const char *opts_source_name(opts_source src)
+{
+    static const char *const names[] = {"default", "config [global]", "config [cluster]",
+                                        "environment", "command line"};
+    return names[src];
+}
+
+void opts_each_setting(const pb_options *o, opts_setting_cb cb, void *ctx)
+{
+    for (int i = 0; opts_long_table()[i].name; i++) {
+        if (!is_setting(i))
+            continue;
+        const opts_help_row *h = opts_help_find(opts_long_table()[i].name);
+        cb(ctx, opts_long_table()[i].name, o->given[i], h ? h->default_text : "",
+           (opts_source)o->source[i], false);
+    }
+    for (int s = 0; s < OPTS_NSECRETS; s++) {
+        const char *v = s == OPTS_S3_KEY ? o->repo.s3_key
+                        : s == OPTS_S3_SECRET ? o->repo.s3_secret : o->repo.s3_token;
+        cb(ctx, secret_names[s], v, "", (opts_source)o->secret_source[s], true);
+    }
+}

@@ -1,0 +1,86 @@
+/*
+ * tools/progress.c — the progress display of a backup or a restore, fed by their
+ * progress callbacks (bk_opts.progress, rs_opts.progress; the modules print nothing). On a terminal a live line on
+ * stderr, redrawn at most twice a second; elsewhere (cron, systemd, a log file) one
+ * log line every --progress-interval seconds, so a journal is not flooded. --quiet
+ * turns both off.
+ */
+#include "tools/commands.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#define TTY_REDRAW_SECONDS 0.5
+
+void cmd_progress_init(cmd_progress *p, const pb_options *o)
+{
+    p->tty = isatty(STDERR_FILENO) == 1;
+    p->interval = o->progress_interval;
+    p->enabled = !o->quiet && (p->tty || p->interval > 0);
+    p->start = p->last = pb_now();
+    p->drew = false;
+}
+
+/* What both displays show: bytes done of the total, the rate, files, the time left;
+ * extra (pages changed) follows the files. */
+typedef struct prog_view {
+    const char *what;
+    uint64_t bytes_done, bytes_total, files_done, files_total;
+    char extra[64];
+} prog_view;
+
+static void format_line(char *out, size_t cap, const prog_view *v, double elapsed)
+{
+    double rate = elapsed > 0 ? (double)v->bytes_done / elapsed : 0;
+    double left = v->bytes_total > v->bytes_done ? (double)(v->bytes_total - v->bytes_done) : 0;
+    char eta[32];
+    if (rate > 0) {
+        unsigned s = (unsigned)(left / rate);
+        snprintf(eta, sizeof(eta), "%u:%02u:%02u", s / 3600, s / 60 % 60, s % 60);
+    } else {
+        snprintf(eta, sizeof(eta), "unknown");
+    }
+    snprintf(out, cap, "%.1f / %.1f MiB (%.0f%%), %.1f MB/s, files %" PRIu64 "/%" PRIu64
+             "%s, ETA %s", v->bytes_done / 1048576.0, v->bytes_total / 1048576.0,
+             v->bytes_total ? 100.0 * (double)v->bytes_done / (double)v->bytes_total : 100.0,
+             rate / 1e6, v->files_done, v->files_total, v->extra, eta);
+}
+
+static void show(cmd_progress *p, const prog_view *v)
+{
+    if (!p->enabled)
+        return;
+    double now = pb_now();
+    if (now - p->last < (p->tty ? TTY_REDRAW_SECONDS : (double)p->interval))
+        return;
+    p->last = now;
+    char line[256];
+    format_line(line, sizeof(line), v, now - p->start);
+    if (p->tty) {
+        fprintf(stderr, "\r%s: %s\033[K", v->what, line);
+        p->drew = true;
+    } else {
+        pb_info("progress: %s", line);
+    }
+}
+
+void cmd_progress_backup(void *ctx, const bk_progress *b)
+{
+    prog_view v = {"backup", b->bytes_done, b->bytes_total, b->files_done, b->files_total, ""};
+    snprintf(v.extra, sizeof(v.extra), ", pages changed %" PRIu64, b->pages_changed);
+    show(ctx, &v);
+}
+
+void cmd_progress_restore(void *ctx, const rs_progress *r)
+{
+    prog_view v = {"restore", r->bytes_done, r->bytes_total, r->files_done, r->files_total, ""};
+    show(ctx, &v);
+}
+
+void cmd_progress_end(cmd_progress *p)
+{
+    if (p->drew)
+        fputc('\n', stderr);
+    p->drew = false;
+}

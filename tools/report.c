@@ -1,0 +1,253 @@
+/*
+ * tools/report.c — --report FILE: one JSON object per run, written atomically after the
+ * command, on failure too (docs/pageback.1, REPORT). The figures are the structs the
+ * modules hand back (bk_run's manifest header, rs_stats, rs_verify_stats), described by
+ * the field tables below: a field added to one of those structs is reported by adding
+ * one row. What the engine does not measure yet (page-cache bytes left behind, adaptive
+ * I/O decisions) is null, never a guess.
+ */
+#include "tools/commands.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+/* ---- a small JSON writer over pb_buf; the first failure sticks ---- */
+
+typedef struct jw {
+    pb_buf b;
+    int failed;
+    int depth;
+    bool first[8]; /* per nesting level: nothing written yet */
+} jw;
+
+static void jw_raw(jw *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jw_raw(jw *j, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(tmp) || pb_buf_append(&j->b, tmp, (size_t)n))
+        j->failed = 1;
+}
+
+static void jw_key(jw *j, const char *key)
+{
+    jw_raw(j, "%s\n%*s\"%s\": ", j->first[j->depth] ? "" : ",", 2 * j->depth, "", key);
+    j->first[j->depth] = false;
+}
+
+static void jw_str(jw *j, const char *s)
+{
+    jw_raw(j, "\"");
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            jw_raw(j, "\\%c", c);
+        else if (c < 0x20)
+            jw_raw(j, "\\u%04x", c);
+        else
+            jw_raw(j, "%c", c);
+    }
+    jw_raw(j, "\"");
+}
+
+static void jw_open(jw *j, const char *key)
+{
+    if (key)
+        jw_key(j, key);
+    jw_raw(j, "{");
+    if (j->depth + 1 < 8)
+        j->first[++j->depth] = true;
+    else
+        j->failed = 1;
+}
+
+static void jw_close(jw *j)
+{
+    j->depth--;
+    jw_raw(j, "\n%*s}", 2 * j->depth, "");
+}
+
+static void jw_kstr(jw *j, const char *key, const char *v)
+{
+    jw_key(j, key);
+    if (v)
+        jw_str(j, v);
+    else
+        jw_raw(j, "null");
+}
+
+/* ---- field tables: one row per reported field ---- */
+
+typedef enum { FT_STR, FT_KIND, FT_U64, FT_U32, FT_I64, FT_F64, FT_BOOL, FT_LSN, FT_SIZE } ftype;
+typedef struct rfield {
+    const char *key;
+    ftype type;
+    size_t off;
+} rfield;
+#define RF(S, t, f) {#f, t, offsetof(S, f)}
+
+static const rfield backup_fields[] = {
+    RF(mf_backup, FT_STR, id), RF(mf_backup, FT_KIND, type), RF(mf_backup, FT_STR, parent),
+    RF(mf_backup, FT_U32, timeline), RF(mf_backup, FT_LSN, start_lsn),
+    RF(mf_backup, FT_LSN, stop_lsn), RF(mf_backup, FT_STR, start_wal),
+    RF(mf_backup, FT_STR, stop_wal), RF(mf_backup, FT_I64, start_time),
+    RF(mf_backup, FT_I64, stop_time), RF(mf_backup, FT_U64, files),
+    RF(mf_backup, FT_U64, pages_scanned), RF(mf_backup, FT_U64, pages_changed),
+    RF(mf_backup, FT_U64, pages_in_window), RF(mf_backup, FT_U64, bytes_read),
+    RF(mf_backup, FT_U64, bytes_stored), RF(mf_backup, FT_U64, checksum_errors),
+    RF(mf_backup, FT_U64, collisions), RF(mf_backup, FT_F64, seconds),
+    RF(mf_backup, FT_BOOL, data_checksums), RF(mf_backup, FT_U32, pg_version),
+    RF(mf_backup, FT_BOOL, verify_scan), RF(mf_backup, FT_U64, files_skipped),
+    RF(mf_backup, FT_U64, bytes_skipped), RF(mf_backup, FT_U64, pages_missed),
+    RF(mf_backup, FT_I64, mtime_horizon),
+};
+static const rfield restore_fields[] = {
+    RF(rs_stats, FT_STR, id), RF(rs_stats, FT_SIZE, chain_length),
+    RF(rs_stats, FT_U64, files_written), RF(rs_stats, FT_U64, files_skipped),
+    RF(rs_stats, FT_U64, pages_written), RF(rs_stats, FT_U64, pages_skipped),
+    RF(rs_stats, FT_U64, frames_read), RF(rs_stats, FT_U64, bytes_fetched),
+    RF(rs_stats, FT_U64, bytes_written), RF(rs_stats, FT_U64, files_removed),
+    RF(rs_stats, FT_F64, seconds),
+};
+static const rfield verify_fields[] = {
+    RF(rs_verify_stats, FT_SIZE, backups), RF(rs_verify_stats, FT_SIZE, backups_failed),
+    RF(rs_verify_stats, FT_SIZE, problems), RF(rs_verify_stats, FT_U64, frames_read),
+    RF(rs_verify_stats, FT_U64, wal_segments), RF(rs_verify_stats, FT_U64, wal_history),
+    RF(rs_verify_stats, FT_F64, seconds),
+};
+
+static void jw_fields(jw *j, const char *key, const void *base, const rfield *f, size_t n)
+{
+    jw_open(j, key);
+    const char *p = base;
+    for (size_t i = 0; i < n; i++) {
+        const void *v = p + f[i].off;
+        char lsn[32];
+        jw_key(j, f[i].key);
+        switch (f[i].type) {
+        case FT_STR: jw_str(j, v); break;
+        case FT_KIND: {
+            char k = *(const char *)v;
+            jw_str(j, k == 'F' ? "full" : k == 'S' ? "synthetic-full" : "incr");
+            break;
+        }
+        case FT_U64: jw_raw(j, "%" PRIu64, *(const uint64_t *)v); break;
+        case FT_U32: jw_raw(j, "%" PRIu32, *(const uint32_t *)v); break;
+        case FT_I64: jw_raw(j, "%" PRId64, *(const int64_t *)v); break;
+        case FT_F64: jw_raw(j, "%.3f", *(const double *)v); break;
+        case FT_BOOL: jw_raw(j, "%s", *(const bool *)v ? "true" : "false"); break;
+        case FT_LSN: pb_lsn_format(*(const uint64_t *)v, lsn); jw_str(j, lsn); break;
+        case FT_SIZE: jw_raw(j, "%zu", *(const size_t *)v); break;
+        }
+    }
+    jw_close(j);
+}
+#define JW_FIELDS(j, key, base, table) \
+    jw_fields((j), (key), (base), (table), sizeof(table) / sizeof((table)[0]))
+
+/* ---- the report ---- */
+
+static void report_resources(jw *j, const cmd_outcome *res)
+{
+    struct rusage ru;
+    memset(&ru, 0, sizeof(ru));
+    getrusage(RUSAGE_SELF, &ru);
+    jw_key(j, "duration_seconds");
+    jw_raw(j, "%.3f", pb_now() - res->started);
+    jw_key(j, "cpu_user_seconds");
+    jw_raw(j, "%.3f", (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6);
+    jw_key(j, "cpu_system_seconds");
+    jw_raw(j, "%.3f", (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+    jw_key(j, "peak_rss_bytes");
+    jw_raw(j, "%" PRIu64, (uint64_t)ru.ru_maxrss * 1024); /* Linux: KiB */
+    jw_key(j, "page_cache_bytes_left");
+    jw_raw(j, "null");
+    jw_key(j, "adaptive_io");
+    jw_raw(j, "null");
+}
+
+/* The limits this run was given (0 = automatic or unlimited). */
+static void report_limits(jw *j, const pb_options *o)
+{
+    jw_open(j, "limits");
+    jw_key(j, "max_rate_bytes_per_second");
+    jw_raw(j, "%" PRIu64, o->backup.max_rate);
+    jw_key(j, "nice");
+    jw_raw(j, "%d", o->backup.nice);
+    jw_key(j, "read_size");
+    jw_raw(j, "%zu", o->backup.read_size);
+    jw_key(j, "queue_depth");
+    jw_raw(j, "%u", o->backup.queue_depth);
+    jw_key(j, "direct_io");
+    jw_raw(j, "%s", o->backup.direct ? "true" : "false");
+    jw_key(j, "io_uring");
+    jw_raw(j, "%s", o->backup.use_uring ? "true" : "false");
+    jw_key(j, "jobs");
+    jw_raw(j, "%u", o->restore.jobs);
+    jw_key(j, "compress_level");
+    jw_raw(j, "%d", o->backup.zstd_level);
+    jw_close(j);
+}
+
+static void report_body(jw *j, const pb_options *o, const cmd_outcome *res)
+{
+    jw_open(j, NULL);
+    jw_key(j, "report_version");
+    jw_raw(j, "1");
+    jw_kstr(j, "pageback_version", PACKAGE_VERSION);
+    jw_kstr(j, "command", res->command);
+    jw_kstr(j, "repository", o->repo.location);
+    jw_key(j, "started_at");
+    jw_raw(j, "%" PRId64, res->started_unix);
+    jw_key(j, "exit_status");
+    jw_raw(j, "%d", res->exit_code);
+    jw_key(j, "ok");
+    jw_raw(j, "%s", res->failed || res->exit_code ? "false" : "true");
+    jw_key(j, "error");
+    if (res->failed) {
+        jw_open(j, NULL);
+        jw_kstr(j, "code", pb_code_name(res->err.code));
+        jw_kstr(j, "message", res->err.msg);
+        jw_close(j);
+    } else {
+        jw_raw(j, "null");
+    }
+    report_resources(j, res);
+    report_limits(j, o);
+    if (res->have_backup) {
+        JW_FIELDS(j, "backup", &res->backup, backup_fields);
+        jw_key(j, "read_rate_bytes_per_second");
+        jw_raw(j, "%.0f", res->backup.seconds > 0 ? res->backup.bytes_read / res->backup.seconds
+                                                  : 0.0);
+    }
+    if (res->have_restore)
+        JW_FIELDS(j, "restore", &res->restore, restore_fields);
+    if (res->have_verify)
+        JW_FIELDS(j, "verify", &res->verify, verify_fields);
+    if (res->rebase_id[0])
+        jw_kstr(j, "rebase_id", res->rebase_id);
+    jw_close(j);
+    jw_raw(j, "\n");
+}
+
+int cmd_write_report(const char *path, const pb_options *o, const cmd_outcome *res,
+                     pb_error *err)
+{
+    jw j = {.first = {true}};
+    report_body(&j, o, res);
+    int rc = j.failed ? pb_fail(err, PB_ENOMEM, "out of memory building the report %s", path)
+                      : cmd_write_atomic(path, j.b.data, j.b.len, err);
+    pb_buf_free(&j.b);
+    return rc;
+}
