@@ -12,6 +12,7 @@
 
 typedef struct rs_target_val {
     int64_t time;      /* RS_TARGET_TIME: unix seconds (fraction dropped) */
+    int64_t time_us;   /* the same in unix microseconds, with the fraction (to 1 us) */
     bool zoned;        /* the text carried a time zone */
     char time_text[96];/* the time with an explicit offset, as written for PostgreSQL */
     uint64_t lsn;      /* RS_TARGET_LSN, or where a placed xid or name target lies */
@@ -87,6 +88,7 @@ int rs_timeline_path(rs_wal_view *v, const rs_opts *opts, uint32_t backup_tli, u
 typedef struct rs_wal_event {
     uint64_t lsn;   /* the record's */
     int64_t time;   /* unix seconds: the restore point's or the transaction end's */
+    int64_t time_us;/* the same in unix microseconds, as the record has it */
     uint32_t xid;   /* transaction ends: the top-level (or prepared) transaction */
     char kind;      /* 'r' restore point; 'c' commit, 'a' abort, 'C'/'A' of a prepared one */
     char name[64];  /* restore points */
