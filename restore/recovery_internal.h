@@ -118,6 +118,14 @@ void rs_scan_free(rs_scan *s);
 int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
                   pb_error *err);
 
+/* ---- a time target past a branch point (wal_branch.c) ---- */
+/* Backup h's timeline branched off at v->tl[at].end (before h ended it went on too):
+ * *stay when only its own WAL after the branch holds the time tv (recovery then stays on
+ * it); not when only the branch's does or neither does. Both: PB_EINVAL naming both
+ * stops; a gap or undecodable WAL on either side: the error. */
+int rs_place_time(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                  const mf_backup *h, size_t at, bool *stay, pb_error *err);
+
 /* ---- xid and name targets placed in the archived WAL (wal_target.c) ---- */
 /* For RS_TARGET_XID / RS_TARGET_NAME: find the record recovery will stop at, searching
  * from the newest backup backwards (stop at the first match) along the path recovery
