@@ -17,7 +17,9 @@ enum {
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
     O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
     O_DB_INCLUDE,
-    O_MAX_RATE, O_NICE, O_JOBS, O_RESTORE_POINTS, O_END
+    O_MAX_RATE, O_NICE, O_JOBS, O_RESTORE_POINTS,
+    O_INCR_MODE, O_VERIFY_SCAN,
+    O_END
 };
 
 /* The options given on the command line, one bit each, so the config file (lowest
@@ -47,6 +49,7 @@ static const struct option long_opts[] = {
     {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
     {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE},
     {"restore-points", 0, 0, O_RESTORE_POINTS},
+    {"incremental-mode", 1, 0, O_INCR_MODE}, {"verify-scan", 1, 0, O_VERIFY_SCAN},
     {0, 0, 0, 0},
 };
 
@@ -58,7 +61,10 @@ static const struct {
      "  backup   [--type full|incr] [--pgdata DIR] [--dbname CONNINFO] [--read-size N]\n"
      "           [--queue-depth N] [--on-checksum-error warn|fail] [--full-every N]\n"
      "           [--full-after DURATION] [--compress-level N] [--max-rate BYTES/s]\n"
-     "           [--nice 0..19 (default 10)]\n"},
+     "           [--nice 0..19 (default 10)]\n"
+     "           [--incremental-mode scan|file|wal (default: wal when possible, else file)]\n"
+     "           [--verify-scan N|DURATION (full hash scan every Nth incremental or after\n"
+     "            DURATION; default 7 or 7d; 0 = only full backups)]\n"},
     {"restore",
      "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
      "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
@@ -245,6 +251,31 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
         if (parse_uint(arg, &u) || u > 19)
             return pb_fail(err, PB_EINVAL, "--nice must be 0..19");
         o->backup.nice = (int)u;
+        return 0;
+    case O_INCR_MODE:
+        if (!strcmp(arg, "scan"))
+            o->backup.incr_mode = BK_INCR_SCAN;
+        else if (!strcmp(arg, "file"))
+            o->backup.incr_mode = BK_INCR_FILE;
+        else if (!strcmp(arg, "wal"))
+            o->backup.incr_mode = BK_INCR_WAL;
+        else
+            return pb_fail(err, PB_EINVAL, "--incremental-mode must be scan, file or wal, not "
+                           "'%s'", arg);
+        return 0;
+    case O_VERIFY_SCAN:
+        /* A number counts incrementals, anything else is a duration; one replaces both
+         * defaults. */
+        if (parse_uint(arg, &u) == 0) {
+            o->backup.verify_every = u;
+            o->backup.verify_after_secs = 0;
+        } else if (parse_duration(arg, &secs) == 0) {
+            o->backup.verify_every = 0;
+            o->backup.verify_after_secs = secs;
+        } else {
+            return pb_fail(err, PB_EINVAL, "--verify-scan expects a count (every Nth "
+                           "incremental) or a duration like 7d, not '%s'", arg);
+        }
         return 0;
     case O_WAL_TIMEOUT:
         if (parse_uint(arg, &u))

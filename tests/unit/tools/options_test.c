@@ -84,6 +84,23 @@ static void test_backup_flags(void)
     PBT_CHECK(o.backup.use_uring && o.backup.direct && o.backup.nice == 10);
     PBT_CHECK(o.backup.full_after_secs == 0 && o.restore.jobs == 4);
     PBT_CHECK(streq(o.repo.s3_region, "us-east-1") && o.repo.s3_parallel == 4);
+    PBT_CHECK(o.backup.incr_mode == BK_INCR_AUTO && o.backup.verify_every == 7 &&
+              o.backup.verify_after_secs == 7 * 86400);
+    opts_free(&o);
+
+    /* How an incremental reads (issue 11): a count or a duration replaces both defaults. */
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "file",
+                    "--verify-scan", "3") == 0);
+    PBT_CHECK(o.backup.incr_mode == BK_INCR_FILE && o.backup.verify_every == 3 &&
+              o.backup.verify_after_secs == 0);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "wal",
+                    "--verify-scan", "2d") == 0);
+    PBT_CHECK(o.backup.incr_mode == BK_INCR_WAL && o.backup.verify_every == 0 &&
+              o.backup.verify_after_secs == 2 * 86400);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "scan") == 0 &&
+              o.backup.incr_mode == BK_INCR_SCAN);
     opts_free(&o);
 }
 
@@ -153,6 +170,8 @@ static void test_bad_values(void)
         {"--tablespace-map", "16385:/x", "--tablespace-map"},
         {"--tablespace-map", "16385=relative", "--tablespace-map"},
         {"--max-rate", "fast", "--max-rate"},
+        {"--incremental-mode", "pages", "--incremental-mode"},
+        {"--verify-scan", "often", "--verify-scan"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         pb_options o;
