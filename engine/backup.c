@@ -405,3 +405,13 @@ out:
     return rc;
 }
 
+int bk_run_counted(repo *r, const bk_opts *opts, mf_manifest **out, bk_result *res,
+                   pb_error *err)
+{
+    repo_requests q0, q1;
+    repo_requests_get(r, &q0);
+    int rc = bk_run(r, opts, out, err);
+    repo_requests_get(r, &q1);
+    res->requests = repo_requests_since(&q1, &q0);
+    return rc;
+}

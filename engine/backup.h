@@ -56,4 +56,12 @@ typedef struct bk_opts {
  * with mf_free), so a summary needs no second download; NULL on failure. */
 int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err);
 
+/* What a backup cost beyond what its manifest's header records. */
+typedef struct bk_result {
+    repo_requests requests; /* object-store requests of this backup (storage.h) */
+} bk_result;
+/* bk_run, and *res filled (also on failure) with what the run cost. */
+int bk_run_counted(repo *r, const bk_opts *opts, mf_manifest **out, bk_result *res,
+                   pb_error *err);
+
 #endif

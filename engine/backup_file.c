@@ -22,8 +22,9 @@ typedef struct rel_scan {
     char abspath[4096];
     mf_head_entry old;
     bool has_old;
-    uint32_t run_first, run_count;
+    uint32_t run_first, run_count; /* the run being collected */
     bk_job *cur;     /* the frame being collected, a pipeline buffer */
+    uint32_t frame_pages; /* pages in cur (its runs and the open run) */
     mf_file out;
     size_t runs_cap, hashes_cap, nhashes;
     uint8_t *reread; /* one aligned page for checksum retries */
@@ -56,24 +57,61 @@ static int append_hash(rel_scan *s, uint64_t h)
 static int flush_frame(bk_ctx *ctx, mf_file *f, size_t *runs_cap, uint32_t first,
                        uint32_t count, const uint8_t *data, size_t len, pb_error *err)
 {
-    pack_loc loc;
-    int rc = pack_write_frame(ctx->packs, data, len, &loc, err);
+    mf_run run = {first, count, 0, 0, 0, 0, 0};
+    int rc = pack_write_runs(ctx->packs, data, len, &run, 1, 0, err);
     if (rc)
         return pb_error_wrap(err, "storing %s", f->path);
-    mf_run run = {first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     if (append_run(f, runs_cap, &run))
         return pb_fail(err, PB_ENOMEM, "out of memory recording frames of %s", f->path);
     return 0;
 }
 
-static void flush_rel_run(rel_scan *s)
+/* Close the open run into the frame's runs. */
+static void close_run(rel_scan *s)
 {
     if (s->run_count == 0)
         return;
-    bk_pipe_submit(s->ctx->pipe, s->cur, s->run_first, s->run_count,
-                   (size_t)s->run_count * PB_PAGE_SIZE);
-    s->cur = NULL;
+    mf_run *run = &s->cur->runs[s->cur->nruns++];
+    memset(run, 0, sizeof(*run));
+    run->first = s->run_first;
+    run->count = s->run_count;
+    run->frame_page = s->frame_pages - s->run_count;
     s->run_count = 0;
+}
+
+static void flush_rel_run(rel_scan *s)
+{
+    close_run(s);
+    if (!s->cur || s->cur->nruns == 0)
+        return;
+    bool bulk = s->cur->nruns == 1 && s->frame_pages == BK_FRAME_PAGES;
+    int level = s->ctx->opts->zstd_level;
+    s->cur->level = bulk || level >= BK_SCATTERED_LEVEL ? 0 : BK_SCATTERED_LEVEL;
+    bk_pipe_submit_runs(s->ctx->pipe, s->cur, (size_t)s->frame_pages * PB_PAGE_SIZE);
+    s->cur = NULL;
+    s->frame_pages = 0;
+}
+
+/* Page blk changed: where it goes (the open run, a new run of the frame, a new frame). */
+static void place_page(rel_scan *s, uint32_t blk)
+{
+    bool adjacent = s->run_count && blk == s->run_first + s->run_count;
+    bool same_region = s->frame_pages &&
+                       blk / BK_REGION_PAGES == (s->run_count ? s->run_first
+                                                              : s->cur->runs[0].first) /
+                                                    BK_REGION_PAGES;
+    bool fits = s->frame_pages < BK_FRAME_PAGES &&
+                (adjacent || (s->cur && s->cur->nruns + 1 < BK_JOB_RUNS));
+    if (s->frame_pages && !(fits && (adjacent || (BK_SHARE_FRAMES && same_region))))
+        flush_rel_run(s);
+    if (!s->cur) {
+        s->cur = bk_pipe_acquire(s->ctx->pipe);
+        s->frame_pages = 0;
+    }
+    if (s->run_count && blk != s->run_first + s->run_count)
+        close_run(s);
+    if (s->run_count == 0)
+        s->run_first = blk;
 }
 
 /* Rule 2: a bad page below the start LSN may be a torn read of a page being written
@@ -160,16 +198,12 @@ static int rel_page(rel_scan *s, uint32_t blk, const uint8_t *page)
         s->nmissed++;
     }
     hdr->pages_changed++;
-    if (s->run_count && (blk != s->run_first + s->run_count || s->run_count == BK_FRAME_PAGES))
-        flush_rel_run(s);
-    if (s->run_count == 0) {
-        s->run_first = blk;
-        s->cur = bk_pipe_acquire(ctx->pipe);
-    }
-    memcpy(s->cur->data + (size_t)s->run_count * PB_PAGE_SIZE, use, PB_PAGE_SIZE);
+    place_page(s, blk);
+    memcpy(s->cur->data + (size_t)s->frame_pages * PB_PAGE_SIZE, use, PB_PAGE_SIZE);
     if (append_hash(s, h))
         return pb_fail(s->err, PB_ENOMEM, "out of memory hashing %s", s->e->path);
     s->run_count++;
+    s->frame_pages++;
     return 0;
 }
 

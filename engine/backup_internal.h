@@ -12,6 +12,18 @@
 #include "engine/walguide_internal.h"
 
 #define BK_FRAME_PAGES 32u   /* pages per frame: 256 KiB raw */
+/* The changed pages of one region of a file (1 MiB, aligned) share frames, up to
+ * BK_FRAME_PAGES pages per frame, as several runs (mf_run.frame_page): scattered pages
+ * then cost one frame header and compress together, and a restore reads one frame
+ * instead of one per page. Manifest format v2 carries frame_page; with a writer of v1
+ * (no frame_page) BK_SHARE_FRAMES must be 0: every run then has its own frame. */
+#define BK_REGION_PAGES 2048u /* 16 MiB: sparse random writes still fill frames */
+#define BK_SHARE_FRAMES 1
+/* A frame that is not one full run of BK_FRAME_PAGES pages holds scattered pages (an
+ * incremental's random writes, a small file): few bytes, the costly ones per page, so
+ * they are compressed harder (about a third smaller than at level 1 on pgbench's
+ * random updates); bulk data (full runs) keeps the configured level. */
+#define BK_SCATTERED_LEVEL 9
 #define BK_REREAD_TRIES 5
 
 typedef struct bk_ctx {

@@ -26,9 +26,9 @@ struct bk_pipe {
 };
 
 /* Called with the lock held, at submit time, so workers only write into place. */
-static int reserve_run(bk_pipe *p)
+static int reserve_runs(bk_pipe *p, uint32_t n)
 {
-    return PB_GROW(p->done, &p->done_cap, (size_t)p->nsubmitted + 1);
+    return PB_GROW(p->done, &p->done_cap, (size_t)p->nsubmitted + n);
 }
 
 static void *worker(void *vp)
@@ -47,21 +47,16 @@ static void *worker(void *vp)
             p->tail = NULL;
         bool failed = p->rc != 0;
         pthread_mutex_unlock(&p->mu);
-        pack_loc loc;
         pb_error err = PB_ERROR_INIT;
-        int rc = failed ? 0 : pack_write_frame(packs, job->data, job->len, &loc, &err);
+        int rc = failed ? 0 : pack_write_runs(packs, job->data, job->len, job->runs, job->nruns,
+                                              job->level, &err);
         pthread_mutex_lock(&p->mu);
         if (rc && !p->rc) {
             p->rc = rc;
             p->err = err;
         }
-        if (!failed && !rc) {
-            job->run.pack_no = loc.pack_no;
-            job->run.offset = loc.offset;
-            job->run.clen = loc.clen;
-            job->run.rlen = loc.rlen;
-            p->done[job->seq] = job->run;
-        }
+        if (!failed && !rc)
+            memcpy(&p->done[job->seq], job->runs, job->nruns * sizeof(mf_run));
         job->next = p->free_list;
         p->free_list = job;
         pthread_cond_signal(&p->freed);
@@ -138,20 +133,30 @@ bk_job *bk_pipe_acquire(bk_pipe *p)
     pthread_mutex_unlock(&p->mu);
     job->next = NULL;
     job->len = 0;
+    job->nruns = 0;
+    job->level = 0;
     return job;
 }
 
 void bk_pipe_submit(bk_pipe *p, bk_job *job, uint32_t first, uint32_t count, size_t len)
 {
-    memset(&job->run, 0, sizeof(job->run));
-    job->run.first = first;
-    job->run.count = count;
+    memset(&job->runs[0], 0, sizeof(job->runs[0]));
+    job->runs[0].first = first;
+    job->runs[0].count = count;
+    job->nruns = 1;
+    bk_pipe_submit_runs(p, job, len);
+}
+
+void bk_pipe_submit_runs(bk_pipe *p, bk_job *job, size_t len)
+{
     job->len = len;
     job->next = NULL;
     pthread_mutex_lock(&p->mu);
-    if (reserve_run(p) != 0 && !p->rc)
+    if (reserve_runs(p, job->nruns) != 0 && !p->rc)
         p->rc = pb_fail(&p->err, PB_ENOMEM, "out of memory recording frames");
-    job->seq = p->rc ? 0 : p->nsubmitted++;
+    job->seq = p->nsubmitted;
+    if (!p->rc)
+        p->nsubmitted += job->nruns;
     if (p->tail)
         p->tail->next = job;
     else

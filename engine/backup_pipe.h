@@ -13,11 +13,18 @@
 
 #define BK_PIPE_JOBS 12
 
+/* Runs one frame can hold: the changed pages of one region, each page its own run at
+ * worst (engine/backup_file.c). */
+#define BK_JOB_RUNS 32u
+
 typedef struct bk_job {
     uint8_t *data;   /* PACK_MAX_FRAME_RAW bytes, 4096-aligned */
     size_t len;
-    mf_run run;      /* first/count from the submitter; location from the worker */
-    uint32_t seq;    /* submission order since the last take */
+    /* first/count/frame_page from the submitter; the location from the worker */
+    mf_run runs[BK_JOB_RUNS];
+    uint32_t nruns;
+    int level;       /* zstd level of this frame, 0 = the writer's */
+    uint32_t seq;    /* index of runs[0] among the runs submitted since the last take */
     struct bk_job *next;
 } bk_job;
 
@@ -35,6 +42,8 @@ void bk_pipe_free(bk_pipe *p);
 bk_job *bk_pipe_acquire(bk_pipe *p);
 /* Queue a filled buffer for compression; the worker returns it to the pool once stored. */
 void bk_pipe_submit(bk_pipe *p, bk_job *job, uint32_t first, uint32_t count, size_t len);
+/* The same for a frame whose runs the submitter set in job->runs[0..job->nruns). */
+void bk_pipe_submit_runs(bk_pipe *p, bk_job *job, size_t len);
 /* Wait until every submitted job is stored, then hand over their runs in submission
  * order (*runs is malloc'd, caller frees; NULL when none). Returns the first failure. */
 int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err);

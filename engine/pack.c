@@ -133,11 +133,11 @@ static int commit_pack(pack_writer *w, pb_error *err)
 }
 
 /* Builds the frame for data in w->frame; returns its total length. */
-static size_t build_frame(pack_writer *w, const void *data, size_t len)
+static size_t build_frame(pack_writer *w, const void *data, size_t len, int level)
 {
     uint8_t *payload = w->frame + PACK_FRAME_HEADER;
     size_t clen = ZSTD_compressCCtx(w->cctx, payload, w->frame_cap - PACK_FRAME_HEADER, data,
-                                    len, w->level);
+                                    len, level);
     uint32_t flags = 0;
     if (ZSTD_isError(clen) || clen >= len) {
         /* incompressible (or zstd refused): store as is, never larger than raw + header */
@@ -154,15 +154,15 @@ static size_t build_frame(pack_writer *w, const void *data, size_t len)
     return PACK_FRAME_HEADER + clen;
 }
 
-int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out,
-                     pb_error *err)
+static int write_frame(pack_writer *w, const void *data, size_t len, int level,
+                       pack_loc *out, pb_error *err)
 {
     if (w->failed)
         return pb_fail(err, PB_ESTATE, "pack writer for %s failed earlier", w->dir);
     if (len > PACK_MAX_FRAME_RAW)
         return pb_fail(err, PB_EINVAL, "frame of %zu bytes exceeds the %u-byte maximum", len,
                        PACK_MAX_FRAME_RAW);
-    size_t flen = build_frame(w, data, len);
+    size_t flen = build_frame(w, data, len, level ? level : w->level);
     int rc = 0;
     if (!w->cur)
         rc = start_pack(w, err);
@@ -183,6 +183,32 @@ int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out
     /* commit as soon as a pack is full so its data is durable before the next begins */
     if (w->offset >= w->target_size && (rc = commit_pack(w, err)))
         w->failed = 1;
+    return rc;
+}
+
+int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out,
+                     pb_error *err)
+{
+    return write_frame(w, data, len, 0, out, err);
+}
+
+int pack_write_runs(pack_writer *w, const void *data, size_t len, mf_run *runs, size_t nruns,
+                    int level, pb_error *err)
+{
+    /* A whole file's piece is one run of count 1 whatever its length; pages must fit. */
+    for (size_t i = 0; i < nruns && nruns > 1; i++)
+        if (((uint64_t)runs[i].frame_page + runs[i].count) * PB_PAGE_SIZE > len)
+            return pb_fail(err, PB_EINVAL,
+                           "run of %u pages at page %u does not fit a frame of %zu bytes (%s)",
+                           runs[i].count, runs[i].frame_page, len, w->dir);
+    pack_loc loc;
+    int rc = write_frame(w, data, len, level, &loc, err);
+    for (size_t i = 0; rc == 0 && i < nruns; i++) {
+        runs[i].pack_no = loc.pack_no;
+        runs[i].offset = loc.offset;
+        runs[i].clen = loc.clen;
+        runs[i].rlen = loc.rlen;
+    }
     return rc;
 }
 

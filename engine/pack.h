@@ -13,6 +13,7 @@
 
 #include "common/pb.h"
 #include "engine/storage/storage.h"
+#include "manifest/manifest.h"
 /* pack_object_encode / pack_object_decode, the envelope of whole objects (manifests). */
 #include "engine/envelope.h"
 
@@ -43,6 +44,14 @@ void pack_writer_set_first(pack_writer *w, uint32_t first);
 /* Compress and append one frame (len <= PACK_MAX_FRAME_RAW). */
 int pack_write_frame(pack_writer *w, const void *data, size_t len, pack_loc *out,
                      pb_error *err);
+/* The one way backup and rebase store what a manifest records: data as one frame
+ * described by runs[0..nruns) (first/count/frame_page set by the caller: a relation's
+ * pages, several runs when the changed pages of one region share the frame; or one
+ * piece of a whole file), each given the frame's location. The runs must lie inside
+ * the frame (PB_EINVAL otherwise: a caller's bug, nothing is written). level: zstd
+ * level of this frame, 0 = the writer's. */
+int pack_write_runs(pack_writer *w, const void *data, size_t len, mf_run *runs, size_t nruns,
+                    int level, pb_error *err);
 /* Commit the open pack. Must be called before the manifest is committed. */
 int pack_writer_finish(pack_writer *w, pb_error *err);
 /* Aborts any uncommitted pack. Accepts NULL. */
@@ -78,5 +87,52 @@ int pack_reader_decode(pack_reader *rd, const uint8_t *frame, size_t frame_len, 
                        size_t cap, size_t *out_len, const char *what, pb_error *err);
 int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *loc, void *out,
                      size_t cap, pb_error *err);
+
+/* ---- the pack-reading source (engine/pack_read.c) --------------------------------
+ * A restore needs many frames of one pack. A read plan coalesces them (sorted by
+ * offset) into a few large range reads across small gaps; the source reads each range
+ * once into a buffer and serves the frames from it, and reads ahead when requests
+ * run sequentially through a pack (a full backup's small files sit back to back).
+ * A backup writes with several pack writers at once, so consecutive files alternate
+ * between packs: the source keeps PACK_SOURCE_SLOTS buffers (least recently used
+ * goes), each following its own pack.
+ *
+ * The limits: a request to object storage costs a round trip (tens of milliseconds),
+ * in which it could have carried megabytes, so a gap of up to PACK_PLAN_GAP unneeded
+ * bytes between two needed frames is read rather than split into two requests; no
+ * range is longer than PACK_PLAN_MAX_RANGE (one frame longer than that is its own
+ * range), which with the readahead bounds a source's memory to PACK_SOURCE_SLOTS x
+ * (PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED + PACK_READAHEAD_MAX) bytes (36 MiB;
+ * what buffers grow to is what was read, usually far less). */
+#define PACK_PLAN_GAP (256u << 10)
+#define PACK_PLAN_MAX_RANGE (4u << 20)
+#define PACK_READAHEAD_MAX (4u << 20)
+#define PACK_SOURCE_SLOTS 4
+
+/* One range read of a plan: bytes [start, start + len) hold frames[first .. first+count). */
+typedef struct pack_range {
+    uint64_t start, len;
+    size_t first, count;
+} pack_range;
+
+/* Plan the reads of n frames of the pack key (frames sorted by offset; several entries
+ * may name the same frame, which several runs share). ranges has room for n entries;
+ * *nranges is set. Refuses (PB_ECORRUPT, naming key and offset) a frame location no
+ * writer produced (pack_loc_check), frames out of offset order, and two different
+ * frames that overlap. */
+int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ranges,
+              size_t *nranges, pb_error *err);
+
+typedef struct pack_source pack_source;
+int pack_source_new(pack_source **out, repo *r, pb_error *err);
+void pack_source_free(pack_source *s); /* accepts NULL */
+/* Bytes [start, start + len) of the pack key (len <= PACK_PLAN_MAX_RANGE +
+ * PACK_MAX_FRAME_STORED), served from a buffer when they are there, else read with
+ * one range read (grown ahead when the read follows an earlier one in the same pack).
+ * *out stays valid until the next call. */
+int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t len,
+                      const uint8_t **out, pb_error *err);
+/* Bytes read from the repository so far. */
+uint64_t pack_source_fetched(const pack_source *s);
 
 #endif

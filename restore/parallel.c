@@ -47,10 +47,9 @@ static void *par_run(void *vw)
     par_state *st = w->st;
     rs_ctx ctx = *st->proto;
     ctx.stats = &w->stats;
-    ctx.frame = ctx.existing = ctx.span = NULL;
-    ctx.span_cap = 0;
-    ctx.cached = false;
-    ctx.readahead = 0;
+    ctx.frame = ctx.existing = NULL;
+    ctx.frame_valid = false;
+    ctx.source = NULL;
     ctx.reader = NULL;
     pb_error err = PB_ERROR_INIT;
     int rc = rs_ctx_buffers(&ctx, &err);

@@ -22,17 +22,16 @@ static int sink_span(void *vs, const mf_file *f, uint64_t offset, const uint8_t 
                      size_t len, pb_error *err)
 {
     rebase_sink *s = vs;
-    pack_loc loc;
-    int rc = pack_write_frame(s->packs, data, len, &loc, err);
-    if (rc)
-        return rc;
     mf_file *o = s->out;
     uint32_t pages = (uint32_t)(len / PB_PAGE_SIZE);
+    mf_run run = {f->kind == MF_REL ? (uint32_t)(offset / PB_PAGE_SIZE) : o->nruns,
+                  f->kind == MF_REL ? pages : 1, 0, 0, 0, 0, 0};
+    int rc = pack_write_runs(s->packs, data, len, &run, 1, 0, err);
+    if (rc)
+        return rc;
     if (PB_GROW(o->runs, &s->runs_cap, (size_t)o->nruns + 1) ||
         (f->kind == MF_REL && PB_GROW(o->page_hashes, &s->hashes_cap, s->nhashes + pages)))
         return pb_fail(err, PB_ENOMEM, "out of memory rebasing %s", f->path);
-    mf_run run = {f->kind == MF_REL ? (uint32_t)(offset / PB_PAGE_SIZE) : o->nruns,
-                  f->kind == MF_REL ? pages : 1, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     o->runs[o->nruns++] = run;
     for (uint32_t k = 0; f->kind == MF_REL && k < pages; k++)
         o->page_hashes[s->nhashes++] = pb_hash64(data + (size_t)k * PB_PAGE_SIZE, PB_PAGE_SIZE);

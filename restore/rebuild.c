@@ -82,16 +82,18 @@ static int write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const
     return 0;
 }
 
-/* Verify and write the pages of one frame that page_src selects, coalescing spans. */
+/* Verify and write the pages of run that page_src selects, coalescing spans. The run's
+ * pages start at page run->frame_page of the decoded frame (0 unless runs share it). */
 static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                        const mf_run *run, uint32_t bidx, const page_src *src, pb_error *err)
 {
+    const uint8_t *pages = ctx->frame + (size_t)run->frame_page * PB_PAGE_SIZE;
     uint32_t span_start = 0, span_len = 0;
     for (uint32_t k = 0; k <= run->count; k++) {
         uint32_t p = run->first + k;
         bool take = k < run->count && p < f->npages && src[p].backup == bidx;
         if (take) {
-            const uint8_t *page = ctx->frame + (size_t)k * PB_PAGE_SIZE;
+            const uint8_t *page = pages + (size_t)k * PB_PAGE_SIZE;
             if (pb_hash64(page, PB_PAGE_SIZE) != fi->page_hashes[src[p].hash_index])
                 return pb_fail(err, PB_ECORRUPT,
                                "%s block %u from backup %s (pack %u, frame at %llu) fails its "
@@ -105,7 +107,7 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
         }
         if (span_len) {
             int rc = write_span(ctx, fd, f, (uint64_t)(run->first + span_start) * PB_PAGE_SIZE,
-                                ctx->frame + (size_t)span_start * PB_PAGE_SIZE,
+                                pages + (size_t)span_start * PB_PAGE_SIZE,
                                 (size_t)span_len * PB_PAGE_SIZE, err);
             if (rc)
                 return rc;
@@ -114,8 +116,6 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
     }
     return 0;
 }
-
-#define SPAN_MAX (8u << 20) /* one range read covers adjacent frames up to this size */
 
 static bool run_needed(const mf_run *run, const mf_file *f, const page_src *src, uint32_t bidx)
 {
@@ -127,72 +127,52 @@ static bool run_needed(const mf_run *run, const mf_file *f, const page_src *src,
     return false;
 }
 
-static int grow_span(rs_ctx *ctx, size_t need, pb_error *err)
+/* Bytes of a pack through the context's source; counts what was read. */
+static int fetch_span(rs_ctx *ctx, const char *key, uint64_t start, size_t span,
+                      const uint8_t **out, pb_error *err)
 {
-    if (need <= ctx->span_cap)
-        return 0;
-    uint8_t *p = realloc(ctx->span, need);
-    if (!p)
-        return pb_fail(err, PB_ENOMEM, "out of memory for a %zu-byte read", need);
-    ctx->span = p;
-    ctx->span_cap = need;
-    return 0;
+    uint64_t before = pack_source_fetched(ctx->source);
+    int rc = pack_source_fetch(ctx->source, key, start, span, out, err);
+    ctx->stats->bytes_fetched += pack_source_fetched(ctx->source) - before;
+    return rc;
 }
 
-#define READAHEAD_MAX (4u << 20)
-
-/* Bytes [start, start + span) of a pack. Small files of a full backup sit back to back
- * in pack order, so when requests run sequentially through a pack the read grows
- * ahead (doubling up to READAHEAD_MAX) and the next files are served from memory:
- * one request instead of one per file, which is what object storage needs. Random
- * access (an incremental chain) never reads ahead. */
-static int fetch_span(rs_ctx *ctx, const char *key, uint32_t bidx, uint32_t pack_no,
-                      uint64_t start, size_t span, const uint8_t **out, pb_error *err)
+/* Decode the stored frame at base into ctx->frame, unless it is there already (runs
+ * sharing a frame come one after another in a plan: it is decoded once). */
+static int decode_into_frame(rs_ctx *ctx, const char *key, uint32_t bidx, const mf_run *run,
+                             const uint8_t *base, size_t *got, pb_error *err)
 {
-    bool same = ctx->cached && ctx->cache_backup == bidx && ctx->cache_pack == pack_no;
-    if (same && start >= ctx->cache_start && start + span <= ctx->cache_start + ctx->cache_len) {
-        *out = ctx->span + (start - ctx->cache_start);
+    char what[400];
+    snprintf(what, sizeof(what), "%s frame at offset %llu", key, (unsigned long long)run->offset);
+    if (ctx->frame_valid && ctx->frame_backup == bidx && ctx->frame_pack == run->pack_no &&
+        ctx->frame_offset == run->offset) {
+        *got = ctx->frame_len;
+        if (run->rlen != ctx->frame_len)
+            return pb_fail(err, PB_ECORRUPT, "%s holds %u bytes, expected %u", what,
+                           ctx->frame_len, run->rlen);
         return 0;
     }
-    uint64_t end = ctx->cache_start + ctx->cache_len;
-    bool sequential = same && start >= end && start - end <= 65536;
-    size_t ahead = ctx->readahead ? ctx->readahead * 2 : 256u << 10;
-    ctx->readahead = sequential ? (ahead > READAHEAD_MAX ? READAHEAD_MAX : ahead) : 0;
-    size_t want = span;
-    int rc = 0;
-    if (ctx->readahead) {
-        if (!same || !ctx->cache_obj_size)
-            rc = repo_stat(ctx->repo, key, &ctx->cache_obj_size, err);
-        if (rc)
-            return rc;
-        uint64_t room = ctx->cache_obj_size > start ? ctx->cache_obj_size - start : 0;
-        want = span + ctx->readahead < room ? span + ctx->readahead : (size_t)room;
-        if (want < span)
-            want = span;
-    }
-    ctx->cached = false;
-    rc = grow_span(ctx, want, err);
-    if (rc == 0)
-        rc = repo_get_range(ctx->repo, key, start, want, ctx->span, err);
+    ctx->frame_valid = false;
+    int rc = pack_reader_decode(ctx->reader, base, run->clen, ctx->frame, PACK_MAX_FRAME_RAW,
+                                got, what, err);
+    if (rc == 0 && *got != run->rlen)
+        rc = pb_fail(err, PB_ECORRUPT, "%s holds %zu bytes, expected %u", what, *got, run->rlen);
     if (rc)
         return rc;
-    if (!same)
-        ctx->cache_obj_size = ctx->readahead ? ctx->cache_obj_size : 0;
-    ctx->cached = true;
-    ctx->cache_backup = bidx;
-    ctx->cache_pack = pack_no;
-    ctx->cache_start = start;
-    ctx->cache_len = want;
-    ctx->stats->bytes_fetched += want;
-    *out = ctx->span;
+    ctx->stats->frames_read++;
+    ctx->frame_valid = true;
+    ctx->frame_backup = bidx;
+    ctx->frame_pack = run->pack_no;
+    ctx->frame_offset = run->offset;
+    ctx->frame_len = (uint32_t)*got;
     return 0;
 }
 
-/* One frame of a whole file, through the same readahead as relation frames. */
+/* One frame of a whole file, through the same source as relation frames. */
 static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *err)
 {
     const char *id = mf_header_c(ctx->chain->items[bidx])->id;
-    char dir[128], key[256], what[400];
+    char dir[128], key[256];
     chain_backup_dir(dir, sizeof(dir), id);
     pack_key(key, sizeof(key), dir, run->pack_no);
     int rc = pack_loc_check(key, run->offset, run->clen, run->rlen, err);
@@ -200,94 +180,106 @@ static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *
         return pb_error_wrap(err, "backup %s", id);
     const uint8_t *base = NULL;
     size_t got = 0;
-    rc = fetch_span(ctx, key, bidx, run->pack_no, run->offset, run->clen, &base, err);
-    snprintf(what, sizeof(what), "%s frame at offset %llu", key, (unsigned long long)run->offset);
+    rc = fetch_span(ctx, key, run->offset, run->clen, &base, err);
+    ctx->frame_valid = false; /* whole-file frames are not shared */
     if (rc == 0)
-        rc = pack_reader_decode(ctx->reader, base, run->clen, ctx->frame, PACK_MAX_FRAME_RAW, &got,
-                                what, err);
-    if (rc == 0 && got != run->rlen)
-        rc = pb_fail(err, PB_ECORRUPT, "%s holds %zu bytes, expected %u", what, got, run->rlen);
-    if (rc == 0)
-        ctx->stats->frames_read++;
+        rc = decode_into_frame(ctx, key, bidx, run, base, &got, err);
+    ctx->frame_valid = false;
     return rc;
 }
 
-/* Frames of one backup that sit back to back in one pack are fetched with one range
- * read (a whole file of a full backup usually is), then decoded one by one. */
-static int apply_batch(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
-                       const mf_run **runs, size_t n, uint32_t bidx, const page_src *src,
-                       pb_error *err)
+/* The pages a run takes must lie inside its decoded frame. */
+static int check_fit(const rs_ctx *ctx, const mf_file *f, const char *key, uint32_t bidx,
+                     const mf_run *run, size_t got, pb_error *err)
 {
-    const char *id = mf_header_c(ctx->chain->items[bidx])->id;
-    char dir[128], key[256], what[400];
-    chain_backup_dir(dir, sizeof(dir), id);
-    pack_key(key, sizeof(key), dir, runs[0]->pack_no);
-    uint64_t start = runs[0]->offset;
-    size_t span = (size_t)(runs[n - 1]->offset + runs[n - 1]->clen - start);
+    if (got % PB_PAGE_SIZE == 0 &&
+        ((uint64_t)run->frame_page + run->count) * PB_PAGE_SIZE <= got)
+        return 0;
+    return pb_fail(err, PB_ECORRUPT,
+                   "%s in backup %s: run of %u pages from page %u of the frame at offset %llu "
+                   "of %s, which holds %zu bytes (%zu pages)",
+                   f->path, mf_header_c(ctx->chain->items[bidx])->id, run->count,
+                   run->frame_page, (unsigned long long)run->offset, key, got,
+                   got / PB_PAGE_SIZE);
+}
+
+/* The frames of one range of a plan: read once, each decoded once, runs applied. */
+static int apply_range(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
+                       const mf_run **runs, const pack_range *rg, const char *key,
+                       uint32_t bidx, const page_src *src, pb_error *err)
+{
     const uint8_t *base = NULL;
-    int rc = fetch_span(ctx, key, bidx, runs[0]->pack_no, start, span, &base, err);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    int rc = fetch_span(ctx, key, rg->start, (size_t)rg->len, &base, err);
+    for (size_t i = rg->first; rc == 0 && i < rg->first + rg->count; i++) {
         const mf_run *run = runs[i];
         size_t got = 0;
-        snprintf(what, sizeof(what), "%s frame at offset %llu", key,
-                 (unsigned long long)run->offset);
-        rc = pack_reader_decode(ctx->reader, base + (run->offset - start), run->clen,
-                                ctx->frame, PACK_MAX_FRAME_RAW, &got, what, err);
-        if (rc == 0 && (got != run->rlen || got != (size_t)run->count * PB_PAGE_SIZE))
-            rc = pb_fail(err, PB_ECORRUPT, "%s of %s holds %zu bytes, expected %u pages", what,
-                         f->path, got, run->count);
-        if (rc == 0) {
-            ctx->stats->frames_read++;
+        rc = decode_into_frame(ctx, key, bidx, run, base + (run->offset - rg->start), &got, err);
+        if (rc == 0)
+            rc = check_fit(ctx, f, key, bidx, run, got, err);
+        if (rc == 0)
             rc = apply_frame(ctx, fd, f, fi, run, bidx, src, err);
-        }
     }
     return rc;
 }
 
-/* A run's frame location comes from a manifest: refuse one no writer produced. */
-static int check_run(const rs_ctx *ctx, uint32_t bidx, const mf_file *f, const mf_run *run,
-                     pb_error *err)
+static int cmp_run(const void *a, const void *b)
+{
+    const mf_run *x = *(const mf_run *const *)a, *y = *(const mf_run *const *)b;
+    if (x->pack_no != y->pack_no)
+        return x->pack_no < y->pack_no ? -1 : 1;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The needed runs of one pack (runs[0..n), sorted by offset): plan, then read. */
+static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
+                      const mf_run **runs, size_t n, pack_loc *locs, pack_range *ranges,
+                      uint32_t bidx, const page_src *src, pb_error *err)
 {
     const char *id = mf_header_c(ctx->chain->items[bidx])->id;
     char dir[128], key[256];
     chain_backup_dir(dir, sizeof(dir), id);
-    pack_key(key, sizeof(key), dir, run->pack_no);
-    if (pack_loc_check(key, run->offset, run->clen, run->rlen, err) != 0)
+    pack_key(key, sizeof(key), dir, runs[0]->pack_no);
+    for (size_t i = 0; i < n; i++)
+        locs[i] = (pack_loc){runs[i]->pack_no, runs[i]->offset, runs[i]->clen, runs[i]->rlen};
+    size_t nr = 0;
+    /* bounded before any read or allocation from these locations */
+    if (pack_plan(key, locs, n, ranges, &nr, err) != 0)
         return pb_error_wrap(err, "%s in backup %s", f->path, id);
-    return 0;
+    int rc = 0;
+    for (size_t r = 0; rc == 0 && r < nr; r++)
+        rc = apply_range(ctx, fd, f, fi, runs, &ranges[r], key, bidx, src, err);
+    return rc;
 }
 
+/* Every frame of backup bidx that f needs, one read plan per pack. */
 static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *f, uint32_t bidx,
                         const page_src *src, pb_error *err)
 {
     const mf_file *fi = mf_find(ctx->chain->items[bidx], f->path);
-    if (!fi || fi->kind != MF_REL)
+    if (!fi || fi->kind != MF_REL || fi->nruns == 0)
         return 0;
-    const mf_run **batch = malloc(sizeof(*batch) * (fi->nruns ? fi->nruns : 1));
-    if (!batch)
-        return pb_fail(err, PB_ENOMEM, "out of memory planning %s", f->path);
+    const mf_run **need = malloc(sizeof(*need) * fi->nruns);
+    pack_loc *locs = malloc(sizeof(*locs) * fi->nruns);
+    pack_range *ranges = malloc(sizeof(*ranges) * fi->nruns);
+    int rc = need && locs && ranges ? 0
+                                    : pb_fail(err, PB_ENOMEM, "out of memory planning %s",
+                                              f->path);
     size_t n = 0;
-    int rc = 0;
-    for (uint32_t r = 0; rc == 0 && r <= fi->nruns; r++) {
-        const mf_run *run = r < fi->nruns ? &fi->runs[r] : NULL;
-        if (run && !run_needed(run, f, src, bidx))
-            continue;
-        /* bounded before the span arithmetic below and before any allocation */
-        if (run && (rc = check_run(ctx, bidx, f, run, err)))
-            break;
-        bool joins = run && n && run->pack_no == batch[n - 1]->pack_no &&
-                     run->offset == batch[n - 1]->offset + batch[n - 1]->clen &&
-                     run->offset + run->clen - batch[0]->offset <= SPAN_MAX;
-        if (n && !joins) {
-            rc = apply_batch(ctx, fd, f, fi, batch, n, bidx, src, err);
-            n = 0;
-        }
-        if (run)
-            batch[n++] = run;
+    for (uint32_t r = 0; rc == 0 && r < fi->nruns; r++)
+        if (run_needed(&fi->runs[r], f, src, bidx))
+            need[n++] = &fi->runs[r];
+    if (rc == 0)
+        qsort(need, n, sizeof(*need), cmp_run);
+    for (size_t i = 0, j; rc == 0 && i < n; i = j) {
+        for (j = i + 1; j < n && need[j]->pack_no == need[i]->pack_no; j++)
+            ;
+        rc = apply_pack(ctx, fd, f, fi, need + i, j - i, locs, ranges, bidx, src, err);
     }
-    free(batch);
+    free(need);
+    free(locs);
+    free(ranges);
     return rc;
 }
 
@@ -388,6 +380,7 @@ static bool whole_unchanged(rs_ctx *ctx, int fd, const mf_file *f)
         return false;
     uint64_t off = 0;
     ssize_t n;
+    ctx->frame_valid = false; /* the frame buffer is borrowed to read the file */
     while ((n = pread(fd, ctx->frame, PACK_MAX_FRAME_RAW, (off_t)off)) > 0) {
         pb_hasher_update(h, ctx->frame, (size_t)n);
         off += (uint64_t)n;
@@ -434,19 +427,20 @@ int rs_ctx_buffers(rs_ctx *ctx, pb_error *err)
 {
     ctx->frame = malloc(PACK_MAX_FRAME_RAW);
     ctx->existing = malloc(PACK_MAX_FRAME_RAW);
+    ctx->frame_valid = false;
     if (!ctx->frame || !ctx->existing)
         return pb_fail(err, PB_ENOMEM, "out of memory for restore buffers");
-    return pack_reader_new(&ctx->reader, err);
+    int rc = pack_source_new(&ctx->source, ctx->repo, err);
+    return rc ? rc : pack_reader_new(&ctx->reader, err);
 }
 
 void rs_ctx_free_buffers(rs_ctx *ctx)
 {
     free(ctx->frame);
     free(ctx->existing);
-    free(ctx->span);
-    ctx->span = NULL;
-    ctx->span_cap = 0;
-    ctx->cached = false;
+    pack_source_free(ctx->source);
+    ctx->source = NULL;
+    ctx->frame_valid = false;
     pack_reader_free(ctx->reader);
     ctx->frame = ctx->existing = NULL;
     ctx->reader = NULL;

@@ -478,6 +478,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     memset(&ctx, 0, sizeof(ctx));
     memset(stats, 0, sizeof(*stats));
     double t0 = pb_now();
+    repo_requests q0, q1;
+    repo_requests_get(r, &q0);
     /* --delta and --force too: a live server's files are never touched. */
     int rc = rs_check_not_running(opts->target_dir, err);
     if (rc == 0)
@@ -513,6 +515,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     }
 out:
     stats->seconds = pb_now() - t0;
+    repo_requests_get(r, &q1);
+    stats->requests = repo_requests_since(&q1, &q0);
     rs_ctx_free_buffers(&ctx);
     rs_db_filter_free(&dbf);
     rs_target_free(t);

@@ -57,6 +57,7 @@ typedef struct rs_stats {
         bytes_fetched, bytes_written, files_removed;
     size_t chain_length;
     double seconds;
+    repo_requests requests; /* object-store requests this restore made (storage.h) */
 } rs_stats;
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);

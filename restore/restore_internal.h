@@ -68,13 +68,11 @@ typedef struct rs_ctx {
     uint8_t *frame;    /* decompressed frame, PACK_MAX_FRAME_RAW */
     uint8_t *existing; /* delta: the pages already in the target */
     pack_reader *reader; /* one zstd context reused for every frame */
-    uint8_t *span;       /* adjacent frames fetched with one range read */
-    size_t span_cap;
-    /* What span holds, for sequential readahead across files (see rebuild.c). */
-    bool cached;
-    uint32_t cache_backup, cache_pack;
-    uint64_t cache_start, cache_len, cache_obj_size;
-    size_t readahead;
+    pack_source *source; /* planned range reads and readahead (engine/pack.h) */
+    /* Which frame ctx->frame holds decoded, so runs sharing a frame decode it once. */
+    bool frame_valid;
+    uint32_t frame_backup, frame_pack, frame_len;
+    uint64_t frame_offset;
     rs_stats *stats;
     /* rebase: every verified page/frame is handed here instead of being written */
     int (*sink)(void *sink_ctx, const mf_file *f, uint64_t offset, const uint8_t *data,

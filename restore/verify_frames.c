@@ -64,7 +64,10 @@ static bool run_sane(own_ctx *o, const frame_ref *ref)
 {
     const mf_run *run = ref->run;
     uint64_t max_clen = PACK_FRAME_HEADER + 2ull * PACK_MAX_FRAME_RAW;
-    if (run->rlen == (uint64_t)run->count * PB_PAGE_SIZE && run->rlen <= PACK_MAX_FRAME_RAW &&
+    /* several runs may share a frame: each takes its pages from page frame_page on */
+    if (run->rlen % PB_PAGE_SIZE == 0 &&
+        ((uint64_t)run->frame_page + run->count) * PB_PAGE_SIZE <= run->rlen &&
+        run->rlen <= PACK_MAX_FRAME_RAW &&
         run->clen >= PACK_FRAME_HEADER && run->clen <= max_clen &&
         run->offset <= UINT64_MAX - run->clen)
         return true;
@@ -95,8 +98,9 @@ static int check_frame(own_ctx *o, const frame_ref *ref, const uint8_t *data)
         return vfy_add_bad(o->v, o->m, run);
     }
     o->v->stats->frames_read++;
+    const uint8_t *pages = o->frame + (size_t)run->frame_page * PB_PAGE_SIZE;
     for (uint32_t k = 0; k < run->count; k++)
-        if (pb_hash64(o->frame + (size_t)k * PB_PAGE_SIZE, PB_PAGE_SIZE) !=
+        if (pb_hash64(pages + (size_t)k * PB_PAGE_SIZE, PB_PAGE_SIZE) !=
             ref->f->page_hashes[ref->hash + k]) {
             vfy_problem(o->v, o->id, "%s block %u fails its hash check (%s, frame at offset "
                         "%llu)", ref->f->path, run->first + k, key,
@@ -139,6 +143,9 @@ static int check_batch(own_ctx *o, const frame_ref *refs, size_t n)
 static bool joins(const frame_ref *first, const frame_ref *last, const frame_ref *next)
 {
     uint64_t end = last->run->offset + last->run->clen;
+    if (next->run->pack_no == last->run->pack_no && next->run->offset == last->run->offset &&
+        next->run->clen == last->run->clen)
+        return true; /* another run of the same (shared) frame */
     return next->run->pack_no == first->run->pack_no && next->run->offset >= end &&
            next->run->offset - end <= HOLE_MAX &&
            next->run->offset + next->run->clen - first->run->offset <= SPAN_MAX;

@@ -84,8 +84,10 @@ int cmd_backup(pb_options *o)
     }
     int rc = cmd_open_repo(&r, o, &err);
     mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
+    bk_result res;
+    memset(&res, 0, sizeof(res));
     if (rc == 0)
-        rc = bk_run(r, &o->backup, &m, &err);
+        rc = bk_run_counted(r, &o->backup, &m, &res, &err);
     if (rc == 0) {
         const mf_backup *h = mf_header(m);
         char rd[32], st[32], a[32], b[32];
@@ -104,6 +106,9 @@ int cmd_backup(pb_options *o)
                    h->files_skipped, rd, h->verify_scan ? ", verify scan" : "",
                    h->pages_missed);
         }
+        char q[256];
+        repo_requests_format(&res.requests, q, sizeof(q));
+        printf("backup %s object-store requests: %s\n", h->id, q);
     }
     mf_free(m);
     repo_free(r);
@@ -161,6 +166,9 @@ int cmd_restore(pb_options *o)
                " frames read (%s fetched, %s written), %" PRIu64 " entries removed\n",
                st.id, st.chain_length, o->restore.target_dir, st.seconds, st.files_written,
                st.pages_written, st.pages_skipped, st.frames_read, f, w, st.files_removed);
+        char q[256];
+        repo_requests_format(&st.requests, q, sizeof(q));
+        printf("restore %s object-store requests: %s\n", st.id, q);
     }
     free(cmd);
     repo_free(r);

@@ -9,6 +9,7 @@
 #include "engine/storage/storage_internal.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,12 +22,77 @@ struct repo {
     char *location;
     repo_observe_cb observe; /* tests only (repo_observe) */
     void *observe_ctx;
+    repo_requests ops; /* operations, for a driver that does not count its requests */
 };
 
 struct repo_writer {
     const repo_driver *drv;
     void *impl;
+    repo *r;
 };
+
+/* One operation is one request for a driver without its own count (posix). */
+static void count(repo *r, repo_req_kind kind)
+{
+    if (!r->drv->requests)
+        repo_requests_add(&r->ops, kind);
+}
+
+void repo_requests_add(repo_requests *q, repo_req_kind kind)
+{
+    uint64_t *f = kind == REPO_REQ_GET         ? &q->get
+                  : kind == REPO_REQ_GET_RANGE ? &q->get_range
+                  : kind == REPO_REQ_PUT       ? &q->put
+                  : kind == REPO_REQ_LIST      ? &q->list
+                  : kind == REPO_REQ_HEAD      ? &q->head
+                                               : &q->del;
+    __atomic_fetch_add(f, 1, __ATOMIC_RELAXED);
+}
+
+void repo_requests_load(const repo_requests *q, repo_requests *out)
+{
+    out->get = __atomic_load_n(&q->get, __ATOMIC_RELAXED);
+    out->get_range = __atomic_load_n(&q->get_range, __ATOMIC_RELAXED);
+    out->put = __atomic_load_n(&q->put, __ATOMIC_RELAXED);
+    out->list = __atomic_load_n(&q->list, __ATOMIC_RELAXED);
+    out->head = __atomic_load_n(&q->head, __ATOMIC_RELAXED);
+    out->del = __atomic_load_n(&q->del, __ATOMIC_RELAXED);
+}
+
+void repo_requests_get(const repo *r, repo_requests *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!r)
+        return;
+    if (r->drv->requests)
+        r->drv->requests(r->impl, out);
+    else
+        repo_requests_load(&r->ops, out);
+}
+
+repo_requests repo_requests_since(const repo_requests *after, const repo_requests *before)
+{
+    repo_requests d = {after->get - before->get,   after->get_range - before->get_range,
+                       after->put - before->put,   after->list - before->list,
+                       after->head - before->head, after->del - before->del};
+    return d;
+}
+
+uint64_t repo_requests_total(const repo_requests *q)
+{
+    return q->get + q->get_range + q->put + q->list + q->head + q->del;
+}
+
+void repo_requests_format(const repo_requests *q, char *out, size_t cap)
+{
+    snprintf(out, cap,
+             "%llu requests (%llu GET, %llu ranged GET, %llu PUT, %llu LIST, %llu HEAD, "
+             "%llu DELETE)",
+             (unsigned long long)repo_requests_total(q), (unsigned long long)q->get,
+             (unsigned long long)q->get_range, (unsigned long long)q->put,
+             (unsigned long long)q->list, (unsigned long long)q->head,
+             (unsigned long long)q->del);
+}
 
 /* Checks every '/'-separated component of s[0..len): non-empty, not "." or "..".
  * Temp-file names of the posix driver contain ".tmp." and are skipped by listings,
@@ -162,7 +228,10 @@ bool repo_is_local(const repo *r)
 int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *err)
 {
     int rc = check_key(key, err);
-    return rc ? rc : r->drv->put(r->impl, key, data, len, err);
+    if (rc)
+        return rc;
+    count(r, REPO_REQ_PUT);
+    return r->drv->put(r->impl, key, data, len, err);
 }
 
 /* Without the server's help: refuse when present, write, then read back. A racing
@@ -200,6 +269,7 @@ int repo_drv_put_new(repo *r, const char *key, const void *data, size_t len, int
     int rc = check_key(key, err);
     if (rc)
         return rc;
+    count(r, REPO_REQ_PUT);
     rc = r->drv->put_new(r->impl, key, data, len, hold_fd, err);
     if (rc == PB_EUNSUPPORTED)
         rc = put_new_best_effort(r, key, data, len, err);
@@ -247,9 +317,12 @@ int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *er
     *out = NULL;
     *out_len = 0;
     int rc = check_key(key, err);
-    if (rc == 0 && r->observe)
+    if (rc)
+        return rc;
+    if (r->observe)
         r->observe(r->observe_ctx, "get", key);
-    return rc ? rc : r->drv->get(r->impl, key, out, out_len, err);
+    count(r, REPO_REQ_GET);
+    return r->drv->get(r->impl, key, out, out_len, err);
 }
 
 int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
@@ -260,6 +333,7 @@ int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *
         return rc;
     if (len == 0)
         return 0;
+    count(r, REPO_REQ_GET_RANGE);
     return r->drv->get_range(r->impl, key, offset, len, buf, err);
 }
 
@@ -267,21 +341,30 @@ int repo_stat(repo *r, const char *key, uint64_t *size, pb_error *err)
 {
     uint64_t dummy;
     int rc = check_key(key, err);
-    return rc ? rc : r->drv->stat(r->impl, key, size ? size : &dummy, err);
+    if (rc)
+        return rc;
+    count(r, REPO_REQ_HEAD);
+    return r->drv->stat(r->impl, key, size ? size : &dummy, err);
 }
 
 int repo_delete(repo *r, const char *key, pb_error *err)
 {
     int rc = check_key(key, err);
-    return rc ? rc : r->drv->del(r->impl, key, err);
+    if (rc)
+        return rc;
+    count(r, REPO_REQ_DEL);
+    return r->drv->del(r->impl, key, err);
 }
 
 int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error *err)
 {
     int rc = check_prefix(prefix, err);
-    if (rc == 0 && r->observe)
+    if (rc)
+        return rc;
+    if (r->observe)
         r->observe(r->observe_ctx, "list", prefix ? prefix : "");
-    return rc ? rc : r->drv->list(r->impl, prefix ? prefix : "", cb, ctx, err);
+    count(r, REPO_REQ_LIST);
+    return r->drv->list(r->impl, prefix ? prefix : "", cb, ctx, err);
 }
 
 int repo_writer_open(repo *r, const char *key, repo_writer **out, pb_error *err)
@@ -294,6 +377,7 @@ int repo_writer_open(repo *r, const char *key, repo_writer **out, pb_error *err)
     if (!w)
         return pb_fail(err, PB_ENOMEM, "out of memory opening writer for %s", key);
     w->drv = r->drv;
+    w->r = r;
     rc = r->drv->writer_open(r->impl, key, &w->impl, err);
     if (rc) {
         free(w);
@@ -313,6 +397,7 @@ int repo_writer_write(repo_writer *w, const void *data, size_t len, pb_error *er
 int repo_writer_commit(repo_writer *w, pb_error *err)
 {
     assert(w);
+    count(w->r, REPO_REQ_PUT);
     int rc = w->drv->writer_commit(w->impl, err);
     free(w);
     return rc;

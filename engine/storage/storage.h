@@ -51,6 +51,25 @@ bool repo_is_local(const repo *r);
 typedef void (*repo_observe_cb)(void *ctx, const char *op, const char *key);
 void repo_observe(repo *r, repo_observe_cb cb, void *ctx);
 
+/* Object-store requests made through one handle since repo_open (what users of object
+ * storage pay for and wait on). S3: every HTTP request the driver sent, retries and
+ * multipart parts included (a listing page is one list; a PUT, POST or part one put).
+ * posix: one per operation (a streaming writer's commit is one put). Thread-safe. */
+typedef struct repo_requests {
+    uint64_t get;       /* whole-object GETs */
+    uint64_t get_range; /* ranged GETs (pack frames) */
+    uint64_t put;       /* PUTs, multipart initiate/part/complete */
+    uint64_t list;      /* listing requests (pages) */
+    uint64_t head;      /* HEADs (repo_stat, existence checks) */
+    uint64_t del;       /* DELETEs (multipart aborts included) */
+} repo_requests;
+void repo_requests_get(const repo *r, repo_requests *out);
+/* after - before, field by field (a command's own requests on a shared handle). */
+repo_requests repo_requests_since(const repo_requests *after, const repo_requests *before);
+uint64_t repo_requests_total(const repo_requests *q);
+/* "N requests (G GET, R ranged GET, P PUT, L LIST, H HEAD, D DELETE)" into out. */
+void repo_requests_format(const repo_requests *q, char *out, size_t cap);
+
 /* Whole-object operations. repo_get allocates *out (caller frees with free()). */
 int repo_put(repo *r, const char *key, const void *data, size_t len, pb_error *err);
 /* Create-if-absent: PB_EEXIST when key exists already (nothing is written then). posix:

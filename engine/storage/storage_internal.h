@@ -39,7 +39,18 @@ typedef struct repo_driver {
     /* posix only (NULL elsewhere: repo_put): rewrite the held lock file in place. */
     int (*lock_rewrite)(void *impl, const char *key, int fd, const void *data, size_t len,
                         pb_error *err);
+    /* The requests the driver sent (repo_requests). NULL: one per operation, which
+     * storage.c counts itself (posix). */
+    void (*requests)(void *impl, repo_requests *out);
 } repo_driver;
+
+/* Counters behind repo_requests: relaxed atomic adds (handles are shared by threads). */
+typedef enum repo_req_kind {
+    REPO_REQ_GET, REPO_REQ_GET_RANGE, REPO_REQ_PUT, REPO_REQ_LIST, REPO_REQ_HEAD, REPO_REQ_DEL
+} repo_req_kind;
+void repo_requests_add(repo_requests *q, repo_req_kind kind);
+/* A consistent-enough copy of q (each field read atomically). */
+void repo_requests_load(const repo_requests *q, repo_requests *out);
 
 /* For storage_lock.c: the driver operations behind the writer lock (keys checked). */
 int repo_drv_put_new(repo *r, const char *key, const void *data, size_t len, int *hold_fd,

@@ -320,7 +320,8 @@ def report_restore(recs):
         if not rs:
             continue
         s = {k: _med(rs, k) for k in ("wall_s", "sync_s", "total_s", "cpu_s", "rss_mib",
-                                     "chain_length", "restored_mib")}
+                                     "chain_length", "restored_mib", "requests",
+                                     "ranged_gets")}
         s["reps"] = len(rs)
         s["values"] = [r.get("total_s") for r in rs]
         out["restore"][what] = s
@@ -346,6 +347,11 @@ def report_restore(recs):
                       "incr_wall_s_median": _med(incr, "wall_s"),
                       "incr_pages_changed_median": _med(incr, "pages_changed"),
                       "incr_stored_bytes_median": _med(incr, "stored_bytes")}
+    def total(key):
+        return sum(b[key] for b in incr if isinstance(b.get(key), (int, float)))
+    changed, stored = total("pages_changed"), total("stored_bytes")
+    if changed:
+        out["backups"]["incr_bytes_per_changed_page"] = stored / changed
     text = _table(["restore of", "backups in chain", "reps", "command s", "sync s",
                    "total s", "MiB/s", "CPU s", "peak RSS MiB"], rows)
     if "ratio_chain_vs_full" in out:
@@ -355,6 +361,14 @@ def report_restore(recs):
     fr = {r["what"]: r.get("frames_read") for r in runs}
     if fr.get("chain"):
         text += f"\nframes read: full {fr.get('full')}, full + incrementals {fr['chain']}"
+    if "incr_bytes_per_changed_page" in out["backups"]:
+        text += ("\nbytes stored per changed page of the incrementals (scattered): "
+                 f"{out['backups']['incr_bytes_per_changed_page']:.0f}")
+    for what in ("full", "chain"):
+        s = out["restore"].get(what)
+        if s and s.get("requests"):
+            text += (f"\nobject-store requests, restore of {what}: {s['requests']:.0f} "
+                     f"({s['ranged_gets']:.0f} ranged GETs), {s['wall_s']:.2f} s")
     return out, text
 
 

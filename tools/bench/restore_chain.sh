@@ -9,15 +9,28 @@
 # "command s" is the restore command's wall time; "sync s" the `sync` after it (the
 # data a restore leaves dirty in the page cache still has to reach the disk).
 #
+# Reported: the chain/full ratio, bytes stored per changed page of the incrementals
+# (their changes are scattered: random pgbench rows), and each restore's object-store
+# requests (total and ranged GETs, from the restore summary). With PB_REPO_KIND=s3 the
+# repository is on the test S3 server (results restore_chain_s3.json); when a local
+# run's results/restore_chain.json exists, the S3/local restore time ratio is printed.
+#
 #   tools/bench/restore_chain.sh                 # scale 100, 30 incrementals
 #   BENCH_INCRS=10 BENCH_BATCH=500 BENCH_SCALE=50 tools/bench/restore_chain.sh
+#   BENCH_SCALE=20 BENCH_INCRS=10 tools/bench/restore_chain.sh &&
+#     PB_REPO_KIND=s3 BENCH_SCALE=20 BENCH_INCRS=10 tools/bench/restore_chain.sh
 source "$(dirname "$0")/lib.sh"
 SCALE=${BENCH_SCALE:-100}
 INCRS=${BENCH_INCRS:-30}
 BATCH=${BENCH_BATCH:-1000}       # pgbench transactions between two backups
 WITH_PGBR=${BENCH_PGBR:-1}
+NAME=restore_chain
+if [ "$PB_REPO_KIND" = s3 ]; then
+    NAME=restore_chain_s3
+    WITH_PGBR=${BENCH_PGBR:-0} # pgBackRest's own repository is local
+fi
 
-bench_setup restore_chain
+bench_setup "$NAME"
 bench_pgbr_prepare
 bench_cluster "$SCALE"
 
@@ -49,7 +62,7 @@ LAST_ID=$(pb_last_id)
 
 # restore_one WHAT SET: timed restore into a fresh directory, then sync.
 restore_one() {
-    local what=$1 set=$2 d=$PB_WORK/restore.$1 t0 t1 sync_s size chain frames line
+    local what=$1 set=$2 d=$PB_WORK/restore.$1 t0 t1 sync_s size chain frames line req=0 ranged=0
     rm -rf "$d"
     mkdir -p "$d" && chmod 0700 "$d" && _pb_chown_pg "$d"
     bench_drop_caches
@@ -63,6 +76,9 @@ restore_one() {
         line=$(grep -m1 '^restored backup' "$BENCH_TMP/pb.out")
         chain=$(sed -n 's/.*(chain of \([0-9]*\)).*/\1/p' <<<"$line")
         frames=$(sed -n 's/.* \([0-9]*\) frames read.*/\1/p' <<<"$line")
+        line=$(grep -m1 'object-store requests' "$BENCH_TMP/pb.out")
+        req=$(sed -n 's/.*requests: \([0-9]*\) requests.*/\1/p' <<<"$line")
+        ranged=$(sed -n 's/.* \([0-9]*\) ranged GET.*/\1/p' <<<"$line")
     fi
     t0=$(date +%s.%N)
     sync
@@ -70,7 +86,8 @@ restore_one() {
     sync_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
     size=$(du -sm "$d" | cut -f1)
     bench_rec kind=restore what="$what" rep="$REP" set="$set" chain_length="${chain:-0}" \
-        frames_read="${frames:-0}" wall_s="$T_WALL" sync_s="$sync_s" \
+        frames_read="${frames:-0}" requests="${req:-0}" ranged_gets="${ranged:-0}" \
+        wall_s="$T_WALL" sync_s="$sync_s" \
         total_s="$(awk -v a="$T_WALL" -v b="$sync_s" 'BEGIN {printf "%.2f", a + b}')" \
         cpu_s="$T_CPU" rss_mib="$T_RSS_MIB" restored_mib="$size"
     pb_log "rep $REP restore $what (chain $chain): ${T_WALL}s + sync ${sync_s}s, $size MiB"
@@ -92,3 +109,15 @@ echo
 echo "Restore of full + $INCRS incrementals vs the full alone, pgbench scale $SCALE," \
     "$BENCH_REPS repetitions (medians):"
 bench_report restore
+LOCAL_JSON=$BENCH_RESULTS/restore_chain.json
+if [ "$NAME" = restore_chain_s3 ] && [ -f "$LOCAL_JSON" ]; then
+    /usr/bin/python3 - "$LOCAL_JSON" "$BENCH_RESULTS/$NAME.json" <<'PY'
+import json, sys
+loc, s3 = (json.load(open(p))["summary"] for p in sys.argv[1:3])
+for what in ("full", "chain"):
+    a, b = loc["restore"].get(what), s3["restore"].get(what)
+    if a and b and a.get("wall_s"):
+        print(f"S3/local restore time ({what}): {b['wall_s'] / a['wall_s']:.2f} "
+              f"({b['wall_s']:.1f} s against {a['wall_s']:.1f} s)")
+PY
+fi

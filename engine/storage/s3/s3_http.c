@@ -366,6 +366,23 @@ static int s3_http_fail(s3_repo *r, s3_req *q, const char *name, unsigned attemp
     return rc;
 }
 
+/* Every attempt is a request the user pays for. A GET of the bucket is a listing. */
+static void s3_count(s3_repo *r, const s3_req *q)
+{
+    repo_req_kind kind = REPO_REQ_GET;
+    if (strcmp(q->method, "HEAD") == 0)
+        kind = REPO_REQ_HEAD;
+    else if (strcmp(q->method, "PUT") == 0 || strcmp(q->method, "POST") == 0)
+        kind = REPO_REQ_PUT;
+    else if (strcmp(q->method, "DELETE") == 0)
+        kind = REPO_REQ_DEL;
+    else if (q->range)
+        kind = REPO_REQ_GET_RANGE;
+    else if (!q->key)
+        kind = REPO_REQ_LIST;
+    repo_requests_add(&r->requests, kind);
+}
+
 /* Run q with retries. On success q->status is 2xx and q->resp / q->dst_len hold the
  * body. The caller frees q->resp (also on failure). */
 int s3_do(s3_repo *r, s3_req *q, pb_error *err)
@@ -400,6 +417,7 @@ int s3_do(s3_repo *r, s3_req *q, pb_error *err)
             rc = pb_fail(err, PB_ENOMEM, "S3 %s %s: out of memory", q->method, name);
             goto out;
         }
+        s3_count(r, q);
         crc = curl_easy_perform(q->h);
         curl_slist_free_all(hdrs);
         curl_easy_getinfo(q->h, CURLINFO_RESPONSE_CODE, &q->status);

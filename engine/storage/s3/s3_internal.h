@@ -45,6 +45,7 @@ typedef struct s3_repo {
     CURL *pool[S3_POOL_MAX];
     unsigned npool;
     uint64_t rng;
+    repo_requests requests; /* every HTTP request sent, by kind (repo_requests_add) */
 } s3_repo;
 
 typedef struct s3_req {

@@ -535,6 +535,11 @@ void repo_s3_test_set_list_page(void *impl, unsigned max_keys)
     ((s3_repo *)impl)->list_max_keys = max_keys;
 }
 
+static void s3_requests(void *impl, repo_requests *out)
+{
+    repo_requests_load(&((s3_repo *)impl)->requests, out);
+}
+
 const repo_driver repo_s3_driver = {
     .name = "s3",
     .free = s3_free,
@@ -550,4 +555,5 @@ const repo_driver repo_s3_driver = {
     .writer_abort = s3_writer_abort,
     .cleanup = s3_cleanup,
     .put_new = s3_put_new,
+    .requests = s3_requests,
 };

@@ -1,0 +1,199 @@
+/*
+ * engine/pack_read.c — the pack-reading source: read plans (which frames one range read
+ * covers) and the buffer that serves frames from those reads, with sequential
+ * readahead. Decoding a frame is pack.c's (pack_reader_decode); this file only decides
+ * what to read and keeps what was read. The limits are explained in engine/pack.h.
+ */
+#include "engine/pack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define READAHEAD_FIRST (256u << 10)
+#define SEQUENTIAL_GAP 65536u /* a read this close after the last one is sequential */
+
+static bool same_frame(const pack_loc *a, const pack_loc *b)
+{
+    return a->offset == b->offset && a->clen == b->clen;
+}
+
+int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ranges,
+              size_t *nranges, pb_error *err)
+{
+    *nranges = 0;
+    size_t nr = 0;
+    for (size_t i = 0; i < n; i++) {
+        const pack_loc *f = &frames[i];
+        int rc = pack_loc_check(key, f->offset, f->clen, f->rlen, err);
+        if (rc)
+            return rc;
+        uint64_t end = f->offset + f->clen; /* bounded by pack_loc_check */
+        if (i > 0 && !same_frame(f, &frames[i - 1])) {
+            const pack_loc *p = &frames[i - 1];
+            if (f->offset < p->offset + p->clen)
+                return pb_fail(err, PB_ECORRUPT,
+                               "%s frame at offset %llu (stored %u) overlaps or precedes the "
+                               "frame at offset %llu (stored %u)",
+                               key, (unsigned long long)f->offset, f->clen,
+                               (unsigned long long)p->offset, p->clen);
+        }
+        pack_range *cur = nr ? &ranges[nr - 1] : NULL;
+        uint64_t cur_end = cur ? cur->start + cur->len : 0;
+        bool joins = cur && (same_frame(f, &frames[i - 1]) ||
+                             (f->offset - cur_end <= PACK_PLAN_GAP &&
+                              end - cur->start <= PACK_PLAN_MAX_RANGE));
+        if (joins) {
+            if (end > cur_end)
+                cur->len = end - cur->start;
+            cur->count++;
+            continue;
+        }
+        ranges[nr++] = (pack_range){f->offset, f->clen, i, 1};
+    }
+    *nranges = nr;
+    return 0;
+}
+
+/* One buffer of a source: a contiguous part of one pack. */
+typedef struct slot {
+    uint8_t *buf;
+    size_t cap;
+    bool used;
+    char key[256];
+    uint64_t start, len;
+    uint64_t obj_size; /* of key, once readahead needed it; 0 = unknown */
+    size_t readahead;
+    uint64_t last_use;
+} slot;
+
+struct pack_source {
+    repo *r;
+    slot slots[PACK_SOURCE_SLOTS];
+    uint64_t clock;
+    uint64_t fetched;
+};
+
+int pack_source_new(pack_source **out, repo *r, pb_error *err)
+{
+    *out = calloc(1, sizeof(**out));
+    if (!*out)
+        return pb_fail(err, PB_ENOMEM, "out of memory creating a pack source");
+    (*out)->r = r;
+    return 0;
+}
+
+void pack_source_free(pack_source *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < PACK_SOURCE_SLOTS; i++)
+        free(s->slots[i].buf);
+    free(s);
+}
+
+uint64_t pack_source_fetched(const pack_source *s)
+{
+    return s->fetched;
+}
+
+static int grow(slot *sl, size_t need, pb_error *err)
+{
+    if (need <= sl->cap)
+        return 0;
+    uint8_t *p = realloc(sl->buf, need);
+    if (!p)
+        return pb_fail(err, PB_ENOMEM, "out of memory for a %zu-byte read", need);
+    sl->buf = p;
+    sl->cap = need;
+    return 0;
+}
+
+static bool sequential(const slot *sl, const char *key, uint64_t start)
+{
+    uint64_t end = sl->start + sl->len;
+    return sl->used && strcmp(sl->key, key) == 0 && start >= end &&
+           start - end <= SEQUENTIAL_GAP;
+}
+
+/* The slot that holds [start, start + len) of key (*hit), else the one to read into:
+ * the slot this read continues (it keeps its readahead), else the least recently used. */
+static slot *pick(pack_source *s, const char *key, uint64_t start, size_t len, bool *hit)
+{
+    slot *lru = &s->slots[0], *seq = NULL;
+    *hit = false;
+    for (int i = 0; i < PACK_SOURCE_SLOTS; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->used && strcmp(sl->key, key) == 0 && start >= sl->start &&
+            start + len <= sl->start + sl->len) {
+            *hit = true;
+            return sl;
+        }
+        if (!seq && sequential(sl, key, start))
+            seq = sl;
+        if (!sl->used || (lru->used && sl->last_use < lru->last_use))
+            lru = sl;
+    }
+    return seq ? seq : lru;
+}
+
+/* How much to read from start when len is asked: more when the reads run sequentially
+ * through the pack (doubling up to PACK_READAHEAD_MAX, never past its end). Random
+ * access (an incremental chain) never reads ahead. */
+static int plan_read(pack_source *s, slot *sl, const char *key, uint64_t start, size_t len,
+                     size_t *want, pb_error *err)
+{
+    bool seq = sequential(sl, key, start);
+    size_t ahead = sl->readahead ? sl->readahead * 2 : READAHEAD_FIRST;
+    sl->readahead = seq ? (ahead > PACK_READAHEAD_MAX ? PACK_READAHEAD_MAX : ahead) : 0;
+    if (!seq)
+        sl->obj_size = 0;
+    *want = len;
+    if (!sl->readahead)
+        return 0;
+    if (!sl->obj_size) {
+        int rc = repo_stat(s->r, key, &sl->obj_size, err);
+        if (rc)
+            return rc;
+    }
+    uint64_t room = sl->obj_size > start ? sl->obj_size - start : 0;
+    if ((uint64_t)len + sl->readahead < room)
+        *want = len + sl->readahead;
+    else if (room > len)
+        *want = (size_t)room;
+    return 0;
+}
+
+int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t len,
+                      const uint8_t **out, pb_error *err)
+{
+    *out = NULL;
+    if (strlen(key) >= sizeof(s->slots[0].key))
+        return pb_fail(err, PB_EINVAL, "pack key %s is too long", key);
+    if (len > (size_t)PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED ||
+        start > (uint64_t)INT64_MAX - len)
+        return pb_fail(err, PB_ECORRUPT, "%s: impossible read of %zu bytes at offset %llu", key,
+                       len, (unsigned long long)start);
+    bool hit = false;
+    slot *sl = pick(s, key, start, len, &hit);
+    sl->last_use = ++s->clock;
+    if (hit) {
+        *out = sl->buf + (start - sl->start);
+        return 0;
+    }
+    size_t want = len;
+    int rc = plan_read(s, sl, key, start, len, &want, err);
+    sl->used = false;
+    if (rc == 0)
+        rc = grow(sl, want, err);
+    if (rc == 0)
+        rc = repo_get_range(s->r, key, start, want, sl->buf, err);
+    if (rc)
+        return rc;
+    sl->used = true;
+    memcpy(sl->key, key, strlen(key) + 1);
+    sl->start = start;
+    sl->len = want;
+    s->fetched += want;
+    *out = sl->buf;
+    return 0;
+}
