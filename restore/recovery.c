@@ -106,6 +106,9 @@ static int parse_time(const char *text, rs_target_val *tv)
         localtime_r(&t, &local);
         offset = local.tm_gmtoff;
     }
+    tv->time_us = tv->time * 1000000;
+    for (int i = 1, scale = 100000; i < frac_len && scale > 0; i++, scale /= 10)
+        tv->time_us += (frac[i] - '0') * scale;
     /* Re-express in the zone it was given (or the local one), offset spelled out. */
     time_t shown = (time_t)(tv->time + offset);
     struct tm out;

@@ -12,6 +12,7 @@
 
 typedef struct rs_target_val {
     int64_t time;      /* RS_TARGET_TIME: unix seconds (fraction dropped) */
+    int64_t time_us;   /* the same in unix microseconds, with the fraction (to 1 us) */
     bool zoned;        /* the text carried a time zone */
     char time_text[96];/* the time with an explicit offset, as written for PostgreSQL */
     uint64_t lsn;      /* RS_TARGET_LSN, or where a placed xid or name target lies */
@@ -87,6 +88,7 @@ int rs_timeline_path(rs_wal_view *v, const rs_opts *opts, uint32_t backup_tli, u
 typedef struct rs_wal_event {
     uint64_t lsn;   /* the record's */
     int64_t time;   /* unix seconds: the restore point's or the transaction end's */
+    int64_t time_us;/* the same in unix microseconds, as the record has it */
     uint32_t xid;   /* transaction ends: the top-level (or prepared) transaction */
     char kind;      /* 'r' restore point; 'c' commit, 'a' abort, 'C'/'A' of a prepared one */
     char name[64];  /* restore points */
@@ -115,6 +117,14 @@ void rs_scan_free(rs_scan *s);
  * cached). Stops after the segment where fn asked to, or where archived WAL ends. */
 int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
                   pb_error *err);
+
+/* ---- a time target past a branch point (wal_branch.c) ---- */
+/* Backup h's timeline branched off at v->tl[at].end (before h ended it went on too):
+ * *stay when only its own WAL after the branch holds the time tv (recovery then stays on
+ * it); not when only the branch's does or neither does. Both: PB_EINVAL naming both
+ * stops; a gap or undecodable WAL on either side: the error. */
+int rs_place_time(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                  const mf_backup *h, size_t at, bool *stay, pb_error *err);
 
 /* ---- xid and name targets placed in the archived WAL (wal_target.c) ---- */
 /* For RS_TARGET_XID / RS_TARGET_NAME: find the record recovery will stop at, searching

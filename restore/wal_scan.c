@@ -43,12 +43,18 @@
 #define XINFO_DROPPED_STATS (1u << 8)
 #define PG_EPOCH_UNIX 946684800ll /* 2000-01-01 in unix seconds */
 
-#define CACHE_MAGIC "pageback walscan 1"
+#define CACHE_MAGIC "pageback walscan 2" /* 2: times in microseconds */
 
-static int64_t pg_time(const uint8_t *p)
+/* A TimestampTz (microseconds since 2000-01-01) as unix microseconds. */
+static int64_t pg_time_us(const uint8_t *p)
 {
-    int64_t us = (int64_t)pb_get_u64(p);
-    return us / 1000000 + PG_EPOCH_UNIX;
+    return (int64_t)pb_get_u64(p) + PG_EPOCH_UNIX * 1000000;
+}
+
+/* Unix microseconds to whole seconds, rounding down. */
+static int64_t unix_seconds(int64_t us)
+{
+    return us / 1000000 - (us % 1000000 < 0);
 }
 
 /* Skip a counted array (int count, then count items of size bytes) in the main data. */
@@ -104,7 +110,8 @@ static bool event_of(const arch_record *rec, rs_wal_event *e)
         if (rec->main_len < 8 + 64)
             return false;
         e->kind = 'r';
-        e->time = pg_time(rec->main_data);
+        e->time_us = pg_time_us(rec->main_data);
+        e->time = unix_seconds(e->time_us);
         memcpy(e->name, rec->main_data + 8, 63);
         e->name[63] = '\0';
         return true;
@@ -118,7 +125,8 @@ static bool event_of(const arch_record *rec, rs_wal_event *e)
     if (k < 0 || !xact_xid(rec, op, &e->xid))
         return false;
     e->kind = kinds[k];
-    e->time = pg_time(rec->main_data);
+    e->time_us = pg_time_us(rec->main_data);
+    e->time = unix_seconds(e->time_us);
     return true;
 }
 
@@ -182,14 +190,16 @@ static int cache_load(const rs_scan *s, const char *name, uint64_t hash, finding
         memset(&e, 0, sizeof(e));
         if (!strcmp(line, "end\n"))
             done = true;
-        else if (sscanf(line, "r %" SCNx64 " %" SCNd64 " %139s", &e.lsn, &e.time, hex) == 3 &&
-                 unhex_name(hex, e.name))
-            e.kind = 'r', ok = add_event(f, &e) == 0;
+        else if (sscanf(line, "r %" SCNx64 " %" SCNd64 " %139s", &e.lsn, &e.time_us, hex) ==
+                     3 && unhex_name(hex, e.name))
+            e.kind = 'r', ok = true;
         else if (sscanf(line, "x %c %" SCNu32 " %" SCNx64 " %" SCNd64, &e.kind, &e.xid, &e.lsn,
-                        &e.time) == 4 && strchr("caCA", e.kind))
-            ok = add_event(f, &e) == 0;
+                        &e.time_us) == 4 && strchr("caCA", e.kind))
+            ok = true;
         else
             ok = false;
+        e.time = unix_seconds(e.time_us);
+        ok = ok && add_event(f, &e) == 0;
     }
     fclose(fp);
     if (ok && done)
@@ -221,10 +231,10 @@ static void cache_save(const rs_scan *s, const char *name, uint64_t hash, const 
         char hex[129];
         hex_name(ev->name, hex);
         if (ev->kind == 'r')
-            fprintf(fp, "r %" PRIx64 " %" PRId64 " %s\n", ev->lsn, ev->time, hex);
+            fprintf(fp, "r %" PRIx64 " %" PRId64 " %s\n", ev->lsn, ev->time_us, hex);
         else
             fprintf(fp, "x %c %" PRIu32 " %" PRIx64 " %" PRId64 "\n", ev->kind, ev->xid,
-                    ev->lsn, ev->time);
+                    ev->lsn, ev->time_us);
     }
     fputs("end\n", fp);
     if (fclose(fp) != 0 || rename(tmp, path) != 0)

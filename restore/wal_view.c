@@ -301,10 +301,10 @@ static int place_lsn(rs_wal_view *v, const mf_backup *h, uint64_t lsn, size_t at
                    h->timeline, h->timeline, later);
 }
 
-/* A time, xid, name or end-of-WAL target cannot be placed against the branch point (a
- * history file has its LSN, not its time). It can only be on the branch when timeline b
- * has no WAL after the branch's segment; it is on b when the backup itself ends after
- * the branch; otherwise both went on, and the user must say which. */
+/* A target other than a time or an LSN (end of WAL) cannot be placed against the branch
+ * point (a history file has its LSN, not its time). It can only be on the branch when
+ * timeline b has no WAL after the branch's segment; it is on b when the backup itself
+ * ends after the branch; otherwise both went on, and the user must say which. */
 static int place_unplaceable(const rs_wal_view *v, const rs_opts *opts, const mf_backup *h,
                              size_t at, bool *stay, pb_error *err)
 {
@@ -316,14 +316,24 @@ static int place_unplaceable(const rs_wal_view *v, const rs_opts *opts, const mf
     pb_lsn_format(branch, a);
     return pb_fail(err, PB_EINVAL, "the recovery target '%s' cannot be placed on one timeline: "
                    "timeline %u branched off timeline %u at LSN %s, after backup %s ended, and "
-                   "timeline %u went on after that point too (archived WAL up to %s); a %s "
-                   "cannot be placed against a branch point without reading WAL, so say "
+                   "timeline %u went on after that point too (archived WAL up to %s); say "
                    "--target-timeline %u to stay on timeline %u or --target-timeline %u (or "
                    "latest) to follow the branch; nothing was written",
                    opts->target_value ? opts->target_value : "end of WAL", v->tl_of,
-                   h->timeline, a, h->id, h->timeline, last,
-                   opts->target == RS_TARGET_TIME ? "time" : "target", h->timeline,
-                   h->timeline, v->tl_of);
+                   h->timeline, a, h->id, h->timeline, last, h->timeline, h->timeline,
+                   v->tl_of);
+}
+
+/* A time past the branch, when timeline b went on after it too: placed by the WAL of
+ * both sides (wal_branch.c). */
+static int place_time(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                      const mf_backup *h, size_t at, bool *stay, pb_error *err)
+{
+    char last[25];
+    *stay = h->stop_lsn > v->tl[at].end;
+    if (*stay || !lived_on(v, h->timeline, v->tl[at].end, h->wal_segment_size, last))
+        return 0;
+    return rs_place_time(v, opts, tv, h, at, stay, err);
 }
 
 /*
@@ -333,7 +343,8 @@ static int place_unplaceable(const rs_wal_view *v, const rs_opts *opts, const mf
  * the original timeline past that point is then unreachable along "latest" (recovery
  * ends before the target). Without --target-timeline, a target past the branch follows
  * the timeline whose archived WAL holds it: LSN targets by where each timeline's WAL
- * goes on (place_lsn), others as place_unplaceable says; both holding it is refused.
+ * goes on (place_lsn), times by the transaction ends of each side's WAL (place_time),
+ * others as place_unplaceable says; both holding it is refused.
  */
 int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
                        const mf_backup *h, rs_timeline *out, pb_error *err)
@@ -355,6 +366,8 @@ int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val 
         stay = tv->placed_tli == h->timeline;
     else if (opts->target == RS_TARGET_LSN)
         rc = place_lsn(v, h, tv->lsn, at, &stay, err);
+    else if (opts->target == RS_TARGET_TIME)
+        rc = place_time(v, opts, tv, h, at, &stay, err);
     else
         rc = place_unplaceable(v, opts, h, at, &stay, err);
     if (rc || !stay)

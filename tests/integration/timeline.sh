@@ -2,8 +2,10 @@
 # Timelines: restore to a restore point and promote (timeline 2), archive the new timeline
 # into the same repository, write, back up (a new chain: the timeline changed), and
 # restore to points on timeline 2 — from the new backup and, across the timeline switch,
-# from the backup taken on timeline 1 — and to a point on the abandoned part of
-# timeline 1.
+# from the backup taken on timeline 1 — and to points on the abandoned part of
+# timeline 1. The old primary writes and archives one more segment after the promotion
+# before it is stopped, so timeline 1 always goes on past the branch point: time targets
+# past it are placed by reading each timeline's archived WAL.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src
@@ -69,6 +71,7 @@ q "CALL ins(10, 'A')" >/dev/null
 mark A
 q "CALL ins(5, 'A2')" >/dev/null
 K_A2=$(q "SELECT max(id) FROM t")
+T_A2=$(PGTZ=UTC q "SELECT pg_xact_commit_timestamp(xmin) FROM t WHERE id = $K_A2")
 L_A2=$(q "SELECT pg_current_wal_lsn()")
 q "CALL ins(3, 'A3')" >/dev/null
 archive_all || pb_die "WAL of timeline 1 not archived"
@@ -86,11 +89,23 @@ fi
 pg_reconfigure "$R" && pg_conf "$R" "archive_mode = on" \
     "archive_command = '${PB_ARCHIVE_COMMAND//\'/\'\'}'" || pb_die "cannot configure $R"
 pg_start "$R" && pb_wait_recovery "$R" || pb_die "the restored cluster did not promote"
-pg_stop "$SRC" # the old primary is retired; its timeline 1 stays in the archive
 DB=$R
-pg_env "$R"
 pb_assert_eq "$(q "SELECT timeline_id FROM pg_control_checkpoint()")" 2 "promoted to timeline 2"
 pb_assert_eq "$(rows "$R")" "$(rows "$R" "$K_A")" "the promoted copy holds the rows up to rp_A"
+# Both timelines live for a while: rows on timeline 2, then on the old primary (timeline
+# 1, T_A4 the time of its first row there), whose segment after the branch is archived
+# before it is retired; its timeline 1 stays in the archive.
+q "CALL ins(2, 'P')" >/dev/null
+sleep 0.3
+DB=$SRC
+q "CALL ins(3, 'A4')" >/dev/null
+T_A4=$(PGTZ=UTC q "SELECT pg_xact_commit_timestamp(xmin) FROM t WHERE tag = 'A4' ORDER BY id
+                   LIMIT 1")
+archive_all || pb_die "timeline 1's segment after the branch not archived"
+pg_stop "$SRC"
+sleep 0.3
+DB=$R
+pg_env "$R"
 
 # ---- timeline 2: rows, a backup (a new chain), more rows
 q "CALL ins(10, 'B')" >/dev/null
@@ -129,13 +144,34 @@ pitr "restore point on timeline 2 after its backup" "$(rows "$R" "$K_C")" "$F2" 
 pitr "time on timeline 2 before its backup: from timeline 1 across the switch" \
     "$(rows "$R" "$K_B")" "$F1" --target-time "$T_B"
 pitr "LSN on timeline 2 before its backup: from timeline 1 across the switch" \
-    "$(rows "$R" "$K_B")" "$F1" --target-lsn "$L_B"
+    "$(rows "$R" "$K_B")" "$F1" --target-lsn "$L_B" --target-timeline 2
+pitr "time on the abandoned part of timeline 1 (placed by its WAL, no --target-timeline)" \
+    "$EXP_A2" "$F1" --target-time "$T_A2"
+grep -q "reached after the branch point .* only on timeline 1: replay stops before the commit" \
+    "$PB_WORK/restore.out" && pb_test_ok "the restore says timeline 1's WAL holds the time" ||
+    pb_test_fail "no INFO line naming the stop on timeline 1: $(cat "$PB_WORK/restore.out")"
 pitr "LSN on the abandoned part of timeline 1 (--target-timeline 1)" "$EXP_A2" "$F1" \
     --target-lsn "$L_A2" --target-timeline 1
 pitr "end of backup (default timeline handling) of the timeline 1 backup" \
     "$(rows "$R" 0)" "$F1" --set "$F1"
 
 mkdir -p "$PB_WORK/refused" && _pb_chown_pg "$PB_WORK/refused"
+# refused LABEL PATTERN RESTORE_ARGS...: the restore fails naming PATTERN, writing nothing.
+refused() {
+    local label=$1 pat=$2 out
+    shift 2
+    out=$(pb restore --target-dir "$PB_WORK/refused" "$@" 2>&1)
+    if [ $? != 0 ] && grep -q -- "$pat" <<<"$out" && [ -z "$(ls -A "$PB_WORK/refused")" ]; then
+        pb_test_ok "$label"
+    else
+        pb_test_fail "$label: $out"
+    fi
+}
+refused "an LSN both timelines' WAL holds past the branch is refused" \
+    "archive holds WAL at that LSN on both" --set "$F1" --target-lsn "$L_B"
+refused "a time both timelines' WAL reaches past the branch is refused, naming both" \
+    "the WAL of both reaches it: recovery would stop at the commit at .* on timeline 1 .* at the commit at .* on timeline 2" \
+    --set "$F1" --target-time "$T_A4"
 out=$(pb restore --target-dir "$PB_WORK/refused" --set "$F2" --target-timeline 1 \
     --target-lsn "$L_C" 2>&1)
 if [ $? != 0 ] && grep -q "timeline 2 is not in the history of target timeline 1" <<<"$out" &&

@@ -4,7 +4,8 @@
  * the abort the fixture's workload wrote are found with their xids and LSNs; a second
  * scan is answered from the state directory's cache without decoding; a cache file whose
  * content hash is not the archived segment's (another segment under that name) or that
- * is damaged is not believed, and the segment is decoded again.
+ * is damaged, or written by version 1 (whole seconds), is not believed, and the segment is
+ * decoded again; transaction-end times keep their microseconds through the cache.
  */
 #include "engine/wal/wal.h"
 #include "restore/recovery_internal.h"
@@ -60,14 +61,19 @@ static void push_fixture(repo *r, const char *src, const char *name)
 }
 
 typedef struct seen {
-    unsigned rp, commits, aborts, events;
+    unsigned rp, commits, aborts, events, sub_second;
     uint32_t commit_xid, abort_xid;
+    int64_t us_sum; /* of every event's time_us */
+    bool seconds_agree; /* time is time_us in whole seconds for every event */
 } seen;
 
 static int on_event(void *ctx, const rs_wal_event *e)
 {
     seen *s = ctx;
     s->events++;
+    s->us_sum += e->time_us;
+    s->sub_second += e->time_us % 1000000 != 0;
+    s->seconds_agree &= e->time == e->time_us / 1000000;
     if (e->kind == 'r' && !strcmp(e->name, "fixture_p1"))
         s->rp++;
     if (e->kind == 'c' && e->xid == s->commit_xid)
@@ -81,7 +87,7 @@ static int on_event(void *ctx, const rs_wal_event *e)
 static seen scan(repo *r, rs_wal_view *v, const char *state, uint64_t *decoded,
                  uint64_t *cached)
 {
-    seen s = {0, 0, 0, 0, 725, 726};
+    seen s = {0, 0, 0, 0, 0, 725, 726, 0, true};
     rs_scan sc;
     pb_error err = PB_ERROR_INIT;
     rs_scan_init(&sc, r, v, SEG, state);
@@ -102,7 +108,7 @@ static void rewrite_hash(const char *path)
     PBT_CHECK(f != NULL);
     if (!f)
         return;
-    fseek(f, (long)strlen("pageback walscan 1 "), SEEK_SET);
+    fseek(f, (long)strlen("pageback walscan 2 "), SEEK_SET);
     fputs("0123456789abcdef", f);
     fclose(f);
 }
@@ -139,12 +145,22 @@ int main(void)
     PBT_CHECK(again.rp == 1 && again.commits == 1 && again.aborts == 1 &&
               again.events == s.events);
     printf("ok   a second scan is answered from the cache\n");
+    PBT_CHECK(s.sub_second > 0 && s.seconds_agree && again.seconds_agree &&
+              again.us_sum == s.us_sum);
+    printf("ok   event times keep their microseconds, decoded and from the cache\n");
 
     snprintf(cache, sizeof(cache), "%s/walscan/000000010000000000000009", state);
     rewrite_hash(cache);
     seen other = scan(r, &v, state, &decoded, &cached);
     PBT_CHECK(decoded == 1 && cached == 1 && other.events == s.events);
     printf("ok   a cache entry for other content is not believed\n");
+
+    FILE *f = fopen(cache, "r+"); /* the format version of the file: 1 */
+    PBT_CHECK(f != NULL && fseek(f, (long)strlen("pageback walscan "), SEEK_SET) == 0 &&
+              fputc('1', f) == '1' && fclose(f) == 0);
+    other = scan(r, &v, state, &decoded, &cached);
+    PBT_CHECK(decoded == 1 && cached == 1 && other.us_sum == s.us_sum);
+    printf("ok   a version 1 cache entry (whole seconds) is not believed\n");
 
     PBT_CHECK(truncate(cache, 40) == 0); /* cut short: no "end" line */
     other = scan(r, &v, state, &decoded, &cached);
