@@ -30,6 +30,7 @@ typedef struct bk_ctx {
     bk_pipe *pipe;       /* compression worker; frames are built in its buffers */
     double rate_start;   /* when throttled reading began */
     uint64_t rate_bytes; /* bytes read since then */
+    bk_io_report io;     /* what was applied and counted (backup_polite.c) */
 } bk_ctx;
 
 /* Full or incremental, decided before the server's backup state is touched
@@ -48,6 +49,13 @@ typedef struct bk_plan {
 int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
                  pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
+
+/* Plan the reads, apply --io-class and --max-memory, open ctx->scan (backup_polite.c). */
+int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err);
+/* --cpu-weight: move the process into a new cgroup with that weight, or say why not. */
+void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io);
+/* Log what was applied and counted; copy it to opts->report when given. */
+void bk_finish_report(bk_ctx *ctx);
 
 /* Sleep as needed to keep reads under opts->max_rate. */
 void bk_throttle(bk_ctx *ctx, size_t bytes);

@@ -16,7 +16,9 @@ enum {
     O_QD, O_NO_URING, O_NO_DIRECT, O_ON_CKSUM, O_LEVEL, O_FULL_EVERY, O_FULL_AFTER, O_WAL_TIMEOUT,
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
     O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
-    O_MAX_RATE, O_NICE, O_JOBS, O_END
+    O_MAX_RATE, O_NICE, O_JOBS,
+    O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
+    O_END
 };
 
 /* The options given on the command line, one bit each, so the config file (lowest
@@ -43,7 +45,11 @@ static const struct option long_opts[] = {
     {"target-action", 1, 0, O_T_ACTION}, {"target-timeline", 1, 0, O_T_TLI},
     {"tablespace-map", 1, 0, O_TS_MAP}, {"json", 0, 0, O_JSON},
     {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
-    {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE}, {0, 0, 0, 0},
+    {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE},
+    {"io-class", 1, 0, O_IO_CLASS}, {"cpu-priority", 1, 0, O_CPU_PRIO},
+    {"cpu-weight", 1, 0, O_CPU_WEIGHT}, {"checkpoint", 1, 0, O_CHECKPOINT},
+    {"max-memory", 1, 0, O_MAX_MEMORY},
+    {0, 0, 0, 0},
 };
 
 /* Each command's usage, in the order the global usage lists them. */
@@ -54,7 +60,9 @@ static const struct {
      "  backup   [--type full|incr] [--pgdata DIR] [--dbname CONNINFO] [--read-size N]\n"
      "           [--queue-depth N] [--on-checksum-error warn|fail] [--full-every N]\n"
      "           [--full-after DURATION] [--compress-level N] [--max-rate BYTES/s]\n"
-     "           [--nice 0..19 (default 10)]\n"},
+     "           [--nice 0..19 (default 10)]\n"
+     "           [--io-class idle|best-effort[:N]|default] [--cpu-priority idle|nice|normal]\n"
+     "           [--cpu-weight 1..10000] [--checkpoint spread|fast] [--max-memory BYTES]\n"},
     {"restore",
      "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
      "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
@@ -228,6 +236,41 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
         if (parse_uint(arg, &u) || u > 19)
             return pb_fail(err, PB_EINVAL, "--nice must be 0..19");
         o->backup.nice = (int)u;
+        return 0;
+    case O_IO_CLASS:
+        o->backup.io_level = 7;
+        if (!strcmp(arg, "idle") || !strcmp(arg, "default") || !strcmp(arg, "best-effort")) {
+            o->backup.io_class = arg[0] == 'i' ? SCAN_IO_IDLE : arg[0] == 'd' ? SCAN_IO_DEFAULT
+                                                                              : SCAN_IO_BEST_EFFORT;
+            return 0;
+        }
+        if (!strncmp(arg, "best-effort:", 12) && arg[12] >= '0' && arg[12] <= '7' && !arg[13]) {
+            o->backup.io_class = SCAN_IO_BEST_EFFORT;
+            o->backup.io_level = arg[12] - '0';
+            return 0;
+        }
+        return pb_fail(err, PB_EINVAL, "--io-class must be idle, best-effort, best-effort:0..7 "
+                       "or default, not '%s'", arg);
+    case O_CPU_PRIO:
+        if (strcmp(arg, "idle") && strcmp(arg, "nice") && strcmp(arg, "normal"))
+            return pb_fail(err, PB_EINVAL, "--cpu-priority must be idle, nice or normal");
+        o->backup.cpu_priority = arg[0] == 'i' ? BK_CPU_IDLE : arg[1] == 'i' ? BK_CPU_NICE
+                                                                              : BK_CPU_NORMAL;
+        return 0;
+    case O_CPU_WEIGHT:
+        if (parse_uint(arg, &u) || u < 1 || u > 10000)
+            return pb_fail(err, PB_EINVAL, "--cpu-weight must be 1..10000 (100 = normal)");
+        o->backup.cpu_weight = u;
+        return 0;
+    case O_CHECKPOINT:
+        if (strcmp(arg, "spread") && strcmp(arg, "fast"))
+            return pb_fail(err, PB_EINVAL, "--checkpoint must be spread or fast, not '%s'", arg);
+        o->backup.checkpoint_fast = arg[0] == 'f';
+        return 0;
+    case O_MAX_MEMORY:
+        if (parse_size(arg, &sz) || sz == 0)
+            return pb_fail(err, PB_EINVAL, "--max-memory expects bytes like 64M, not '%s'", arg);
+        o->backup.max_memory = sz;
         return 0;
     case O_WAL_TIMEOUT:
         if (parse_uint(arg, &u))

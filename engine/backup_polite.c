@@ -1,0 +1,145 @@
+/*
+ * engine/backup_polite.c — what a backup does to stay out of the database's way
+ * (docs/DESIGN.md, "Polite I/O"): the read plan and its controller, the I/O class, the
+ * memory bound, the CPU weight of the process, and the report of what was applied.
+ * Split from backup.c so the backup's order of steps reads on one screen there.
+ */
+#include "engine/backup_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The worker queue's share of memory: every compression job buffer. */
+static uint64_t pipe_bytes(void) { return (uint64_t)BK_PIPE_JOBS * PACK_MAX_FRAME_RAW; }
+
+/* --max-memory bounds the read buffers (read size x in flight) and the worker queue.
+ * The ceiling of in-flight reads comes down to fit; one request must fit. */
+static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned *depth,
+                      pb_error *err)
+{
+    if (!opts->max_memory)
+        return 0;
+    uint64_t fixed = pipe_bytes(), one = plan->read_size;
+    if (opts->max_memory < fixed + one)
+        return pb_fail(err, PB_EINVAL, "--max-memory %" PRIu64 " bytes is too small: one read "
+                       "request of %zu KiB plus the compression queue (%d x %u KiB) need %"
+                       PRIu64 " bytes", opts->max_memory, plan->read_size / 1024,
+                       BK_PIPE_JOBS, PACK_MAX_FRAME_RAW / 1024, fixed + one);
+    uint64_t fit = (opts->max_memory - fixed) / one;
+    if (fit < *depth) {
+        pb_info("--max-memory %" PRIu64 " MiB: at most %" PRIu64 " reads in flight instead of "
+                "%u", opts->max_memory >> 20, fit, *depth);
+        *depth = (unsigned)fit;
+    }
+    return 0;
+}
+
+int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
+{
+    bk_io_report *io = &ctx->io;
+    scan_io_plan plan;
+    scan_plan_io(ctx->pgdata, opts->read_size, opts->queue_depth, &plan);
+    scan_opts so = SCAN_OPTS_INIT;
+    /* Given sizes, depths or rates pin the reads: no adaptation. */
+    so.adaptive = plan.adaptive && !opts->max_rate;
+    unsigned depth = so.adaptive ? plan.depth_max : plan.queue_depth;
+    int rc = fit_memory(opts, &plan, &depth, err);
+    if (rc)
+        return rc;
+    so.read_size = plan.read_size;
+    so.queue_depth = depth;
+    so.use_uring = opts->use_uring;
+    so.direct = opts->direct;
+    so.device_path = ctx->pgdata;
+    scan_io_class_apply(opts->io_class, opts->io_level, ctx->pgdata, &so.ioprio,
+                        io->io_class_applied, sizeof(io->io_class_applied));
+    pb_info("I/O class: %s", io->io_class_applied);
+    if (so.adaptive)
+        pb_info("reading %zu KiB requests, adaptive: 1 in flight to start, at most %u%s%s",
+                so.read_size / 1024, depth, plan.why[0] ? ": " : "", plan.why);
+    else
+        pb_info("reading %zu KiB x %u in flight (pinned by %s)%s%s", so.read_size / 1024,
+                depth, opts->max_rate ? "--max-rate" : "--read-size/--queue-depth",
+                plan.why[0] ? ": " : "", plan.why);
+    io->read_size = so.read_size;
+    io->depth_max = depth;
+    io->buffer_bytes = (uint64_t)so.read_size * depth + pipe_bytes();
+    return scan_open(&ctx->scan, &so, err);
+}
+
+/* v2 (cgroup2 mounted at /sys/fs/cgroup) has cpu.weight 1..10000; v1 has cpu.shares,
+ * 1024 for weight 100. A new child of the cgroup the process is in, when writable. */
+static bool write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return false;
+    bool ok = fputs(text, fp) >= 0;
+    return fclose(fp) == 0 && ok;
+}
+
+void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io)
+{
+    char dir[64], path[128], val[32];
+    if (!opts->cpu_weight) {
+        snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied), "none");
+        return;
+    }
+    struct stat st;
+    bool v2 = stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0;
+    const char *base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu";
+    const char *knob = v2 ? "cpu.weight" : "cpu.shares";
+    unsigned value = v2 ? opts->cpu_weight : opts->cpu_weight * 1024 / 100;
+    snprintf(dir, sizeof(dir), "%s/pageback-%ld", base, (long)getpid());
+    snprintf(path, sizeof(path), "%s/%s", dir, knob);
+    snprintf(val, sizeof(val), "%u\n", value ? value : 2);
+    bool made = mkdir(dir, 0755) == 0 || errno == EEXIST;
+    int saved = errno;
+    if (made && write_file(path, val)) {
+        snprintf(path, sizeof(path), "%s/%s", dir, v2 ? "cgroup.procs" : "tasks");
+        snprintf(val, sizeof(val), "%ld\n", (long)getpid());
+        if (write_file(path, val)) {
+            snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied),
+                     "cgroup %s %s %u", dir, knob, value);
+            pb_info("CPU weight: %s", io->cpu_weight_applied);
+            return;
+        }
+    }
+    saved = made ? errno : saved;
+    if (made)
+        (void)rmdir(dir);
+    snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied),
+             "not applied: cannot create or join %s (%s)", dir, strerror(saved));
+    pb_warn("--cpu-weight %u %s", opts->cpu_weight, io->cpu_weight_applied);
+}
+
+void bk_finish_report(bk_ctx *ctx)
+{
+    bk_io_report *io = &ctx->io;
+    struct rusage ru;
+    if (ctx->scan)
+        scan_get_io_stats(ctx->scan, &io->scan);
+    io->flushes_per_gb = io->repo_bytes_written
+                             ? (double)io->repo_flushes / ((double)io->repo_bytes_written / 1e9)
+                             : 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        io->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024;
+    const scan_io_stats *s = &io->scan;
+    pb_info("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
+            " plateaus, %" PRIu64 " cuts, %" PRIu64 " yields (%" PRIu64 " pauses, %.2f s); "
+            "latency floor %.2f ms; others' reads up to %.0f/s",
+            s->adaptive ? "adaptive" : "pinned", s->depth_start, io->depth_max, s->depth_peak,
+            s->depth_final, s->grows, s->plateaus, s->cuts, s->yields, s->pauses,
+            s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak);
+    pb_info("repository: %" PRIu64 " flushes for %.1f MiB written (%.1f per GB); peak RSS "
+            "%.1f MiB (buffers %.1f MiB)", io->repo_flushes,
+            (double)io->repo_bytes_written / 1048576.0, io->flushes_per_gb,
+            (double)io->peak_rss_bytes / 1048576.0, (double)io->buffer_bytes / 1048576.0);
+    if (ctx->opts->report)
+        *ctx->opts->report = *io;
+}
