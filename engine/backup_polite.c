@@ -124,6 +124,7 @@ void bk_finish_report(bk_ctx *ctx)
     struct rusage ru;
     if (ctx->scan)
         scan_get_io_stats(ctx->scan, &io->scan);
+    repo_io_counts(ctx->repo, &io->repo_flushes, &io->repo_bytes_written);
     io->flushes_per_gb = io->repo_bytes_written
                              ? (double)io->repo_flushes / ((double)io->repo_bytes_written / 1e9)
                              : 0;

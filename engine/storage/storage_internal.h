@@ -39,6 +39,8 @@ typedef struct repo_driver {
     /* posix only (NULL elsewhere: repo_put): rewrite the held lock file in place. */
     int (*lock_rewrite)(void *impl, const char *key, int fd, const void *data, size_t len,
                         pb_error *err);
+    /* Waits for the disk and bytes written since open (NULL: not counted, 0s). */
+    void (*io_counts)(void *impl, uint64_t *flushes, uint64_t *bytes_written);
 } repo_driver;
 
 /* For storage_lock.c: the driver operations behind the writer lock (keys checked). */
