@@ -8,7 +8,7 @@ pb_setup
 SRC=$PB_WORK/src
 pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
 pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-10}" || pb_die "pgbench init failed"
+pgbench_init "$SRC" "${PB_SCALE:-5}" || pb_die "pgbench init failed"
 PGLOG=$(pg_logfile "$SRC")
 
 # log_has FILE REGEX MSG
