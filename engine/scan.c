@@ -53,6 +53,7 @@ struct scanner {
     uint64_t bytes_read;
     int ioprio;          /* put on every io_uring request (0 = the thread's) */
     int stat_fd;         /* the device's /sys/block/<dev>/stat, -1 when not watched */
+    double dev_read_at;  /* when stat_fd was last read */
     scan_ctl ctl;
     double t_sub[QUEUE_DEPTH_MAX]; /* per slot: when its request was submitted */
     struct io_uring ring;
@@ -195,13 +196,14 @@ static void log_decision(const scanner *s, scan_ctl_event ev)
         pb_info("scan: %s", s->ctl.msg);
 }
 
-/* Every 0.1 s (the controller ignores closer samples): the device's completed reads. */
+/* Every 0.1 s (the controller decides on that period): the device's completed reads. */
 static void watch_device(scanner *s, double now)
 {
     char text[512];
     scan_dev_counters dc;
-    if (s->stat_fd < 0)
+    if (s->stat_fd < 0 || now - s->dev_read_at < 0.1)
         return;
+    s->dev_read_at = now;
     ssize_t n = pread(s->stat_fd, text, sizeof(text) - 1, 0);
     if (n <= 0)
         return;

@@ -147,7 +147,7 @@ OUT=$BENCH_RESULTS/impact.json
 /usr/bin/python3 "$BENCH_DIR/impact_report.py" "$LOGDIR" "$WINDOWS" "$IDLE" "$OUT" \
     "$BENCH_RESULTS/impact-p99.dat" "$WINDOW" "$SCALE" "$CG_MIB" "$DATA_MIB" || exit 1
 if command -v gnuplot >/dev/null; then
-    gnuplot -e "set terminal png size 1200,500; set output '$BENCH_RESULTS/impact-p99.png';
+    gnuplot -e "set terminal png size 1200,500 noenhanced; set output '$BENCH_RESULTS/impact-p99.png';
         set xlabel 'seconds into the window'; set ylabel 'p99 latency, ms (per second)';
         set logscale y; set key outside" "$BENCH_RESULTS/impact-p99.dat.gp" &&
         echo "chart: $BENCH_RESULTS/impact-p99.png"
