@@ -344,6 +344,7 @@ out:
     if (lock_fd >= 0)
         close(lock_fd);
     repo_lock_release(ctx.lock);
+    bk_release_cpu_weight(&ctx.io);
     return rc;
 }
 

@@ -30,7 +30,8 @@ typedef struct bk_io_report {
     unsigned depth_max;            /* buffers allocated: the in-flight ceiling */
     char io_class_applied[160];    /* "idle; scheduler mq-deadline honours it" */
     char cpu_priority_applied[160]; /* "workers SCHED_IDLE" */
-    char cpu_weight_applied[200];  /* "cgroup v1 cpu.shares 25 at ..." or why not */
+    char cpu_weight_applied[400];  /* "cgroup <dir> cpu.shares 512" or why not */
+    char cpu_cgroup[300];          /* the cgroup made for --cpu-weight ("" = none) */
     bool checkpoint_fast;          /* what pg_backup_start was asked for */
     double checkpoint_wait_seconds; /* how long pg_backup_start took */
     uint64_t repo_flushes;         /* fsync/fdatasync/sync_file_range waits on the repo */

@@ -54,6 +54,8 @@ void bk_plan_free(bk_plan *plan); /* accepts NULL */
 int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err);
 /* --cpu-weight: move the process into a new cgroup with that weight, or say why not. */
 void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io);
+/* Leave and remove that cgroup (at the end of bk_run). */
+void bk_release_cpu_weight(bk_io_report *io);
 /* Log what was applied and counted; copy it to opts->report when given. */
 void bk_finish_report(bk_ctx *ctx);
 

@@ -73,7 +73,8 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
 }
 
 /* v2 (cgroup2 mounted at /sys/fs/cgroup) has cpu.weight 1..10000; v1 has cpu.shares,
- * 1024 for weight 100. A new child of the cgroup the process is in, when writable. */
+ * 1024 for weight 100. The backup goes into a new child of the cgroup it runs in, when
+ * that is writable (root, or a delegated subtree), and back out at the end. */
 static bool write_file(const char *path, const char *text)
 {
     FILE *fp = fopen(path, "w");
@@ -83,39 +84,85 @@ static bool write_file(const char *path, const char *text)
     return fclose(fp) == 0 && ok;
 }
 
+/* The process's cgroup directory for the cpu controller (v1 "N:cpu,cpuacct:/x" or
+ * "N:cpu:/x"; v2 "0::/x"), under its mount point. */
+static bool own_cgroup(bool v2, char *out, size_t len)
+{
+    char line[512];
+    bool found = false;
+    FILE *fp = fopen("/proc/self/cgroup", "r");
+    if (!fp)
+        return false;
+    while (!found && fgets(line, sizeof(line), fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctrl = c1 + 1, *path = c2 + 1;
+        bool cpu = v2 ? ctrl[0] == '\0' : (strcmp(ctrl, "cpu") == 0 ||
+                                           strncmp(ctrl, "cpu,", 4) == 0);
+        if (cpu)
+            found = snprintf(out, len, "%s%s", v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu",
+                             strcmp(path, "/") == 0 ? "" : path) < (int)len;
+    }
+    fclose(fp);
+    return found;
+}
+
 void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io)
 {
-    char dir[64], path[128], val[32];
-    if (!opts->cpu_weight) {
-        snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied), "none");
+    char base[256], path[400], val[32];
+    io->cpu_cgroup[0] = '\0';
+    snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied), "none");
+    if (!opts->cpu_weight)
         return;
-    }
     struct stat st;
     bool v2 = stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0;
-    const char *base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu";
     const char *knob = v2 ? "cpu.weight" : "cpu.shares";
     unsigned value = v2 ? opts->cpu_weight : opts->cpu_weight * 1024 / 100;
-    snprintf(dir, sizeof(dir), "%s/pageback-%ld", base, (long)getpid());
-    snprintf(path, sizeof(path), "%s/%s", dir, knob);
-    snprintf(val, sizeof(val), "%u\n", value ? value : 2);
-    bool made = mkdir(dir, 0755) == 0 || errno == EEXIST;
-    int saved = errno;
-    if (made && write_file(path, val)) {
-        snprintf(path, sizeof(path), "%s/%s", dir, v2 ? "cgroup.procs" : "tasks");
-        snprintf(val, sizeof(val), "%ld\n", (long)getpid());
-        if (write_file(path, val)) {
-            snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied),
-                     "cgroup %s %s %u", dir, knob, value);
-            pb_info("CPU weight: %s", io->cpu_weight_applied);
-            return;
-        }
+    int why = ENOENT;
+    if (!own_cgroup(v2, base, sizeof(base)))
+        goto refused;
+    snprintf(io->cpu_cgroup, sizeof(io->cpu_cgroup), "%s/pageback-%ld", base, (long)getpid());
+    if (mkdir(io->cpu_cgroup, 0755) != 0 && errno != EEXIST) {
+        why = errno;
+        goto refused;
     }
-    saved = made ? errno : saved;
-    if (made)
-        (void)rmdir(dir);
+    snprintf(path, sizeof(path), "%s/%s", io->cpu_cgroup, knob);
+    snprintf(val, sizeof(val), "%u\n", value ? value : 2);
+    bool ok = write_file(path, val);
+    snprintf(path, sizeof(path), "%s/cgroup.procs", io->cpu_cgroup); /* every thread */
+    snprintf(val, sizeof(val), "%ld\n", (long)getpid());
+    if (ok && write_file(path, val)) {
+        snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied), "cgroup %s %s %u",
+                 io->cpu_cgroup, knob, value);
+        pb_info("CPU weight: %s", io->cpu_weight_applied);
+        return;
+    }
+    why = errno;
+    (void)rmdir(io->cpu_cgroup);
+refused:
+    io->cpu_cgroup[0] = '\0';
     snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied),
-             "not applied: cannot create or join %s (%s)", dir, strerror(saved));
+             "not applied: cannot create or join a cgroup under %s (%s)",
+             v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu", strerror(why));
     pb_warn("--cpu-weight %u %s", opts->cpu_weight, io->cpu_weight_applied);
+}
+
+void bk_release_cpu_weight(bk_io_report *io)
+{
+    char parent[sizeof(io->cpu_cgroup) + 16], val[32];
+    if (!io->cpu_cgroup[0])
+        return;
+    snprintf(parent, sizeof(parent), "%s", io->cpu_cgroup);
+    char *slash = strrchr(parent, '/');
+    if (slash) {
+        strcpy(slash, "/cgroup.procs");
+        snprintf(val, sizeof(val), "%ld\n", (long)getpid());
+        if (!write_file(parent, val) || rmdir(io->cpu_cgroup) != 0)
+            pb_debug("could not leave and remove %s", io->cpu_cgroup);
+    }
 }
 
 void bk_finish_report(bk_ctx *ctx)

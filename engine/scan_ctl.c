@@ -24,7 +24,8 @@
 #define REPROBE_EPOCHS 40u     /* after a plateau, try one more again this much later */
 #define DEVICE_PERIOD 0.1      /* seconds between device samples that count */
 #define YIELD_READS 50.0       /* foreground reads/s that make the scan yield */
-#define PAUSE_MIN 0.001
+#define PAUSE_FULL_BYTES (512.0 * 1024) /* a request this big earns the whole pause */
+#define PAUSE_MIN 0.0005               /* shorter pauses are not taken */
 #define PAUSE_MAX 0.020
 
 void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned, size_t device_io_bytes)
@@ -108,6 +109,7 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
     c->last = SCAN_CTL_NONE;
     c->st.requests++;
     c->last_lat = latency_s;
+    c->last_bytes = bytes;
     if (latency_s > 0 && (c->floor_s <= 0 || latency_s < c->floor_s)) {
         c->floor_s = latency_s;
         c->st.latency_floor_ms = latency_s * 1e3;
@@ -183,10 +185,14 @@ double scan_ctl_pause(scan_ctl *c, double now)
     if (!c->yielding)
         return 0;
     if (c->pause_until <= 0) {
-        /* Leave the device idle twice as long as our last read held it: others' reads
-         * then find it free most of the time. */
-        double p = 2 * c->last_lat;
-        p = p < PAUSE_MIN ? PAUSE_MIN : p > PAUSE_MAX ? PAUSE_MAX : p;
+        /* Leave the device idle twice as long as our last read held it, scaled down for
+         * a small read (it delays others little; a data directory of small files must
+         * not crawl): others' reads then find it free most of the time. */
+        double scale = (double)c->last_bytes / PAUSE_FULL_BYTES;
+        double p = 2 * c->last_lat * (scale < 1 ? scale : 1);
+        if (p < PAUSE_MIN)
+            return 0;
+        p = p > PAUSE_MAX ? PAUSE_MAX : p;
         c->pause_until = now + p;
         c->st.pauses++;
         c->st.pause_seconds += p;

@@ -46,6 +46,7 @@ typedef struct scan_ctl {
     double prev_tput;       /* bytes/s of the previous epoch at depth - 1 (0 = none) */
     unsigned calm_epochs;   /* epochs held since the plateau (re-probe after a while) */
     double last_lat;
+    size_t last_bytes;      /* the latest completion's size and latency set the pause */
     double pause_until;     /* no submission before this time */
     bool dev_have;          /* a first device sample was taken */
     double dev_t;

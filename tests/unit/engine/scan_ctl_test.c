@@ -96,9 +96,17 @@ static void test_yield_on_foreground(void)
     PBT_CHECK(c.st.foreground_reads_per_s_peak > 309 && c.st.foreground_reads_per_s_peak < 311);
     PBT_CHECK(strstr(c.msg, "310 foreground reads/s") != NULL);
     c.last_lat = 0.002;
+    c.last_bytes = 512 * 1024;
     double p = scan_ctl_pause(&c, now);
-    PBT_CHECK(p > 0.0039 && p < 0.0041); /* twice the last latency */
+    PBT_CHECK(p > 0.0039 && p < 0.0041); /* twice the last latency of a full request */
     PBT_CHECK(scan_ctl_pause(&c, now + 0.005) == 0);
+    c.last_bytes = 128 * 1024;
+    p = scan_ctl_pause(&c, now);
+    PBT_CHECK(p > 0.00099 && p < 0.00101); /* a quarter of the size: a quarter of it */
+    PBT_CHECK(scan_ctl_pause(&c, now + 0.002) == 0);
+    c.last_bytes = 8192; /* a small file's read: no pause worth taking */
+    PBT_CHECK(scan_ctl_pause(&c, now) == 0);
+    PBT_CHECK(c.st.pauses == 2);
     PBT_CHECK(epoch(&c, &now, 4000e6, 0.001) == SCAN_CTL_NONE); /* no growth while yielding */
     PBT_CHECK(scan_ctl_depth(&c) == 1);
     now += 0.5;
