@@ -181,8 +181,8 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     }
     ctx->packs = ctx->writers[0];
     if (rc == 0)
-        rc = bk_pipe_start_prio(&ctx->pipe, ctx->writers, ctx->nwriters,
-                                (int)ctx->opts->cpu_priority, err);
+        rc = bk_pipe_start_jobs(&ctx->pipe, ctx->writers, ctx->nwriters,
+                                (int)ctx->opts->cpu_priority, ctx->io.pipe_jobs, err);
     if (rc)
         return rc;
     snprintf(ctx->io.cpu_priority_applied, sizeof(ctx->io.cpu_priority_applied), "%s",

@@ -39,6 +39,7 @@ typedef struct bk_io_report {
     double flushes_per_gb;         /* repo_flushes per GB written (0 when none written) */
     uint64_t peak_rss_bytes;       /* getrusage ru_maxrss at the end */
     uint64_t buffer_bytes;         /* read buffers + worker queues allocated */
+    unsigned pipe_jobs;            /* compression queue: frame buffers of 1 MiB */
 } bk_io_report;
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;

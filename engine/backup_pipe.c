@@ -28,6 +28,7 @@ struct bk_pipe {
     int cpu_priority;    /* bk_cpu_priority each worker applies to itself */
     unsigned ready;      /* workers that applied it */
     char cpu_applied[160];
+    unsigned njobs;      /* frame buffers in the pool (the first njobs of jobs[]) */
     mf_run *done;        /* stored runs since the last take, indexed by submission order */
     uint32_t nsubmitted;
     size_t done_cap;
@@ -118,6 +119,17 @@ const char *bk_pipe_cpu_applied(const bk_pipe *p) { return p->cpu_applied; }
 int bk_pipe_start_prio(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
                        pb_error *err)
 {
+    return bk_pipe_start_jobs(out, packs, nworkers, cpu_priority, 0, err);
+}
+
+int bk_pipe_start_jobs(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
+                       unsigned njobs, pb_error *err)
+{
+    if (njobs == 0)
+        njobs = BK_PIPE_JOBS;
+    if (njobs < 2 || njobs > BK_PIPE_JOBS)
+        return pb_fail(err, PB_EINVAL, "%u compression buffers: must be 2..%d", njobs,
+                       BK_PIPE_JOBS);
     if (nworkers < 1 || nworkers > BK_PIPE_MAX_WORKERS)
         return pb_fail(err, PB_EINVAL, "%u compression workers: must be 1..%d", nworkers,
                        BK_PIPE_MAX_WORKERS);
@@ -127,11 +139,12 @@ int bk_pipe_start_prio(bk_pipe **out, pack_writer **packs, unsigned nworkers, in
     for (unsigned i = 0; i < nworkers; i++)
         p->packs[i] = packs[i];
     p->cpu_priority = cpu_priority;
+    p->njobs = njobs;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->idle, NULL);
     pthread_cond_init(&p->freed, NULL);
-    for (int i = 0; i < BK_PIPE_JOBS; i++) {
+    for (unsigned i = 0; i < njobs; i++) {
         p->jobs[i].data = aligned_alloc(PB_ALIGN, PACK_MAX_FRAME_RAW);
         if (!p->jobs[i].data) {
             bk_pipe_free(p);
@@ -167,7 +180,7 @@ void bk_pipe_free(bk_pipe *p)
         for (unsigned i = 0; i < p->nthreads; i++)
             pthread_join(p->threads[i], NULL);
     }
-    for (int i = 0; i < BK_PIPE_JOBS; i++)
+    for (unsigned i = 0; i < p->njobs; i++)
         free(p->jobs[i].data);
     free(p->done);
     pthread_mutex_destroy(&p->mu);

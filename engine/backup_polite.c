@@ -14,27 +14,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The worker queue's share of memory: every compression job buffer. */
-static uint64_t pipe_bytes(void) { return (uint64_t)BK_PIPE_JOBS * PACK_MAX_FRAME_RAW; }
+#define PIPE_JOBS_MIN 2u /* one being filled, one being compressed */
 
-/* --max-memory bounds the read buffers (read size x in flight) and the worker queue.
- * The ceiling of in-flight reads comes down to fit; one request must fit. */
+/* --max-memory bounds the read buffers (read size x in flight) and the compression
+ * queue (jobs x 1 MiB). The queue takes at most half of what one request leaves, down
+ * to two buffers; the ceiling of in-flight reads comes down to fit the rest. One
+ * request and two buffers must fit. */
 static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned *depth,
-                      pb_error *err)
+                      unsigned *jobs, pb_error *err)
 {
+    const uint64_t frame = PACK_MAX_FRAME_RAW, one = plan->read_size;
+    *jobs = BK_PIPE_JOBS;
     if (!opts->max_memory)
         return 0;
-    uint64_t fixed = pipe_bytes(), one = plan->read_size;
-    if (opts->max_memory < fixed + one)
+    if (opts->max_memory < PIPE_JOBS_MIN * frame + one)
         return pb_fail(err, PB_EINVAL, "--max-memory %" PRIu64 " bytes is too small: one read "
-                       "request of %zu KiB plus the compression queue (%d x %u KiB) need %"
-                       PRIu64 " bytes", opts->max_memory, plan->read_size / 1024,
-                       BK_PIPE_JOBS, PACK_MAX_FRAME_RAW / 1024, fixed + one);
-    uint64_t fit = (opts->max_memory - fixed) / one;
-    if (fit < *depth) {
-        pb_info("--max-memory %" PRIu64 " MiB: at most %" PRIu64 " reads in flight instead of "
-                "%u", opts->max_memory >> 20, fit, *depth);
-        *depth = (unsigned)fit;
+                       "request of %zu KiB plus the smallest compression queue (%u x %" PRIu64
+                       " KiB) need %" PRIu64 " bytes", opts->max_memory, plan->read_size / 1024,
+                       PIPE_JOBS_MIN, frame / 1024, PIPE_JOBS_MIN * frame + one);
+    uint64_t q = (opts->max_memory - one) / 2 / frame;
+    *jobs = q < PIPE_JOBS_MIN ? PIPE_JOBS_MIN : q > BK_PIPE_JOBS ? BK_PIPE_JOBS : (unsigned)q;
+    uint64_t fit = (opts->max_memory - *jobs * frame) / one;
+    if (fit < *depth || *jobs < BK_PIPE_JOBS) {
+        pb_info("--max-memory %" PRIu64 " MiB: at most %" PRIu64 " reads in flight (of %u) and "
+                "%u compression buffers (of %d)", opts->max_memory >> 20,
+                fit < *depth ? fit : *depth, *depth, *jobs, BK_PIPE_JOBS);
+        if (fit < *depth)
+            *depth = (unsigned)fit;
     }
     return 0;
 }
@@ -48,7 +54,7 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
     /* Given sizes, depths or rates pin the reads: no adaptation. */
     so.adaptive = plan.adaptive && !opts->max_rate;
     unsigned depth = so.adaptive ? plan.depth_max : plan.queue_depth;
-    int rc = fit_memory(opts, &plan, &depth, err);
+    int rc = fit_memory(opts, &plan, &depth, &io->pipe_jobs, err);
     if (rc)
         return rc;
     so.read_size = plan.read_size;
@@ -68,7 +74,7 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
                 plan.why[0] ? ": " : "", plan.why);
     io->read_size = so.read_size;
     io->depth_max = depth;
-    io->buffer_bytes = (uint64_t)so.read_size * depth + pipe_bytes();
+    io->buffer_bytes = (uint64_t)so.read_size * depth + (uint64_t)io->pipe_jobs * PACK_MAX_FRAME_RAW;
     return scan_open(&ctx->scan, &so, err);
 }
 

@@ -117,12 +117,13 @@ esac
 if pb backup --type full --max-memory 1M >"$PB_WORK/b3.log" 2>&1; then
     pb_test_fail "--max-memory 1M was accepted"
 else
-    log_has "$PB_WORK/b3.log" "--max-memory 1048576 bytes is too small: one read request of" \
+    log_has "$PB_WORK/b3.log" "--max-memory 1048576 bytes is too small: one read request of 512 KiB plus" \
         "--max-memory too small for one request is refused, naming what is needed"
 fi
-pb_check "a backup under --max-memory 14M" backup_to "$PB_WORK/b4.log" --type full --max-memory 14M
-log_has "$PB_WORK/b4.log" "--max-memory 14 MiB: at most 4 reads in flight instead of 8" \
-    "--max-memory lowers the in-flight ceiling to fit (12 MiB queue + 4 x 512 KiB)"
+pb_check "a backup under --max-memory 5M" backup_to "$PB_WORK/b4.log" --type full --max-memory 5M
+log_has "$PB_WORK/b4.log" "--max-memory 5 MiB: at most 6 reads in flight \(of 8\) and 2 compression buffers \(of 12\)" \
+    "--max-memory bounds both the reads in flight and the compression queue (2 x 1 MiB + 6 x 512 KiB)"
+log_has "$PB_WORK/b4.log" "peak RSS [0-9.]+ MiB \(buffers 5.0 MiB\)" "the report gives peak RSS and the bounded buffers"
 
 # 4. Both backups restore byte-exact.
 pb_check "restore of the adaptive backup starts" pb_restore_start "$PB_WORK/r1" --set "$ID1"
