@@ -28,7 +28,7 @@
 
 /* Rule 4: the backup needs WAL from the start segment to the one holding stop_lsn-1. */
 static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned timeout,
-                        pb_error *err)
+                        bool standby, pb_error *err)
 {
     uint64_t seg = h->wal_segment_size;
     double deadline = pb_now() + timeout;
@@ -47,8 +47,12 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
             if (pb_now() > deadline)
                 return pb_fail(err, PB_ESTATE,
                                "WAL segment %s needed by backup %s is not in repository %s "
-                               "after %u s: is archive_command set to pageback archive-push?",
-                               name, h->id, repo_location(r), timeout);
+                               "after %u s: is archive_command set to pageback archive-push?%s",
+                               name, h->id, repo_location(r), timeout, standby ?
+                               " (a backup from a standby needs the primary's archive_command, "
+                               "or the standby's with archive_mode = always, to archive into "
+                               "this repository; the last segment is archived when the "
+                               "primary switches it: set archive_timeout there)" : "");
             usleep(50000);
         }
     }
@@ -103,6 +107,8 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
     char *label = NULL, *spcmap = NULL;
     int rc = pgc_backup_stop(conn, &h->stop_lsn, &label, &spcmap, err);
     if (rc == 0)
+        rc = bk_standby_after_stop(ctx, conn, label, err);
+    if (rc == 0)
         rc = bk_memory_file(ctx, "backup_label", label, strlen(label), err);
     if (rc == 0 && spcmap && spcmap[0])
         rc = bk_memory_file(ctx, "tablespace_map", spcmap, strlen(spcmap), err);
@@ -114,7 +120,7 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
         return rc;
     arch_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
     arch_walfile_name(h->stop_wal, h->timeline, h->stop_lsn - 1, h->wal_segment_size);
-    rc = wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, err);
+    rc = wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, ctx->standby, err);
     h->bytes_stored = 0;
     for (unsigned i = 0; i < ctx->nwriters; i++)
         h->bytes_stored += pack_writer_stored_bytes(ctx->writers[i]);
@@ -146,7 +152,9 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     char dir[128], label[96];
     snprintf(label, sizeof(label), "pageback %s", h->id);
     double tc = pb_now();
-    int rc = pgc_backup_start(conn, label, ctx->opts->checkpoint_fast, &h->start_lsn,
+    int rc = bk_standby_before_start(ctx, conn, err);
+    if (rc == 0)
+        rc = pgc_backup_start(conn, label, ctx->opts->checkpoint_fast, &h->start_lsn,
                               &h->timeline, err);
     if (rc)
         return rc;
@@ -198,6 +206,8 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     double t1 = pb_now();
     if (rc == 0)
         rc = stop_and_finish(ctx, conn, err);
+    if (rc == 0)
+        rc = bk_put_databases(ctx, conn, err);
     h->seconds = pb_now() - t0;
     if (rc == 0)
         pb_info("scanned %.1f MiB in %.2f s (%.0f MB/s); stop and WAL archiving took %.2f s",
@@ -271,10 +281,9 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         rc = pgc_info_get(conn, &info, err);
     if (rc)
         goto out;
-    if (info.in_recovery) {
-        rc = pb_fail(err, PB_EUNSUPPORTED, "backup from a standby is not supported yet");
-        goto out;
-    }
+    ctx.standby = info.in_recovery; /* a hot standby: engine/backup_standby.c */
+    if (ctx.standby)
+        pb_info("the server is a standby: its WAL comes from the archive its primary feeds");
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
     ctx.tblspc_dir = info.tblspc_dir;
     ctx.checksums = info.data_checksums;

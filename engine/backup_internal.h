@@ -6,6 +6,7 @@
 #include "engine/backup_pipe.h"
 #include "engine/chain.h"
 #include "engine/pack.h"
+#include "engine/pgconn.h"
 #include "engine/scan.h"
 #include "engine/walk.h"
 
@@ -27,6 +28,7 @@ typedef struct bk_ctx {
     uint64_t start_lsn;
     uint64_t prev_stop_lsn; /* 0 for a full backup */
     bool checksums;
+    bool standby;        /* the server is a hot standby (backup_standby.c) */
     bk_pipe *pipe;       /* compression worker; frames are built in its buffers */
     double rate_start;   /* when throttled reading began */
     uint64_t rate_bytes; /* bytes read since then */
@@ -66,5 +68,15 @@ void bk_throttle(bk_ctx *ctx, size_t bytes);
 int bk_file(bk_ctx *ctx, const walk_entry *e, pb_error *err);
 /* Store a file whose content is in memory (backup_label, tablespace_map). */
 int bk_memory_file(bk_ctx *ctx, const char *path, const void *data, size_t len, pb_error *err);
+
+/* ---- a backup from a hot standby; the database list (backup_standby.c) ---- */
+/* Before pg_backup_start: an incremental from a standby waits (wal_timeout_secs) until
+ * the standby has replayed past its parent's stop LSN. 0 at once on a primary. */
+int bk_standby_before_start(bk_ctx *ctx, pgc *conn, pb_error *err);
+/* After pg_backup_stop: the label's start timeline is the recorded one; on a standby the
+ * end is on that timeline too and not before the parent's end. PB_ESTATE otherwise. */
+int bk_standby_after_stop(bk_ctx *ctx, pgc *conn, const char *label, pb_error *err);
+/* Store backup/<id>/databases (pg_database's names and OIDs), before the manifest. */
+int bk_put_databases(bk_ctx *ctx, pgc *conn, pb_error *err);
 
 #endif

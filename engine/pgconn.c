@@ -268,8 +268,9 @@ int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
 {
     static const char q_start[] = "SELECT pg_backup_start($1, $2::boolean)";
     /* pg_backup_start has just completed a checkpoint (immediate when fast, else spread
-     * over checkpoint_completion_target) whose REDO is the start LSN; that checkpoint's
-     * timeline is the backup's start timeline. */
+     * over checkpoint_completion_target; on a standby: a restartpoint, or found the
+     * latest one done) whose REDO is the start LSN; that checkpoint's timeline is the
+     * backup's start timeline (backup_standby.c checks it against the label's). */
     static const char q_tli[] = "SELECT timeline_id FROM pg_control_checkpoint()";
     const char *params[2] = {label ? label : "pageback", fast ? "true" : "false"};
     PGresult *res = NULL;
@@ -299,9 +300,10 @@ static char *dup_value(PGresult *res, int col)
 int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
                     pb_error *err)
 {
-    /* wait_for_archive := false: the server still switches to a new segment, and the
-     * backup then polls the repository itself for every segment it needs (rule 4),
-     * which is both stricter and faster than the server's once-a-second check. */
+    /* wait_for_archive := false: a primary still switches to a new segment (a standby
+     * cannot: engine/backup_standby.c), and the backup then polls the repository itself
+     * for every segment it needs (rule 4), which is both stricter and faster than the
+     * server's once-a-second check. */
     static const char q_stop[] = "SELECT lsn, labelfile, spcmapfile FROM pg_backup_stop(false)";
     PGresult *res = NULL;
     char *label = NULL, *spcmap = NULL;
@@ -331,6 +333,46 @@ int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_
 out:
     free(label);
     free(spcmap);
+    PQclear(res);
+    return rc;
+}
+
+int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err)
+{
+    static const char q[] = "SELECT pg_last_wal_replay_lsn()";
+    char v[32];
+    int rc = query_value(c, q, v, sizeof(v), err);
+    if (rc == 0 && pb_lsn_parse(v, out) != 0)
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\", not an LSN", q, v);
+    return rc;
+}
+
+int pgc_recovery_timeline(pgc *c, uint32_t *out, pb_error *err)
+{
+    static const char q[] = "SELECT min_recovery_end_timeline FROM pg_control_recovery()";
+    uint64_t tli;
+    int rc = query_u64(c, q, &tli, err);
+    if (rc == 0 && (tli == 0 || tli > UINT32_MAX))
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned timeline %" PRIu64, q, tli);
+    if (rc == 0)
+        *out = (uint32_t)tli;
+    return rc;
+}
+
+int pgc_databases(pgc *c, mf_dblist *out, pb_error *err)
+{
+    static const char q[] = "SELECT oid, datname FROM pg_database ORDER BY oid";
+    PGresult *res = NULL;
+    int rc = query(c, q, 0, NULL, 1, 2, &res, err);
+    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+        char *end = NULL;
+        unsigned long oid = strtoul(PQgetvalue(res, i, 0), &end, 10);
+        if (!end || *end || oid == 0 || oid > UINT32_MAX)
+            rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned OID \"%s\"", q,
+                         PQgetvalue(res, i, 0));
+        else
+            rc = mf_dblist_add(out, (uint32_t)oid, PQgetvalue(res, i, 1), err);
+    }
     PQclear(res);
     return rc;
 }

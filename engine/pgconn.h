@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/pb.h"
+#include "manifest/manifest.h"
 
 typedef struct pgc pgc;
 
@@ -33,9 +34,19 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err);
  * spreads it. Returns start LSN and its timeline. */
 int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
                      uint32_t *timeline, pb_error *err);
-/* pg_backup_stop(wait_for_archive := false); the caller checks the archive itself. *label_out and *spcmap_out are malloc'd
- * (spcmap may be an empty string). */
+/* pg_backup_stop(wait_for_archive := false); the caller checks the archive itself. On a
+ * standby the stop LSN is its minimum recovery point. *label_out and *spcmap_out are
+ * malloc'd (spcmap may be an empty string). */
 int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
                     pb_error *err);
+
+/* ---- a backup from a hot standby (docs/DESIGN.md rule 1 holds there too) ---- */
+/* pg_last_wal_replay_lsn(): how far a standby has replayed (PB_EPG on a primary). */
+int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err);
+/* The timeline of a standby's minimum recovery point, which pg_backup_stop reports as the
+ * backup's end on a standby (pg_control_recovery().min_recovery_end_timeline). */
+int pgc_recovery_timeline(pgc *c, uint32_t *out, pb_error *err);
+/* Every database of the cluster (pg_database: OID and name), appended to out. */
+int pgc_databases(pgc *c, mf_dblist *out, pb_error *err);
 
 #endif

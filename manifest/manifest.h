@@ -116,4 +116,29 @@ int mf_catalog_lookup(mf_catalog *c, const char *path, mf_head_entry *out, pb_er
  * dropped. Atomic (one write batch). */
 int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err);
 
+/* ---- the database list of a backup (manifest/dblist.c), for restore --db-include ---- */
+#define MF_DB_NAME_MAX 63u           /* NAMEDATALEN - 1 */
+#define MF_DBLIST_MAGIC "PBDBLS01"   /* the envelope magic of backup/<id>/databases */
+#define MF_DBLIST_MAX_RAW (1u << 24) /* 16 MiB: far more databases than a cluster holds */
+
+typedef struct mf_db {
+    uint32_t oid;
+    char name[MF_DB_NAME_MAX + 1];
+} mf_db;
+
+typedef struct mf_dblist {
+    mf_db *items;
+    size_t count, cap;
+} mf_dblist; /* {0} is empty */
+
+/* name: 1..MF_DB_NAME_MAX bytes (PB_EINVAL otherwise). */
+int mf_dblist_add(mf_dblist *l, uint32_t oid, const char *name, pb_error *err);
+const mf_db *mf_dblist_find(const mf_dblist *l, const char *name); /* NULL: not there */
+void mf_dblist_free(mf_dblist *l); /* accepts NULL; leaves it empty */
+/* The body of the object (docs/FORMAT.md "Database list"), appended to out. */
+int mf_dblist_encode(const mf_dblist *l, pb_buf *out, pb_error *err);
+/* *out belongs to the caller (mf_dblist_free), empty on failure; PB_ECORRUPT names what. */
+int mf_dblist_decode(const void *data, size_t len, const char *what, mf_dblist *out,
+                     pb_error *err);
+
 #endif

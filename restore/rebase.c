@@ -128,6 +128,9 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     if (rc == 0) {
         mf_header(dst)->bytes_stored = pack_writer_stored_bytes(sink.packs);
         mf_sort(dst);
+        rc = rs_db_list_copy(r, p->id, hdr.id, err);
+    }
+    if (rc == 0) {
         PB_FAULT_POINT("rebase.before-manifest-commit");
         rc = chain_commit(r, dst, err);
     }

@@ -405,13 +405,17 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err)
         if (rc)
             return rc;
     }
-    if (f->kind == MF_FILE && ctx->delta && fd >= 0 && whole_unchanged(ctx, fd, f)) {
+    /* --db-include: a left-out database's relation is a zero-length stub (db_filter.c) */
+    bool stub = rs_db_filter_stub(ctx->dbf, f);
+    if (stub) {
+        ctx->stats->files_written++;
+    } else if (f->kind == MF_FILE && ctx->delta && fd >= 0 && whole_unchanged(ctx, fd, f)) {
         ctx->stats->files_skipped++;
     } else {
         rc = f->kind == MF_REL ? rebuild_rel(ctx, fd, f, err) : rebuild_whole(ctx, fd, f, err);
         ctx->stats->files_written++;
     }
-    if (rc == 0 && fd >= 0 && ftruncate(fd, (off_t)f->size) != 0)
+    if (rc == 0 && fd >= 0 && ftruncate(fd, stub ? 0 : (off_t)f->size) != 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot set the size of %s/%s", ctx->target_dir,
                            f->path);
     if (rc == 0 && fd >= 0 && fchmod(fd, f->mode & 07777) != 0)

@@ -7,6 +7,7 @@
 #include "restore/recovery_internal.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,5 +221,10 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_targ
     if (fd < 0)
         return pb_fail_errno(err, PB_EIO, "cannot create %s", path);
     close(fd);
+    /* A backup from a standby holds its standby.signal, which would win over
+     * recovery.signal and make the restored copy a standby of the source's primary. */
+    snprintf(path, sizeof(path), "%s/standby.signal", target_dir);
+    if (rc == 0 && unlink(path) != 0 && errno != ENOENT)
+        rc = pb_fail_errno(err, PB_EIO, "cannot remove %s", path);
     return rc;
 }

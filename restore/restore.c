@@ -474,6 +474,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     rs_plan *p = NULL;
     rs_ctx ctx;
     rs_target *t = NULL;
+    rs_db_filter dbf = {0};
     memset(&ctx, 0, sizeof(ctx));
     memset(stats, 0, sizeof(*stats));
     double t0 = pb_now();
@@ -487,6 +488,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     const mf_manifest *m = rs_plan_manifest(p);
     rc = rs_plan_check(p, opts, err);
     if (rc == 0)
+        rc = rs_db_filter_build(r, opts, p->id, &dbf, err);
+    if (rc == 0)
         rc = check_tablespaces(opts, m, err);
     if (rc == 0)
         rc = prepare_target(opts, &t, err);
@@ -499,6 +502,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.target_dir = opts->target_dir;
     ctx.target = t;
     ctx.delta = opts->delta;
+    ctx.dbf = &dbf;
     ctx.stats = stats;
     rc = rebuild_all(&ctx, m, opts->jobs, err);
     if (rc == 0)
@@ -510,6 +514,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
 out:
     stats->seconds = pb_now() - t0;
     rs_ctx_free_buffers(&ctx);
+    rs_db_filter_free(&dbf);
     rs_target_free(t);
     rs_plan_free(p);
     return rc;

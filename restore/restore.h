@@ -43,10 +43,12 @@ typedef struct rs_opts {
     size_t ntblspc;
     const char *restore_command;/* the restore_command line PostgreSQL will run */
     unsigned jobs;              /* files rebuilt in parallel */
+    const char *const *db_include; /* restore only these databases in full (db_filter.c) */
+    size_t ndb_include;
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL, 4}
+                      NULL, NULL, 0, NULL, 4, NULL, 0}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];

@@ -3,6 +3,7 @@
 #define PB_RESTORE_INTERNAL_H
 
 #include "engine/chain.h"
+#include "engine/envelope.h"
 #include "engine/pack.h"
 #include "restore/restore.h"
 
@@ -63,6 +64,7 @@ typedef struct rs_ctx {
     const char *target_dir; /* NULL when verifying */
     const rs_target *target; /* set when target_dir is */
     bool delta;
+    const struct rs_db_filter *dbf; /* restore --db-include: files restored as stubs */
     uint8_t *frame;    /* decompressed frame, PACK_MAX_FRAME_RAW */
     uint8_t *existing; /* delta: the pages already in the target */
     pack_reader *reader; /* one zstd context reused for every frame */
@@ -107,5 +109,25 @@ int rs_rebuild_parallel(const rs_ctx *proto, const mf_manifest *m, unsigned jobs
 /* Allocate / free the buffers and decoder of a context. */
 int rs_ctx_buffers(rs_ctx *ctx, pb_error *err);
 void rs_ctx_free_buffers(rs_ctx *ctx);
+
+/* ---- restore --db-include (db_filter.c) ---- */
+typedef struct rs_db_filter {
+    uint32_t *keep; /* OIDs of the databases restored in full */
+    size_t nkeep, cap;
+    bool active;    /* --db-include was given */
+} rs_db_filter;
+
+/* From opts->db_include and the database list of backup id; inactive (and 0) without
+ * --db-include. An unknown name, or a backup without a list, is PB_EINVAL. *out is the
+ * caller's: rs_db_filter_free. */
+int rs_db_filter_build(repo *r, const rs_opts *opts, const char *id, rs_db_filter *out,
+                       pb_error *err);
+void rs_db_filter_free(rs_db_filter *f); /* accepts NULL */
+/* Verify: backup id's database list, when it has one, is intact (PB_ECORRUPT names it). */
+int rs_db_list_check(repo *r, const char *id, pb_error *err);
+/* Rebase: the synthetic full to gets the database list of from (none: nothing to do). */
+int rs_db_list_copy(repo *r, const char *from, const char *to, pb_error *err);
+/* Is file a relation file of a database the filter leaves out (restored as a stub)? */
+bool rs_db_filter_stub(const rs_db_filter *f, const mf_file *file);
 
 #endif

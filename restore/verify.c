@@ -149,6 +149,8 @@ static int check_chain(vfy_run *v, const loaded *l, const mf_manifest *m)
     if (rs_check_manifest(m, &e) != 0) /* what a restore refuses before writing */
         vfy_problem(v, mf_header_c(m)->id, "backup/%s/manifest: %s", mf_header_c(m)->id,
                     e.msg);
+    if (rs_db_list_check(v->r, mf_header_c(m)->id, &e) != 0) /* restore --db-include's */
+        vfy_problem(v, mf_header_c(m)->id, "%s", e.msg);
     for (size_t i = 0; n && rc == 0 && i < mf_count(m); i++) {
         const mf_file *f = mf_at(m, i);
         if (f->kind == MF_REL) {

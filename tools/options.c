@@ -16,6 +16,7 @@ enum {
     O_QD, O_NO_URING, O_NO_DIRECT, O_ON_CKSUM, O_LEVEL, O_FULL_EVERY, O_FULL_AFTER, O_WAL_TIMEOUT,
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
     O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
+    O_DB_INCLUDE,
     O_MAX_RATE, O_NICE, O_JOBS,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
     O_END
@@ -44,6 +45,7 @@ static const struct option long_opts[] = {
     {"target-end", 0, 0, O_T_END}, {"target-exclusive", 0, 0, O_T_EXCL},
     {"target-action", 1, 0, O_T_ACTION}, {"target-timeline", 1, 0, O_T_TLI},
     {"tablespace-map", 1, 0, O_TS_MAP}, {"json", 0, 0, O_JSON},
+    {"db-include", 1, 0, O_DB_INCLUDE},
     {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
     {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE},
     {"io-class", 1, 0, O_IO_CLASS}, {"cpu-priority", 1, 0, O_CPU_PRIO},
@@ -68,7 +70,10 @@ static const struct {
      "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
      "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
      "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
-     "           [--jobs N (files rebuilt in parallel, default 4)]\n"},
+     "           [--jobs N (files rebuilt in parallel, default 4)]\n"
+     "           [--db-include NAME ... (only these databases, plus template0, template1\n"
+     "            and postgres, always; the others' relation files are restored empty,\n"
+     "            to be dropped)]\n"},
     {"archive-push",
      "  archive-push WAL_PATH            (archive_command = 'pageback archive-push %p')\n"},
     {"archive-get", "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"},
@@ -171,6 +176,16 @@ static int add_tblspc(pb_options *o, const char *arg, pb_error *err)
     o->tblspc[o->restore.ntblspc].dir = eq + 1;
     o->restore.ntblspc++;
     o->restore.tblspc = o->tblspc;
+    return 0;
+}
+
+static int add_db_include(pb_options *o, const char *arg, pb_error *err)
+{
+    if (!arg[0] || o->restore.ndb_include >= PB_MAX_DB_INCLUDE)
+        return pb_fail(err, PB_EINVAL, "--db-include expects a database name (at most %d)",
+                       PB_MAX_DB_INCLUDE);
+    o->db_include[o->restore.ndb_include++] = arg;
+    o->restore.db_include = o->db_include;
     return 0;
 }
 
@@ -345,6 +360,7 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
         break;
     case O_T_TLI: o->restore.target_timeline = arg; break;
     case O_TS_MAP: return add_tblspc(o, arg, err);
+    case O_DB_INCLUDE: return add_db_include(o, arg, err);
     case O_JSON: o->json = true; break;
     case O_JOBS:
         if (parse_uint(arg, &u) || u == 0 || u > 64)

@@ -13,6 +13,7 @@
 #include "restore/restore.h"
 
 #define PB_MAX_TBLSPC_MAP 64
+#define PB_MAX_DB_INCLUDE 64
 
 typedef struct pb_options {
     const char *command; /* NULL only for "pageback help" without a command */
@@ -29,6 +30,7 @@ typedef struct pb_options {
     bk_opts backup;
     rs_opts restore;
     rs_tblspc_map tblspc[PB_MAX_TBLSPC_MAP];
+    const char *db_include[PB_MAX_DB_INCLUDE]; /* restore --db-include NAME, repeatable */
     char s3_endpoint_buf[512];
     /* S3 settings as given, so restore_command can repeat them */
     const char *s3_uri_style;
