@@ -5,9 +5,10 @@
  * before the target: PostgreSQL refuses a stop point before the consistent point. For
  * time and LSN targets the manifest says where the backup ends, so the newest backup
  * (in history order: engine/chain_order.c) ending before the target is chosen. A
- * transaction id or a restore point name cannot be placed without reading WAL, so for
- * those the newest backup is chosen and the message says what to do if PostgreSQL finds
- * the target inside the backup's window. The timeline each backup would recover along
+ * transaction id or a restore point name is first placed by reading the archived WAL
+ * (wal_target.c) and then chosen for as an LSN; only when it could not be placed (no
+ * backup on the timeline path) is the newest backup named, with what to do if
+ * PostgreSQL finds the target inside the backup's window. The timeline each backup would recover along
  * is rs_follow_timeline's (wal_view.c).
  */
 #include "restore/recovery_internal.h"
@@ -45,6 +46,12 @@ static int can_reach(rs_wal_view *v, const rs_opts *opts, const rs_target_val *t
                  b);
         return 0;
     }
+    if (tv->placed && h->stop_lsn > tv->lsn) { /* an xid or name found in the WAL */
+        pb_lsn_format(h->stop_lsn, a);
+        snprintf(why, why_len, "it becomes consistent at LSN %s, after the %s", a,
+                 tv->placed_desc);
+        return 0;
+    }
     return 1;
 }
 
@@ -66,6 +73,11 @@ static void explain_choice(const rs_opts *opts, const rs_target_val *tv, const m
         break;
     case RS_TARGET_XID:
     case RS_TARGET_NAME:
+        if (tv->placed) {
+            snprintf(why, why_len, "%s that becomes consistent (at LSN %s, timeline %u) before "
+                     "the %s", how, stop, h->timeline, tv->placed_desc);
+            break;
+        }
         snprintf(why, why_len, "%s (ends at LSN %s, %s); a %s cannot be placed before or after "
                  "a backup without reading WAL: if PostgreSQL stops with \"requested recovery "
                  "stop point is before consistent recovery point\", restore with --set %s",

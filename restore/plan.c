@@ -45,7 +45,7 @@ static bool needs_wal(const rs_opts *opts, unsigned needs)
            opts->target_timeline;
 }
 
-/* Target, listing, history, choice, chain: each once. */
+/* Target, listing, history, the target placed in the WAL, choice, chain: each once. */
 static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_plan *p,
                               pb_error *err)
 {
@@ -59,6 +59,8 @@ static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_p
     if (rc == 0)
         rc = rs_names_set(opts) ? load_one(r, opts->set, &hist, &pool, err)
                                 : chain_history_load_all(r, &hist, &pool, err);
+    if (rc == 0)
+        rc = rs_place_target(r, opts, &p->wal, &hist, &p->tv, err);
     if (rc == 0)
         rc = rs_choose_in(r, opts, &p->tv, &p->wal, &hist, p->id, p->why, sizeof(p->why),
                           err);

@@ -14,7 +14,12 @@ typedef struct rs_target_val {
     int64_t time;      /* RS_TARGET_TIME: unix seconds (fraction dropped) */
     bool zoned;        /* the text carried a time zone */
     char time_text[96];/* the time with an explicit offset, as written for PostgreSQL */
-    uint64_t lsn;      /* RS_TARGET_LSN */
+    uint64_t lsn;      /* RS_TARGET_LSN, or where a placed xid or name target lies */
+    /* RS_TARGET_XID / RS_TARGET_NAME once found in the archived WAL (wal_target.c): lsn
+     * is the record's, on timeline placed_tli; placed_desc says which record it is. */
+    bool placed;
+    uint32_t placed_tli;
+    char placed_desc[200];
 } rs_target_val;
 
 /* Read opts->target_value for opts->target (messages name the option at fault). */
@@ -71,6 +76,53 @@ int rs_check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err)
 int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_view *v,
                  const chain_history *hist, char out_id[MF_ID_LEN], char *why,
                  size_t why_len, pb_error *err);
+
+/* The timeline recovery from a backup on backup_tli will follow by the options alone
+ * (latest, current or an id), with v->tl loaded with its history: the path a target is
+ * searched along before it is placed. */
+int rs_timeline_path(rs_wal_view *v, const rs_opts *opts, uint32_t backup_tli, uint32_t *tli,
+                   pb_error *err);
+
+/* ---- what the archived WAL holds (wal_scan.c) ---- */
+typedef struct rs_wal_event {
+    uint64_t lsn;   /* the record's */
+    int64_t time;   /* unix seconds: the restore point's or the transaction end's */
+    uint32_t xid;   /* transaction ends: the top-level (or prepared) transaction */
+    char kind;      /* 'r' restore point; 'c' commit, 'a' abort, 'C'/'A' of a prepared one */
+    char name[64];  /* restore points */
+} rs_wal_event;
+/* Called for each event in LSN order; non-zero: stop after the current segment. */
+typedef int (*rs_event_fn)(void *ctx, const rs_wal_event *e);
+typedef struct rs_scan {
+    repo *r;
+    rs_wal_view *v;        /* the listing, v->tl the timeline path */
+    uint32_t seg_size;
+    const char *state_dir; /* NULL: no cache */
+    arch_walsource *src;
+    bool held;             /* the segment last fetched, served again to the next reader */
+    uint64_t held_segno;
+    const uint8_t *held_data;
+    size_t held_len;
+    uint64_t decoded, from_cache; /* segments */
+    uint64_t end_lsn;      /* where the last scan stopped */
+    bool at_end;           /* because the archived WAL on the path ends there */
+} rs_scan;
+void rs_scan_init(rs_scan *s, repo *r, rs_wal_view *v, uint32_t seg_size,
+                  const char *state_dir);
+void rs_scan_free(rs_scan *s);
+/* Hand fn the events of [lo, hi) on the path, segment by segment (each from the cache
+ * in state_dir/walscan when it holds the segment's content hash, else decoded and
+ * cached). Stops after the segment where fn asked to, or where archived WAL ends. */
+int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
+                  pb_error *err);
+
+/* ---- xid and name targets placed in the archived WAL (wal_target.c) ---- */
+/* For RS_TARGET_XID / RS_TARGET_NAME: find the record recovery will stop at, searching
+ * from the newest backup backwards (stop at the first match) along the path recovery
+ * follows, and set tv->lsn, placed, placed_tli, placed_desc. A target not in the
+ * archive is PB_ENOENT naming the WAL range searched. Other targets: nothing. */
+int rs_place_target(repo *r, const rs_opts *opts, rs_wal_view *v, const chain_history *hist,
+                    rs_target_val *tv, pb_error *err);
 
 /* rs_check_wal against a listing the caller holds (v: segments and history files) and a
  * target it parsed. */

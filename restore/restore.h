@@ -45,10 +45,11 @@ typedef struct rs_opts {
     unsigned jobs;              /* files rebuilt in parallel */
     const char *const *db_include; /* restore only these databases in full (db_filter.c) */
     size_t ndb_include;
+    const char *state_dir;      /* local state: caches what the archived WAL holds (NULL: none) */
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL, 4, NULL, 0}
+                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];
@@ -95,5 +96,19 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
  * (the restore plan's choice, restore/plan.c: its chain is resolved too). */
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
                   size_t why_len, pb_error *err);
+
+/* A restore point found in the archived WAL (XLOG_RESTORE_POINT). */
+typedef struct rs_restore_point {
+    char name[64];
+    uint64_t lsn;
+    uint32_t tli;
+    int64_t time; /* unix seconds */
+} rs_restore_point;
+typedef void (*rs_restore_point_cb)(void *ctx, const rs_restore_point *p);
+/* Every restore point in the archived WAL along the newest timeline's path (the one
+ * recovery follows by default; *tli its id), oldest first, from the first archived
+ * segment on. state_dir: where what each segment holds is cached (NULL: nowhere). */
+int rs_list_restore_points(repo *r, uint32_t seg_size, const char *state_dir,
+                           rs_restore_point_cb cb, void *ctx, uint32_t *tli, pb_error *err);
 
 #endif

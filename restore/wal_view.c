@@ -348,10 +348,12 @@ int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val 
         return rc;
     size_t at = 0;
     uint64_t branch = branch_point(v, h->timeline, &at);
-    bool stay = false;
-    if (branch == UINT64_MAX || (opts->target == RS_TARGET_LSN && tv->lsn < branch))
+    bool stay = false, by_lsn = opts->target == RS_TARGET_LSN || tv->placed;
+    if (branch == UINT64_MAX || (by_lsn && tv->lsn < branch))
         return 0;
-    if (opts->target == RS_TARGET_LSN)
+    if (tv->placed) /* found in the WAL of the path it was searched along (wal_target.c) */
+        stay = tv->placed_tli == h->timeline;
+    else if (opts->target == RS_TARGET_LSN)
         rc = place_lsn(v, h, tv->lsn, at, &stay, err);
     else
         rc = place_unplaceable(v, opts, h, at, &stay, err);
@@ -362,6 +364,13 @@ int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val 
     out->tli = h->timeline;
     snprintf(out->setting, sizeof(out->setting), "%u", h->timeline);
     return rs_view_history(v, out->tli, err);
+}
+
+int rs_timeline_path(rs_wal_view *v, const rs_opts *opts, uint32_t backup_tli, uint32_t *tli,
+                   pb_error *err)
+{
+    int rc = target_tli(v, opts, backup_tli, tli, err);
+    return rc ? rc : rs_view_history(v, *tli, err);
 }
 
 /* ---- the WAL a restore needs -------------------------------------------------------- */

@@ -45,6 +45,7 @@ owner_of() {
         liburing.h) echo "engine/scan.c" ;;
         zstd.h) echo "engine/pack.c engine/envelope.c" ;;
         xxhash.h) echo "common/util.c" ;;
+        isa-l/*) echo "engine/wal/decode.c" ;;
         *) echo "" ;;
     esac
 }

@@ -55,6 +55,11 @@ static const char *state_dir(pb_options *o, char *buf, size_t cap)
     return buf; /* created by the backup when missing */
 }
 
+const char *cmd_state_dir(pb_options *o, char *buf, size_t cap)
+{
+    return state_dir(o, buf, cap);
+}
+
 static void human(double bytes, char *out, size_t cap)
 {
     const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -135,6 +140,8 @@ int cmd_restore(pb_options *o)
     repo *r = NULL;
     char *cmd = restore_command(o);
     o->restore.restore_command = cmd;
+    char sd[4096];
+    o->restore.state_dir = state_dir(o, sd, sizeof(sd)); /* caches what the WAL holds */
     rs_stats st;
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)

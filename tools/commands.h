@@ -19,5 +19,7 @@ int cmd_tune(pb_options *o);
 int cmd_open_repo(repo **out, const pb_options *o, pb_error *err);
 /* Log err's message as the command's error and return the failure exit code, 1. */
 int cmd_report(const pb_error *err);
+/* The local state directory for o's repository (tools/commands.c), NULL when none. */
+const char *cmd_state_dir(pb_options *o, char *buf, size_t cap);
 
 #endif

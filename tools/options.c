@@ -17,7 +17,7 @@ enum {
     O_TARGET_DIR, O_SET, O_DELTA, O_FORCE, O_T_TIME, O_T_LSN, O_T_XID, O_T_NAME, O_T_END,
     O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
     O_DB_INCLUDE,
-    O_MAX_RATE, O_NICE, O_JOBS,
+    O_MAX_RATE, O_NICE, O_JOBS, O_RESTORE_POINTS,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
     O_END
 };
@@ -48,6 +48,7 @@ static const struct option long_opts[] = {
     {"db-include", 1, 0, O_DB_INCLUDE},
     {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
     {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE},
+    {"restore-points", 0, 0, O_RESTORE_POINTS},
     {"io-class", 1, 0, O_IO_CLASS}, {"cpu-priority", 1, 0, O_CPU_PRIO},
     {"cpu-weight", 1, 0, O_CPU_WEIGHT}, {"checkpoint", 1, 0, O_CHECKPOINT},
     {"max-memory", 1, 0, O_MAX_MEMORY},
@@ -77,7 +78,7 @@ static const struct {
     {"archive-push",
      "  archive-push WAL_PATH            (archive_command = 'pageback archive-push %p')\n"},
     {"archive-get", "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"},
-    {"info", "  info     [--json]\n"},
+    {"info", "  info     [--json] [--restore-points (those in the archived WAL)]\n"},
     {"verify", "  verify   [--set ID] [--jobs N]\n"},
     {"expire", "  expire   --retain-full N\n"},
     {"rebase", "  rebase   [--set ID] [--compress-level N]\n"},
@@ -362,6 +363,7 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
     case O_TS_MAP: return add_tblspc(o, arg, err);
     case O_DB_INCLUDE: return add_db_include(o, arg, err);
     case O_JSON: o->json = true; break;
+    case O_RESTORE_POINTS: o->restore_points = true; break;
     case O_JOBS:
         if (parse_uint(arg, &u) || u == 0 || u > 64)
             return pb_fail(err, PB_EINVAL, "--jobs must be 1..64");

@@ -24,6 +24,7 @@ typedef struct pb_options {
     const char *state_dir;
     const char *program; /* absolute path of this executable, for restore_command */
     bool json;
+    bool restore_points; /* info --restore-points */
     bool quiet;
     int retain_full;
     repo_opts repo;

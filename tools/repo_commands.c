@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct wal_range {
     char first[25], last[25];
@@ -135,6 +136,32 @@ static void print_wal(const wal_ctx *w, bool json)
         printf("\n  ]\n}\n");
 }
 
+static void print_restore_point(void *ctx, const rs_restore_point *p)
+{
+    (void)ctx;
+    char lsn[32], when[40];
+    pb_lsn_format(p->lsn, lsn);
+    time_t t = (time_t)p->time;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S+00", &tm);
+    printf("%s %s %u %s\n", p->name, lsn, p->tli, when);
+}
+
+/* info --restore-points: the restore points of the archived WAL, decoded once and then
+ * answered from the state directory's cache. */
+static int print_restore_points(repo *r, pb_options *o, uint32_t seg_size, pb_error *err)
+{
+    char sd[4096];
+    uint32_t tli = 0;
+    printf("restore points in the archived WAL (name, LSN, timeline, time):\n");
+    int rc = rs_list_restore_points(r, seg_size, cmd_state_dir(o, sd, sizeof(sd)),
+                                    print_restore_point, NULL, &tli, err);
+    if (rc == 0)
+        printf("(along the timeline path of timeline %u)\n", tli);
+    return rc;
+}
+
 /* Backups are listed in history order (the state each holds), not id order. */
 int cmd_info(pb_options *o)
 {
@@ -162,6 +189,8 @@ int cmd_info(pb_options *o)
     rc = repo_list(r, "wal/", collect_wal, &w, &err);
     if (rc == 0)
         print_wal(&w, o->json);
+    if (rc == 0 && o->restore_points && !o->json)
+        rc = print_restore_points(r, o, w.seg_size, &err);
 out:
     while (w.head) {
         wal_range *n = w.head->next;

@@ -235,6 +235,28 @@ int arch_read(repo *r, const char *name, uint8_t **out, size_t *out_len, pb_erro
     return rc;
 }
 
+int arch_object_hash(repo *r, const char *name, uint64_t *hash, pb_error *err)
+{
+    char key[256];
+    uint8_t h[PACK_ENVELOPE_HEADER];
+    *hash = 0;
+    int rc = arch_check_name(name, err);
+    if (rc)
+        return rc;
+    arch_key(key, sizeof(key), name);
+    rc = repo_get_range(r, key, 0, sizeof(h), h, err);
+    if (rc == PB_ENOENT)
+        return pb_fail(err, PB_ENOENT, "WAL file %s is not in the archive (%s/%s)", name,
+                       repo_location(r), key);
+    if (rc)
+        return rc;
+    if (memcmp(h, WAL_MAGIC, 8) != 0)
+        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s/%s has no WAL envelope",
+                       repo_location(r), key);
+    *hash = pb_get_u64(h + 16);
+    return 0;
+}
+
 int arch_decode(const uint8_t *obj, size_t len, const char *name, uint8_t **out,
                 size_t *out_len, pb_error *err)
 {

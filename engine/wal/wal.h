@@ -8,7 +8,8 @@
  *
  * Files: archive.c (push, get, read, list), walname.c (names and keys), history.c
  * (history files), spool.c (archive-get spool and prefetch), local_file.c (WAL files in
- * the local file system). The room uses common/, the repository's storage and the
+ * the local file system), decode.c and reader.c (the WAL record decoder), walsource.c
+ * (archived WAL as a segment source for the decoder). The room uses common/, the repository's storage and the
  * envelope, nothing of the backup path.
  */
 #ifndef PB_ENGINE_WAL_H
@@ -35,6 +36,12 @@ void arch_key(char *out, size_t cap, const char *name);
 /* Fetch and verify one archived WAL or history file into memory (*out malloc'd, caller
  * frees). PB_ENOENT when not archived. */
 int arch_read(repo *r, const char *name, uint8_t **out, size_t *out_len, pb_error *err);
+
+/* The hash of the raw content of an archived WAL or history file (pb_hash64, as its
+ * envelope header records it), read from the header alone (one small ranged read): a
+ * cache of what a segment holds is keyed on it. PB_ENOENT when not archived,
+ * PB_ECORRUPT when the header is not a WAL object's. */
+int arch_object_hash(repo *r, const char *name, uint64_t *hash, pb_error *err);
 
 /* Verify and decompress an archived object as arch_read does, for an object already in
  * memory (the fuzz target; *out malloc'd, caller frees). PB_EINVAL for a name that is
@@ -104,5 +111,71 @@ int arch_spool_take(const char *spool_dir, const char *name, const char *dest_pa
                     pb_error *err);
 int arch_prefetch(repo *r, const char *spool_dir, const char *name, uint32_t seg_size,
                   unsigned count, pb_error *err);
+
+/* ---- the WAL record decoder (decode.c: one record; reader.c: the stream) ---------
+ * Reads PostgreSQL 15 WAL (page magic 0xD110, 8 kB pages) as its xlogreader does
+ * (access/xlogreader.c, access/xlogrecord.h, access/xlog_internal.h): records are
+ * gathered across pages and segments, their CRC32C checked, their block references and
+ * main data decoded. Nothing of a record is interpreted beyond that: its callers (the
+ * restore's recovery targets, WAL-guided backups) read what they need from it. */
+typedef struct arch_blockref {
+    uint32_t spc, db, rel;  /* RelFileNode */
+    uint8_t fork;           /* 0 main, 1 fsm, 2 vm, 3 init */
+    uint32_t block;
+    bool has_image, apply_image, will_init;
+} arch_blockref;
+typedef struct arch_record {
+    uint64_t lsn, end_lsn;  /* start of the record, first byte after it */
+    uint32_t xid;
+    uint8_t rmid, info;     /* info includes the rmgr bits (mask with 0xF0 as PG does) */
+    const uint8_t *main_data; uint32_t main_len;  /* valid until the next call */
+    unsigned nblocks; arch_blockref blocks[33];
+} arch_record;
+
+/* Decode the record rec (tot_len bytes, its 24-byte header first, gathered from the
+ * pages) found at lsn into *out; main_data points into rec. PB_ECORRUPT naming the LSN
+ * for a bad CRC, a bad header, a block id out of order or lengths that do not add up.
+ * Pure: no I/O, no allocation. */
+int arch_record_decode(const uint8_t *rec, uint32_t tot_len, uint64_t lsn, arch_record *out,
+                       pb_error *err);
+
+/* Segment source: give the bytes of WAL segment `segno` (the caller maps segno to a
+ * timeline). The bytes stay the source's and valid until its next call. */
+typedef int (*arch_segment_fn)(void *ctx, uint64_t segno, const uint8_t **data, size_t *len,
+                               pb_error *err);
+typedef struct arch_walreader arch_walreader;
+/* A reader of the records in [start_lsn, end_lsn) (end_lsn UINT64_MAX: to the end of
+ * valid WAL). Nothing is read before the first arch_walreader_next. *out is the
+ * caller's, freed with arch_walreader_close. */
+int arch_walreader_open(arch_walreader **out, uint32_t seg_size, uint64_t start_lsn,
+                        uint64_t end_lsn, arch_segment_fn get, void *ctx, pb_error *err);
+/* 0 = *out holds a record; 1 = end_lsn reached (or the end of valid WAL: see
+ * arch_walreader_end_reason); < 0 = error naming the segment and LSN (PB_ENOENT for a
+ * missing segment, PB_ECORRUPT for a bad CRC or header). start_lsn may point into the
+ * middle of a record: skip to the next one. *out is valid until the next call. */
+int arch_walreader_next(arch_walreader *r, const arch_record **out, pb_error *err);
+/* After next returned 1: why reading stopped ("end_lsn 0/5000000 reached", "no record
+ * at 0/5000A28: zero length"), and the LSN where the next record would start. */
+const char *arch_walreader_end_reason(const arch_walreader *r);
+uint64_t arch_walreader_end_lsn(const arch_walreader *r);
+/* Accepts NULL. */
+void arch_walreader_close(arch_walreader *r);
+
+/* A segment source over the repository's archived WAL (walsource.c), following the
+ * timeline path `path` (n entries oldest first, as arch_history_parse gives; one entry
+ * {tli, 0, UINT64_MAX} for a single timeline): segment segno is read from the newest
+ * timeline of the path that began at or before it, as PostgreSQL's recovery does
+ * (XLogFileReadAnyTLI). Each object is verified and decompressed by arch_read; one
+ * segment is held at a time. The path is copied; r must outlive the source. */
+typedef struct arch_walsource arch_walsource;
+int arch_walsource_open(arch_walsource **out, repo *r, uint32_t seg_size,
+                        const arch_tl_entry *path, size_t n, pb_error *err);
+/* The arch_segment_fn to hand arch_walreader_open with the source as ctx. */
+int arch_walsource_get(void *ctx, uint64_t segno, const uint8_t **data, size_t *len,
+                       pb_error *err);
+/* The timeline segment segno is read from on the path (0 when none). */
+uint32_t arch_walsource_tli(const arch_walsource *s, uint64_t segno);
+/* Accepts NULL. */
+void arch_walsource_close(arch_walsource *s);
 
 #endif

@@ -8,11 +8,11 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$SRC/build-fuzz}
 CC=${PB_FUZZ_CC:-clang}
 command -v "$CC" >/dev/null || { echo "fuzz build: $CC not found (apt-get install clang)" >&2; exit 2; }
-TARGETS="manifest pack wal s3xml options"
+TARGETS="manifest pack wal s3xml options walrec"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 CFLAGS="-std=c11 -g -O1 -D_GNU_SOURCE -I$SRC -Wall -Wno-unused-parameter $SAN"
-CFLAGS="$CFLAGS $(pkg-config --cflags libzstd libcurl libpq liburing rocksdb libxxhash)"
-LIBS="$(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash) -lpthread -lstdc++"
+CFLAGS="$CFLAGS $(pkg-config --cflags libzstd libcurl libpq liburing rocksdb libxxhash libisal)"
+LIBS="$(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash libisal) -lpthread -lstdc++"
 mkdir -p "$OUT/obj"
 objs=()
 cd "$SRC"
