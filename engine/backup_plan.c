@@ -1,9 +1,10 @@
 /*
  * engine/backup_plan.c — full or incremental, decided before the server's backup state
- * is touched. The repository's history is loaded once (every manifest, in history
- * order: engine/chain_order.c); the chain head's chain is resolved from those same
- * manifests and handed down in the plan, so the catalog check (chain_sync_catalog) and
- * the chain-length and age rules read nothing again.
+ * is touched. The repository's history is loaded once (every manifest's header, in
+ * history order: engine/chain_order.c; a version 2 manifest's header is two small reads,
+ * so this holds no manifest); only the chain head's chain is then read whole and handed
+ * down in the plan, so the catalog check (chain_sync_catalog) and the chain-length and
+ * age rules read nothing again.
  */
 #include "engine/backup_internal.h"
 
@@ -23,14 +24,14 @@ static const mf_manifest *in_pool(const chain *pool, const char *id)
 }
 
 /* The chain head by stop LSN (a rebase's synthetic full of an older state has the last
- * id), with every manifest in pool. When the history cannot be loaded (a damaged
- * manifest somewhere), the last id stands in, as its own manifest decides below. */
-static void find_head(repo *r, const bk_plan *plan, chain *pool, char head[MF_ID_LEN])
+ * id), from the headers alone. When the history cannot be loaded (a damaged manifest
+ * header somewhere), the last id stands in, as its own manifest decides below. */
+static void find_head(repo *r, const bk_plan *plan, char head[MF_ID_LEN])
 {
     chain_history hist = {0};
     pb_error herr = PB_ERROR_INIT;
     snprintf(head, MF_ID_LEN, "%s", plan->latest);
-    if (chain_history_load_all(r, &hist, pool, &herr) == 0 && hist.count)
+    if (chain_history_load(r, &hist, &herr) == 0 && hist.count)
         snprintf(head, MF_ID_LEN, "%s", hist.items[hist.count - 1].id);
     chain_history_free(&hist);
 }
@@ -109,7 +110,7 @@ int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan
         goto out;
     }
     char head[MF_ID_LEN];
-    find_head(r, plan, &pool, head);
+    find_head(r, plan, head);
     const mf_manifest *hm = NULL;
     pb_error lerr = PB_ERROR_INIT;
     if (head_manifest(r, &pool, head, &hm, &lerr) != 0) {

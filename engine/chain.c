@@ -20,6 +20,13 @@ void chain_backup_dir(char *out, size_t cap, const char *id)
     snprintf(out, cap, "backup/%s", id);
 }
 
+const mf_codec *chain_manifest_codec(void)
+{
+    static const mf_codec zstd = {pack_chunk_compress, pack_chunk_decompress,
+                                  PACK_ZSTD_MAX_RATIO};
+    return &zstd;
+}
+
 static void manifest_key(char *out, size_t cap, const char *id)
 {
     snprintf(out, cap, "backup/%s/manifest", id);
@@ -91,10 +98,17 @@ int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err)
     snprintf(what, sizeof(what), "%s/%s", repo_location(r), key);
     void *raw = NULL;
     size_t raw_len = 0;
-    rc = pack_object_decode(data, len, what, &raw, &raw_len, err);
-    free(data);
+    /* Version 2 is stored as is (chunks compressed one by one, so range reads work);
+     * older manifests are in the compressed envelope. */
+    if (len >= 8 && memcmp(data, "PBMANIF1", 8) == 0) {
+        raw = data;
+        raw_len = len;
+    } else {
+        rc = pack_object_decode(data, len, what, &raw, &raw_len, err);
+        free(data);
+    }
     if (rc == 0)
-        rc = mf_parse(raw, raw_len, what, out, err);
+        rc = mf_parse_codec(raw, raw_len, chain_manifest_codec(), what, out, err);
     free(raw);
     if (rc == 0 && strcmp(mf_header(*out)->id, id) != 0) {
         rc = pb_fail(err, PB_ECORRUPT, "manifest %s names backup %s, not %s", what,
@@ -107,18 +121,16 @@ int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err)
 
 int chain_commit(repo *r, const mf_manifest *m, pb_error *err)
 {
-    pb_buf buf = {0}, packed = {0};
-    int rc = mf_serialize(m, &buf, err);
-    /* Manifests compress ~10x (paths, runs); small incrementals are mostly manifest. */
-    if (rc == 0)
-        rc = pack_object_encode(buf.data, buf.len, 3, &packed, err);
+    pb_buf buf = {0};
+    /* Version 2 is not in the compressed envelope: readers range-read its header, index
+     * and one chunk at a time, so each chunk is compressed on its own instead. */
+    int rc = mf_serialize_codec(m, chain_manifest_codec(), &buf, err);
     if (rc == 0) {
         char key[256];
         manifest_key(key, sizeof(key), mf_header_c(m)->id);
-        rc = repo_put(r, key, packed.data, packed.len, err);
+        rc = repo_put(r, key, buf.data, buf.len, err);
     }
     pb_buf_free(&buf);
-    pb_buf_free(&packed);
     return rc;
 }
 

@@ -54,6 +54,14 @@ size_t chain_retain(const chain_history *h, unsigned retain_full, bool *keep);
 
 /* Load and verify one backup's manifest. */
 int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err);
+/* The header of one backup's manifest without its files: a version 2 manifest is read
+ * with two small range reads (engine/chain_stream.c), an older one whole. */
+int chain_load_header(repo *r, const char *id, mf_backup *out, pb_error *err);
+/* One backup's file records in path order, holding one chunk at a time (version 2; an
+ * older manifest is parsed whole and streamed from memory). */
+int chain_stream_open(repo *r, const char *id, mf_stream **out, pb_error *err);
+/* The codec of manifest chunks (zstd, engine/envelope.c). */
+const mf_codec *chain_manifest_codec(void);
 /* Store a manifest as the backup's commit point (the last object written). */
 int chain_commit(repo *r, const mf_manifest *m, pb_error *err);
 

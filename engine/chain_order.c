@@ -70,13 +70,18 @@ int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *er
     }
     for (size_t i = 0; rc == 0 && i < ids.count; i++) {
         mf_manifest *m = NULL;
-        int lrc = chain_load(r, ids.ids[i], &m, err);
+        /* Without `all` only headers are needed: a version 2 manifest gives its header
+         * with two small reads, so history costs no memory per file. */
+        int lrc = all ? chain_load(r, ids.ids[i], &m, err)
+                      : chain_load_header(r, ids.ids[i], &out->items[out->count], err);
         if (lrc == PB_ENOENT)
             continue;
         if (lrc)
             rc = lrc;
-        else
+        else if (all)
             out->items[out->count++] = *mf_header(m);
+        else
+            out->count++;
         if (lrc == 0 && all)
             all->items[all->count++] = m;
         else

@@ -136,3 +136,32 @@ int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_e
 {
     return pack_envelope_encode(raw, len, PACK_OBJECT_MAGIC, level, NULL, out, err);
 }
+
+/* ---- manifest chunks (docs/MANIFEST.md, version 2): one zstd frame each ---- */
+
+int pack_chunk_compress(const void *data, size_t len, pb_buf *out, pb_error *err)
+{
+    size_t bound = ZSTD_compressBound(len);
+    if (pb_buf_reserve(out, bound))
+        return pb_fail(err, PB_ENOMEM, "out of memory compressing a %zu-byte manifest chunk",
+                       len);
+    size_t n = ZSTD_compress(out->data + out->len, bound, data, len, 3);
+    if (ZSTD_isError(n))
+        return pb_fail(err, PB_EIO, "cannot compress a manifest chunk: %s",
+                       ZSTD_getErrorName(n));
+    out->len += n;
+    return 0;
+}
+
+/* dst holds exactly raw_len bytes (the index's word, bounded by the reader): zstd never
+ * writes past it, and any other length is corruption. */
+int pack_chunk_decompress(const void *data, size_t len, void *dst, size_t raw_len,
+                          pb_error *err)
+{
+    size_t n = ZSTD_decompress(dst, raw_len, data, len);
+    if (ZSTD_isError(n) || n != raw_len)
+        return pb_fail(err, PB_ECORRUPT, "compressed chunk of %zu bytes does not decompress "
+                       "to %zu bytes: %s", len, raw_len,
+                       ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong length");
+    return 0;
+}

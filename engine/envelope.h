@@ -45,4 +45,11 @@ int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_e
 int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
                        size_t *out_len, pb_error *err);
 
+/* Manifest version 2 chunks (one zstd frame each, level 3): the mf_codec engine/chain.c
+ * hands to manifest/. decompress fails with PB_ECORRUPT unless the frame yields exactly
+ * raw_len bytes into dst. */
+int pack_chunk_compress(const void *data, size_t len, pb_buf *out, pb_error *err);
+int pack_chunk_decompress(const void *data, size_t len, void *dst, size_t raw_len,
+                          pb_error *err);
+
 #endif

@@ -2,8 +2,9 @@
  * manifest/manifest.h — backup manifests and the RocksDB catalog (prefix mf_).
  * manifest/ depends on no other pageback module except common/: it turns manifests
  * into bytes and back, and keeps the chain head's page hashes in RocksDB; engine/
- * stores the bytes in the repository. The only file including <rocksdb/c.h> is
- * manifest/catalog.c. Format and key schema: docs/MANIFEST.md (repository layout: docs/FORMAT.md).
+ * stores the bytes in the repository. The only files including <rocksdb/c.h> are the
+ * catalog's (manifest/catalog*.c, catalog_internal.h). Format and key schema:
+ * docs/MANIFEST.md (repository layout: docs/FORMAT.md).
  */
 #ifndef PB_MANIFEST_H
 #define PB_MANIFEST_H
@@ -84,12 +85,86 @@ void mf_sort(mf_manifest *m);
 const mf_file *mf_find(const mf_manifest *m, const char *path);
 void mf_file_clear(mf_file *f); /* frees the pointers of a file not handed to a manifest */
 
-/* Self-contained object: magic, version, body, XXH64 checksum. */
+/* How version 2 chunks are compressed. manifest/ links no compression library, so the
+ * caller brings one (engine/ brings zstd); NULL everywhere means chunks stored raw.
+ * compress appends the compressed bytes to out; decompress must produce exactly raw_len
+ * bytes into dst (anything else is PB_ECORRUPT). */
+typedef struct mf_codec {
+    int (*compress)(const void *data, size_t len, pb_buf *out, pb_error *err);
+    int (*decompress)(const void *data, size_t len, void *dst, size_t raw_len, pb_error *err);
+    /* the most bytes one stored byte can decompress to: a chunk claiming more is
+     * corruption, refused before its buffer is allocated */
+    uint32_t max_ratio;
+} mf_codec;
+
+/* Self-contained object, format version 2 (docs/MANIFEST.md): header, index, chunks of
+ * file records in path order, each checksummed; chunks stored raw. */
 int mf_serialize(const mf_manifest *m, pb_buf *out, pb_error *err);
-/* what names the object in error messages. */
+/* The same with chunks compressed by codec (stored raw where that is not smaller). */
+int mf_serialize_codec(const mf_manifest *m, const mf_codec *codec, pb_buf *out,
+                       pb_error *err);
+/* Either format version (1: existing repositories). what names the object in errors.
+ * A compressed chunk without a codec is PB_EUNSUPPORTED. */
 int mf_parse(const void *data, size_t len, const char *what, mf_manifest **out, pb_error *err);
+int mf_parse_codec(const void *data, size_t len, const mf_codec *codec, const char *what,
+                   mf_manifest **out, pb_error *err);
+
+/* ---- writing version 2 chunk by chunk (bounded memory: one chunk plus the index) ----
+ * Files are added in strictly ascending path order; each full chunk goes to sink as it
+ * closes. mf_writer_finish flushes the last chunk and appends to *head the bytes that
+ * precede the chunks in the object (prefix, header, index): the object is *head followed
+ * by every chunk in the order sink got them. */
+typedef int (*mf_chunk_sink)(void *ctx, const void *data, size_t len, pb_error *err);
+typedef struct mf_writer mf_writer;
+int mf_writer_new(mf_writer **out, const mf_backup *hdr, const mf_codec *codec,
+                  mf_chunk_sink sink, void *ctx, pb_error *err);
+/* Validates f (as mf_add_file) and encodes it; f stays the caller's. */
+int mf_writer_add(mf_writer *w, const mf_file *f, pb_error *err);
+int mf_writer_finish(mf_writer *w, pb_buf *head, pb_error *err);
+void mf_writer_free(mf_writer *w); /* accepts NULL */
+
+/* ---- reading as a stream of file records in path order ----
+ * The source reads len bytes at offset into dst (all of them, or fails); size is the
+ * object's length, UINT64_MAX when unknown. A version 2 stream holds its index and one
+ * chunk at a time; the file mf_stream_next fills is the caller's (mf_file_clear). */
+typedef int (*mf_read_fn)(void *ctx, uint64_t offset, size_t len, void *dst, pb_error *err);
+typedef struct mf_source {
+    mf_read_fn read;
+    void (*close)(void *ctx); /* may be NULL; mf_stream_close calls it once it owns ctx */
+    void *ctx;
+    uint64_t size;
+    const mf_codec *codec;    /* for compressed chunks; NULL: raw chunks only */
+} mf_source;
+typedef struct mf_stream mf_stream;
+/* Version 2 only (PB_EUNSUPPORTED for version 1: parse it and use the next call). On
+ * success the stream owns src->ctx (closing it with src->close); on failure the caller
+ * still does. */
+int mf_stream_open(mf_stream **out, const mf_source *src, const char *what, pb_error *err);
+/* A stream over a manifest in memory (version 1, or built here); takes m, even on failure. */
+int mf_stream_from_manifest(mf_stream **out, mf_manifest *m, pb_error *err);
+const mf_backup *mf_stream_header(const mf_stream *s);
+/* 1 and *out filled, 0 at the end (after checking the count the index promised), < 0. */
+int mf_stream_next(mf_stream *s, mf_file *out, pb_error *err);
+/* High-water mark of the bytes the stream held (index, chunk buffer, file last returned);
+ * 0 for an in-memory stream. */
+uint64_t mf_stream_peak(const mf_stream *s);
+void mf_stream_close(mf_stream *s); /* accepts NULL */
+/* The header of a version 2 object alone (two small reads: no index, no chunk). */
+int mf_read_header(const mf_source *src, const char *what, mf_backup *out, pb_error *err);
 /* Is a manifest path safe to join under a target directory? */
 bool mf_path_is_safe(const char *path);
+
+/* ---- the manifests of a chain merged as sorted streams (manifest/merge.c) ----
+ * Takes the streams (closed by mf_merge_close, also when open fails). Each call yields
+ * the next path found in any stream, in path order: (*files)[i] is stream i's record of
+ * it, NULL when stream i has none; the records are the merge's, valid until the next
+ * call. 1, 0 at the end, < 0 on the first stream error. */
+typedef struct mf_merge mf_merge;
+int mf_merge_open(mf_merge **out, mf_stream **streams, size_t n, pb_error *err);
+int mf_merge_next(mf_merge *m, const mf_file *const **files, pb_error *err);
+/* Sum of the streams' high-water marks (mf_stream_peak). */
+uint64_t mf_merge_peak(const mf_merge *m);
+void mf_merge_close(mf_merge *m); /* accepts NULL */
 
 /* ---- RocksDB catalog: the chain head's hashes, a cache rebuilt from the repo ---- */
 typedef struct mf_catalog mf_catalog;

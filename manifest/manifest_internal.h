@@ -56,10 +56,13 @@ typedef struct mf_apply_stats {
     uint64_t chunks_put;    /* "H" chunks written */
     uint64_t chunks_kept;   /* chunks of present REL files left untouched */
     uint64_t chunks_read;   /* old chunks read to merge */
+    uint64_t batches;       /* write batches written (bounded: several for a large apply) */
 } mf_apply_stats;
 
 /* Counters of the last successful mf_catalog_apply. */
 void mf_catalog_last_stats(const mf_catalog *c, mf_apply_stats *out);
+/* Tests: the size at which an apply writes its batch and starts another. */
+void mf_catalog_set_batch_limit(mf_catalog *c, size_t bytes);
 /* Number of keys whose first byte is `prefix` ('F', 'H' or 'S'). */
 int mf_catalog_count_keys(mf_catalog *c, char prefix, uint64_t *out, pb_error *err);
 

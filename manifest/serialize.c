@@ -1,6 +1,6 @@
 /*
- * manifest/serialize.c — a manifest as a self-contained, checksummed object and
- * back. Layout in docs/MANIFEST.md. The object is not compressed here (manifest/
+ * manifest/serialize.c — format version 1 (read for existing repositories; written
+ * only by tests): a manifest as a self-contained, checksummed object and back. Layout in docs/MANIFEST.md. The object is not compressed here (manifest/
  * depends on no compression library); engine/ may compress it as a whole.
  *
  * The parser treats its input as hostile: the checksum is checked before anything
@@ -8,7 +8,7 @@
  * anything is allocated for it, so a crafted object with a valid checksum cannot
  * make it allocate more than the object's own size.
  */
-#include "manifest/manifest_internal.h"
+#include "manifest/v2_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +94,7 @@ static int put_file(pb_buf *b, const mf_file *f)
     return 0;
 }
 
-int mf_serialize(const mf_manifest *m, pb_buf *out, pb_error *err)
+int mf_serialize_v1(const mf_manifest *m, pb_buf *out, pb_error *err)
 {
     const mf_backup *h = &m->hdr;
     const mf_file **files = NULL, **owned = NULL;
@@ -121,6 +121,12 @@ int mf_serialize(const mf_manifest *m, pb_buf *out, pb_error *err)
         /* mf_add_file validated; re-check so a caller's later edit through
          * mf_header/mf_at casts cannot produce an unreadable object. */
         rc = mf_check_file(files[i], PB_EINVAL, "serializing manifest", err);
+        if (rc)
+            goto out;
+        for (uint32_t k = 0; k < files[i]->nruns; k++)
+            if (files[i]->runs[k].frame_page)
+                rc = pb_fail(err, PB_EINVAL, "serializing manifest %s as version 1: file %s "
+                             "has a run inside a shared frame", id, files[i]->path);
         if (rc)
             goto out;
         if (put_file(out, files[i])) {
@@ -233,6 +239,7 @@ static int rd_runs(parse_ctx *c, mf_file *f)
         run->clen = pb_rd_u32(r);
         run->offset = pb_rd_u64(r);
         run->rlen = pb_rd_u32(r);
+        run->frame_page = 0; /* version 1 cannot express a shared frame */
     }
     uint64_t nh = pb_rd_u64(r);
     uint64_t want = f->kind == MF_REL ? mf_shipped_pages(f) : 0;
@@ -325,7 +332,8 @@ static int rd_files(parse_ctx *c, mf_manifest *m)
     return 0;
 }
 
-int mf_parse(const void *data, size_t len, const char *what, mf_manifest **out, pb_error *err)
+int mf_parse_v1(const void *data, size_t len, const char *what, mf_manifest **out,
+                pb_error *err)
 {
     *out = NULL;
     what = what ? what : "(unnamed)";

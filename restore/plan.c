@@ -3,12 +3,12 @@
  * verify --set and rebase (as pg_combinebackup's load_manifest.c loads each manifest
  * once and hands the array down).
  *
- * Choosing a backup needs every manifest's header in history order (engine/chain_order.c),
- * and the chain of the chosen one needs some of those manifests in full: the manifests
- * read for the history are kept until the chain is resolved, so each is read once, and
- * those outside the chain are freed then (peak memory: every manifest of the repository,
- * as verify's repository pass holds them too). The WAL archive is listed once, segments
- * and history files together, and only when the choice or the checks need it.
+ * Choosing a backup needs every manifest's header in history order (engine/chain_order.c):
+ * a version 2 manifest gives its header with two small reads, no file record, so the
+ * choice holds no manifest; only the chosen chain's manifests are then read whole (older
+ * version 1 manifests are read whole for their header too). The WAL archive is listed
+ * once, segments and history files together, and only when the choice or the checks
+ * need it.
  */
 #include "restore/plan_internal.h"
 
@@ -58,7 +58,7 @@ static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_p
         rc = rs_view_load(&p->wal, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
     if (rc == 0)
         rc = rs_names_set(opts) ? load_one(r, opts->set, &hist, &pool, err)
-                                : chain_history_load_all(r, &hist, &pool, err);
+                                : chain_history_load(r, &hist, err);
     if (rc == 0)
         rc = rs_place_target(r, opts, &p->wal, &hist, &p->tv, err);
     if (rc == 0)

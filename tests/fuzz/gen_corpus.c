@@ -5,6 +5,7 @@
  */
 #include "engine/pack.h"
 #include "manifest/manifest.h"
+#include "manifest/v2_internal.h" /* mf_serialize_v1: the version 1 seeds */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +73,22 @@ static void manifests(const char *dir)
     add(m, "pg_tblspc/16384", MF_LINK, 0, 0);
     mf_sort(m);
     pb_buf b = {0};
-    if (mf_serialize(m, &b, &err)) {
+    if (mf_serialize_v1(m, &b, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         exit(1);
     }
     put(dir, "incremental.body", b.data, b.len - 8, NULL, 0); /* the target reseals */
     put(dir, "incremental.sealed", b.data, b.len, NULL, 0);
+    b.len = 0;
+    /* version 2: a run inside a shared frame, an inode, and an all-zero page */
+    ((mf_file *)mf_find(m, "base/1/1259"))->runs[1].frame_page = 1;
+    ((mf_file *)mf_find(m, "base/1/1259"))->inode = 4242;
+    ((mf_file *)mf_find(m, "base/1/1259"))->page_hashes[0] = mf_zero_page_hash();
+    if (mf_serialize(m, &b, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    put(dir, "v2-incremental", b.data, b.len, NULL, 0);
     pb_buf_free(&b);
     mf_free(m);
 }

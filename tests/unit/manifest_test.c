@@ -1,6 +1,6 @@
 /* tests/unit/manifest_test.c — manifests, their object format, and the catalog. */
 #include "manifest/manifest.h"
-#include "manifest/manifest_internal.h"
+#include "manifest/v2_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>
@@ -344,13 +344,15 @@ static int parse_code(const pb_buf *b, pb_error *err)
 
 /* Serialise a manifest with one directory at `safe`, then swap in `evil` (same length)
  * with a valid checksum: only the path check can catch it. */
+/* These check the version 1 reader (existing repositories) on objects of the version 1
+ * writer; tests/unit/manifest_v2_test.c checks version 2. */
 static void check_evil_path(const char *safe, const char *evil)
 {
     mf_manifest *m = new_manifest("B", "", 'F');
     add_other(m, safe, MF_DIR, 0, NULL, NULL);
     pb_buf b = {0};
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     uint8_t *at = memmem(b.data, b.len, safe, strlen(safe));
     PBT_CHECK(at != NULL && strlen(safe) == strlen(evil));
     if (at) {
@@ -374,7 +376,7 @@ static void test_unsafe_paths_rejected(void)
     add_other(m, "abc", MF_DIR, 0, NULL, NULL);
     pb_buf b = {0};
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     uint8_t *at = memmem(b.data, b.len, "abc", 3);
     PBT_CHECK(at != NULL);
     if (at) {
@@ -391,7 +393,7 @@ static void test_corrupt_objects(void)
     mf_manifest *m = sample_manifest();
     pb_buf b = {0};
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     mf_free(m);
 
     /* any flipped byte */
@@ -426,7 +428,7 @@ static void test_corrupt_objects(void)
     /* huge counts with a valid checksum: rejected before any allocation */
     m = new_manifest("B", "", 'F');
     add_rel(m, 1, "rel/file", 100, 0, 1, 10, 5);
-    PBT_CHECK(mf_serialize(m, &b, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0);
     mf_free(m);
     uint8_t *path = memmem(b.data, b.len, "rel/file", 8);
     PBT_CHECK(path != NULL);
@@ -483,7 +485,7 @@ static void test_corrupt_objects(void)
     PBT_CHECK(parse_code(&b, &err) == PB_ECORRUPT && strstr(err.msg, "rel/file"));
     /* a future version with a valid checksum is refused as unsupported */
     pb_put_u32(b.data + off_npages, 100);
-    pb_put_u32(b.data + 8, 2);
+    pb_put_u32(b.data + 8, 3);
     reseal(&b);
     PBT_CHECK(parse_code(&b, &err) == PB_EUNSUPPORTED);
     pb_put_u32(b.data + 8, 1);
@@ -845,6 +847,50 @@ static void test_catalog_open_fails(void)
     mf_catalog_close(NULL);
 }
 
+/* An apply larger than the batch limit is written in several batches (bounded memory),
+ * still all or nothing for a reader: an apply that fails after a batch was written
+ * leaves no head (which the backup rebuilds), never a half-applied one. */
+static void test_catalog_batches(void)
+{
+    char dir[] = "/tmp/mf_test.XXXXXX";
+    PBT_CHECK(mkdtemp(dir) != NULL);
+    char db[64], path[64], id[MF_ID_LEN];
+    snprintf(db, sizeof(db), "%s/catalog", dir);
+    pb_error err = PB_ERROR_INIT;
+    mf_catalog *cat = NULL;
+    mf_apply_stats st;
+    PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+    if (!cat)
+        return;
+    mf_catalog_set_batch_limit(cat, 256u << 10);
+    mf_manifest *m = new_manifest("B1", "", 'F');
+    for (int i = 0; i < 40; i++) {
+        snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+        add_rel(m, 1, path, 20000, 0, 1, 0, 20000);
+    }
+    PBT_CHECK(mf_catalog_apply(cat, m, &err) == 0);
+    mf_free(m);
+    mf_catalog_last_stats(cat, &st);
+    PBT_CHECK(st.batches >= 10 && st.chunks_put == 40 * 3);
+    PBT_CHECK(mf_catalog_head(cat, id, &err) == 0 && strcmp(id, "B1") == 0);
+    mf_head_entry e;
+    PBT_CHECK(mf_catalog_lookup(cat, "base/1/1039", &e, &err) == 0 && e.npages == 20000 &&
+              e.hashes[19999] == hv(1, "base/1/1039", 19999));
+    free(e.hashes);
+    /* an incremental whose last file grows without shipping its new pages: corrupt,
+     * found after earlier batches were written */
+    m = new_manifest("B2", "B1", 'I');
+    for (int i = 0; i < 40; i++) {
+        snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+        add_rel(m, 2, path, i == 39 ? 20001 : 20000, 0, 1, 0, 20000);
+    }
+    PBT_CHECK(mf_catalog_apply(cat, m, &err) == PB_ECORRUPT);
+    mf_free(m);
+    PBT_CHECK(mf_catalog_head(cat, id, &err) == PB_ENOENT);
+    mf_catalog_close(cat);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     PBT_RUN(test_path_safety);
@@ -855,5 +901,6 @@ int main(void)
     PBT_RUN(test_catalog_chain);
     PBT_RUN(test_catalog_open_fails);
     PBT_RUN(test_catalog_damage_rebuilds);
+    PBT_RUN(test_catalog_batches);
     return PBT_DONE();
 }

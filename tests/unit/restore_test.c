@@ -10,6 +10,7 @@
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/restore.h"
+#include "manifest/v2_internal.h" /* mf_serialize_v1: the hostile object is version 1 */
 #include "tests/unit/pbtest.h"
 
 #include <dirent.h>
@@ -431,7 +432,8 @@ static void test_delta_through_link(void)
 /* Store a full backup whose manifest holds base and one hostile entry: a link at
  * link_at, or a directory at the path bad. The manifest API refuses unsafe paths, a
  * hostile repository does not have to: that one is patched into the serialised bytes
- * (over a placeholder of the same length) and the checksum recomputed. */
+ * (over a placeholder of the same length) and the checksum recomputed, in a version 1
+ * object (one checksum; the restore's path checks are the same for both versions). */
 static void commit_hostile(repo *r, const char *link_at, const char *link_to, const char *bad)
 {
     pb_error err = PB_ERROR_INIT;
@@ -451,7 +453,7 @@ static void commit_hostile(repo *r, const char *link_at, const char *link_to, co
     }
     mf_sort(m);
     pb_buf raw = {0}, packed = {0};
-    PBT_CHECK(mf_serialize(m, &raw, &err) == 0);
+    PBT_CHECK(mf_serialize_v1(m, &raw, &err) == 0);
     if (!link_at) {
         uint8_t *at = memmem(raw.data, raw.len, placeholder, strlen(placeholder));
         PBT_CHECK(at != NULL);

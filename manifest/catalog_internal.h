@@ -1,0 +1,51 @@
+/*
+ * manifest/catalog_internal.h — private to the catalog (catalog.c, catalog_apply.c): the
+ * handle, the key and value encodings (docs/MANIFEST.md, "RocksDB catalog"), and the
+ * helpers both files use.
+ */
+#ifndef PB_MANIFEST_CATALOG_INTERNAL_H
+#define PB_MANIFEST_CATALOG_INTERNAL_H
+
+#include "manifest/manifest_internal.h"
+
+#include <rocksdb/c.h>
+
+#define F_VALUE_LEN (4 + 4 + 8 + MF_ID_LEN)
+#define KEY_MAX (1 + MF_PATH_MAX + 1 + 4)
+
+struct mf_catalog {
+    rocksdb_t *db;
+    rocksdb_options_t *opts;
+    rocksdb_readoptions_t *ropts;
+    rocksdb_writeoptions_t *wopts;
+    char *dir;
+    mf_apply_stats last;
+    size_t batch_limit; /* bytes a write batch may hold before it is written */
+};
+
+#define MF_CATALOG_BATCH_LIMIT (64u << 20)
+
+typedef struct f_value {
+    mf_kind kind;
+    uint32_t npages;
+    uint64_t hash;
+    char stored_in[MF_ID_LEN];
+} f_value;
+
+size_t mfc_key_f(char *k, const char *path);
+/* The key of one chunk; mfc_key_h_end is the (exclusive) end of all of path's chunks. */
+size_t mfc_key_h(char *k, const char *path, size_t plen, uint32_t chunk);
+size_t mfc_key_h_end(char *k, const char *path, size_t plen);
+uint64_t mfc_nchunks(uint32_t npages);
+uint32_t mfc_chunk_len(uint32_t npages, uint64_t ci);
+void mfc_f_encode(uint8_t v[F_VALUE_LEN], const mf_file *f);
+int mfc_f_decode(const char *v, size_t len, f_value *out);
+/* Consume a RocksDB error string: Corruption maps to PB_ECORRUPT, the rest to PB_EIO. */
+int mfc_db_fail(pb_error *err, char *dberr, const char *dir, const char *op);
+/* Every key starts with 'F', 'H' or 'S': ["", "\xff") holds them all. */
+void mfc_batch_clear_all(rocksdb_writebatch_t *b);
+/* The "S" key: PB_ENOENT when absent. */
+int mfc_read_head(mf_catalog *c, const rocksdb_readoptions_t *ro, char out[MF_ID_LEN],
+                  pb_error *err);
+
+#endif
