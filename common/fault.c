@@ -44,6 +44,9 @@ const pb_fault_info pb_fault_points[] = {
     {"expire.mid-wal", "expire removed a WAL segment (nth = after the nth one), more to go"},
     {"rebase.mid-pack", "rebase rebuilt a file into its open pack (nth = after the nth file)"},
     {"rebase.before-manifest-commit", "rebase packs committed, manifest not written"},
+    {"backup.skip-miss", "not a crash (pb_fault_fires): the file-level skip treats the nth "
+                         "changed relation segment as unchanged, so a verify scan must "
+                         "catch it"},
 };
 const size_t pb_fault_npoints = sizeof(pb_fault_points) / sizeof(pb_fault_points[0]);
 
@@ -78,6 +81,13 @@ int pb_fault_init(const char *spec, pb_error *err)
     }
     return pb_fail(err, PB_EINVAL, "PAGEBACK_TEST_FAULT='%s' names no fault point (see "
                    "docs/GUIDE.md, \"Fault injection (tests only)\")", spec);
+}
+
+bool pb_fault_fires(const char *name)
+{
+    if (!armed || strcmp(name, armed) != 0)
+        return false;
+    return atomic_fetch_add(&hits, 1) + 1 == armed_nth;
 }
 
 void pb_fault_point(const char *name)

@@ -14,6 +14,7 @@
 #ifndef PB_COMMON_FAULT_H
 #define PB_COMMON_FAULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/pb.h"
@@ -36,5 +37,10 @@ int pb_fault_init(const char *spec, pb_error *err);
 void pb_fault_point(const char *name);
 
 #define PB_FAULT_POINT(name) pb_fault_point(name)
+
+/* A behaviour fault instead of a crash: true on the armed point's nth hit (then the
+ * caller misbehaves on purpose, as the table row says), false otherwise and always when
+ * nothing is armed. Thread-safe. */
+bool pb_fault_fires(const char *name);
 
 #endif

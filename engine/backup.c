@@ -145,6 +145,39 @@ static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info,
     return mf_new(&ctx->m, &hdr, err);
 }
 
+/* The file-skip rule's horizon (engine/backup_skip.c): the server's second S now, then
+ * wait until its clock has passed S + 1, so every write after the walk below leaves an
+ * mtime >= S even with coarse filesystem timestamps. */
+static int mark_horizon(bk_ctx *ctx, pgc *conn, pb_error *err)
+{
+    int64_t s = 0, now = 0;
+    int rc = pgc_server_time(conn, &s, err);
+    for (int i = 0; rc == 0 && i < 100; i++) {
+        if ((rc = pgc_server_time(conn, &now, err)) || now >= s + 1)
+            break;
+        usleep(20000);
+    }
+    if (rc)
+        return rc;
+    if (now < s + 1)
+        return pb_fail(err, PB_ESTATE, "the PostgreSQL server's clock did not advance past %"
+                       PRId64 " within 2 s", s + 1);
+    mf_header(ctx->m)->mtime_horizon = s;
+    ctx->server_start = s;
+    ctx->local_start = pb_now();
+    return 0;
+}
+
+/* The catalog reflects the parent (chain_sync_catalog made it so): the skip rule's
+ * "the previous backup is the chain head" check, made on what diffing will use. */
+static bool parent_is_head(bk_ctx *ctx)
+{
+    char head[MF_ID_LEN];
+    pb_error err = PB_ERROR_INIT;
+    return ctx->parent && ctx->cat && mf_catalog_head(ctx->cat, head, &err) == 0 &&
+           strcmp(head, mf_header_c(ctx->parent)->id) == 0;
+}
+
 static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *info,
                       pb_error *err)
 {
@@ -172,7 +205,13 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
         h->parent[0] = '\0';
         ctx->cat = NULL;
         ctx->prev_stop_lsn = 0;
+        ctx->parent = NULL;
     }
+    if ((rc = mark_horizon(ctx, conn, err)))
+        return rc;
+    if ((rc = bk_choose_read(ctx, plan->parent ? &plan->chain : NULL, parent_is_head(ctx),
+                             err)))
+        return rc;
     chain_backup_dir(dir, sizeof(dir), h->id);
     /* Compression is the CPU cost of a full backup: one worker per vCPU on small
      * hosts, half of them elsewhere (the database keeps the rest). Each worker has its
@@ -213,6 +252,8 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
         pb_info("scanned %.1f MiB in %.2f s (%.0f MB/s); stop and WAL archiving took %.2f s",
                 h->bytes_read / 1048576.0, t1 - t0, h->bytes_read / 1e6 / (t1 - t0 + 1e-9),
                 pb_now() - t1);
+    if (rc == 0)
+        bk_report_read(ctx);
     (void)info;
     return rc;
 }
@@ -287,6 +328,8 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
     ctx.tblspc_dir = info.tblspc_dir;
     ctx.checksums = info.data_checksums;
+    ctx.wal_log_hints = info.wal_log_hints;
+    ctx.wal_minimal = strcmp(info.wal_level, "minimal") == 0;
     /* Leftovers of interrupted earlier runs (temp files, unfinished multipart uploads,
      * backups without a manifest) go first; failing to remove them does not block a
      * backup. */
@@ -308,6 +351,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         if (rc)
             goto out;
         ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
+        ctx.parent = plan.parent;
     }
     pb_info("taking a %s backup: %s", plan.type == 'F' ? "full" : "incremental", plan.reason);
     mf_catalog *cat = ctx.cat;
@@ -346,6 +390,7 @@ out:
     if (rc && ctx.m)
         drop_partial(r, mf_header(ctx.m)->id);
     scan_free(ctx.scan);
+    wg_set_free(ctx.wal);
     mf_free(ctx.m);
     bk_plan_free(&plan);
     mf_catalog_close(ctx.cat);

@@ -44,6 +44,14 @@ typedef struct bk_io_report {
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;
 
+/* How an incremental finds what changed (--incremental-mode; docs/GUIDE.md). */
+typedef enum bk_incr_mode {
+    BK_INCR_AUTO = 0, /* WAL-guided when possible, else file-level skip */
+    BK_INCR_SCAN = 1, /* read and hash every page */
+    BK_INCR_FILE = 2, /* skip relation segments whose size and mtime prove them unchanged */
+    BK_INCR_WAL = 3,  /* file-level skip, then only the blocks the archived WAL names */
+} bk_incr_mode;
+
 typedef struct bk_opts {
     const char *pgdata;     /* data directory; NULL = the server's data_directory */
     const char *conninfo;   /* libpq connection string; NULL = PG* environment */
@@ -61,6 +69,12 @@ typedef struct bk_opts {
     uint64_t pack_size;      /* target pack object size */
     uint64_t max_rate;       /* read at most this many bytes per second (0 = unlimited) */
     int nice;                /* scheduler niceness for the backup process (0 = unchanged) */
+    bk_incr_mode incr_mode;
+    /* --verify-scan: an incremental reads every page, checking the cheaper method, when
+     * this many incrementals since the chain's last full scan would be reached (0 = never
+     * by count) or when that scan is older than verify_after_secs (0 = never by age). */
+    unsigned verify_every;
+    int64_t verify_after_secs;
     /* Polite I/O (docs/DESIGN.md, "Polite I/O"); fields below are added, keep the order. */
     scan_io_class io_class;  /* --io-class: idle (default), best-effort, default */
     int io_level;            /* best-effort level 0..7 */
@@ -72,8 +86,8 @@ typedef struct bk_opts {
 } bk_opts;
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
-                      300, 256ull << 20, 0, 10, SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, \
-                      NULL}
+                      300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, SCAN_IO_IDLE, 7, \
+                      BK_CPU_IDLE, 0, false, 0, NULL}
 
 /* Run one backup into r. On success *out is the committed manifest (the caller's: free
  * with mf_free), so a summary needs no second download; NULL on failure. */

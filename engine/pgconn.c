@@ -233,6 +233,10 @@ static int info_settings(pgc *c, pgc_info *out, pb_error *err)
     if ((rc = query_u64(c, q_blksize, &n, err)))
         return rc;
     out->block_size = (uint32_t)n;
+    if ((rc = query_value(c, "SHOW wal_level", out->wal_level, sizeof(out->wal_level), err)) ||
+        (rc = query_value(c, "SHOW wal_log_hints", v, sizeof(v), err)) ||
+        (rc = parse_bool_setting("SHOW wal_log_hints", v, &out->wal_log_hints, err)))
+        return rc;
     if (n != PB_PAGE_SIZE)
         return pb_fail(err, PB_EUNSUPPORTED, "PostgreSQL block_size is %" PRIu64
                        " bytes; pageback supports only %u", n, PB_PAGE_SIZE);
@@ -374,5 +378,13 @@ int pgc_databases(pgc *c, mf_dblist *out, pb_error *err)
             rc = mf_dblist_add(out, (uint32_t)oid, PQgetvalue(res, i, 1), err);
     }
     PQclear(res);
+    return rc;
+}
+
+int pgc_server_time(pgc *c, int64_t *out, pb_error *err)
+{
+    uint64_t v = 0;
+    int rc = query_u64(c, "SELECT floor(extract(epoch FROM clock_timestamp()))::bigint", &v, err);
+    *out = rc ? 0 : (int64_t)v;
     return rc;
 }

@@ -23,6 +23,8 @@ typedef struct pgc_info {
     uint32_t catversion;      /* pg_control_system().catalog_version_no */
     char tblspc_dir[32];      /* "PG_15_202209061": this cluster's directory in a tablespace */
     bool in_recovery;
+    char wal_level[16];       /* SHOW wal_level: "minimal", "replica", "logical" */
+    bool wal_log_hints;       /* SHOW wal_log_hints */
 } pgc_info;
 
 /* conninfo may be NULL or "" (then PG* environment variables apply). */
@@ -40,6 +42,9 @@ int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
 int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_out,
                     pb_error *err);
 
+/* The server's clock, whole unix seconds (floor of clock_timestamp()): the clock the
+ * data files' mtimes follow, for the file-skip rule (docs/DESIGN.md, issue 11). */
+int pgc_server_time(pgc *c, int64_t *out, pb_error *err);
 /* ---- a backup from a hot standby (docs/DESIGN.md rule 1 holds there too) ---- */
 /* pg_last_wal_replay_lsn(): how far a standby has replayed (PB_EPG on a primary). */
 int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err);

@@ -304,6 +304,7 @@ static int add_entry(walk_ctx *ctx, char *path, walk_kind kind, const struct sta
     e->mode = (uint32_t)(st->st_mode & 07777);
     e->size = (kind == WALK_DIR || kind == WALK_LINK) ? 0 : (uint64_t)st->st_size;
     e->mtime = (int64_t)st->st_mtime;
+    e->inode = (uint64_t)st->st_ino;
     e->link_target = target;
     e->segno = segno;
     return 0;

@@ -25,6 +25,7 @@ typedef struct walk_entry {
     uint32_t mode;     /* st_mode & 07777 */
     uint64_t size;
     int64_t mtime;
+    uint64_t inode;    /* st_ino: a file replaced under the same name gets a new one */
     char *link_target; /* WALK_LINK: absolute target directory */
     uint32_t segno;    /* WALK_REL: segment number from the ".N" suffix */
 } walk_entry;

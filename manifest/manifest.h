@@ -68,7 +68,20 @@ typedef struct mf_backup {
     uint64_t files, pages_scanned, pages_changed, pages_in_window, bytes_read,
         bytes_stored, checksum_errors, collisions;
     double seconds;
+    /* How this backup read the data directory (issue 11), in the header's extension
+     * block (docs/MANIFEST.md): absent in older manifests, which read as 0. */
+    char read_mode;          /* MF_READ_SCAN, MF_READ_FILE, MF_READ_WAL; 0 = unknown (older) */
+    bool verify_scan;        /* an incremental that read every page to check a cheaper method */
+    int64_t mtime_horizon;   /* server clock, unix s: a file changed after this backup walked
+                              * it has an mtime >= this; 0 = unknown (no skip against it) */
+    uint64_t files_skipped, bytes_skipped; /* relation segments not read (file-level skip) */
+    uint64_t pages_missed;   /* verify scan: changed pages the cheaper method missed (a bug) */
 } mf_backup;
+
+/* mf_backup.read_mode. A full or scan-mode backup reads every page (MF_READ_SCAN). */
+#define MF_READ_SCAN 's'
+#define MF_READ_FILE 'f'
+#define MF_READ_WAL 'w'
 
 typedef struct mf_manifest mf_manifest;
 

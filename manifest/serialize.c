@@ -29,6 +29,15 @@ static int put_fixed(pb_buf *b, const char *s, size_t size)
     return pb_buf_append(b, s, n);
 }
 
+/* The header's extension block, after the files: a magic, a count, then (tag, u64)
+ * pairs. A reader skips tags it does not know and defaults those absent, so a field is
+ * added by a new tag alone (docs/MANIFEST.md, "Extension block"). */
+#define MF_EXT_MAGIC 0x3158454du /* "MEX1" little-endian */
+enum { MF_EXT_READ_MODE = 1, MF_EXT_VERIFY_SCAN = 2, MF_EXT_MTIME_HORIZON = 3,
+       MF_EXT_FILES_SKIPPED = 4, MF_EXT_BYTES_SKIPPED = 5, MF_EXT_PAGES_MISSED = 6 };
+#define MF_EXT_MAX 64u /* more tags than this in one block is corruption */
+#define MF_FLAG_EXT 2u
+
 static int put_header(pb_buf *b, const mf_backup *h)
 {
     uint64_t secs;
@@ -45,7 +54,8 @@ static int put_header(pb_buf *b, const mf_backup *h)
     rc |= pb_buf_u64(b, h->system_id);
     rc |= pb_buf_u32(b, h->pg_version);
     rc |= pb_buf_u32(b, h->wal_segment_size);
-    rc |= pb_buf_u32(b, h->data_checksums ? 1 : 0);
+    /* bit 0: data checksums; bit 1: an extension block follows the files (put_ext) */
+    rc |= pb_buf_u32(b, (h->data_checksums ? 1u : 0u) | MF_FLAG_EXT);
     rc |= pb_buf_u64(b, (uint64_t)h->start_time);
     rc |= pb_buf_u64(b, (uint64_t)h->stop_time);
     rc |= put_fixed(b, h->start_wal, sizeof(h->start_wal));
@@ -55,6 +65,22 @@ static int put_header(pb_buf *b, const mf_backup *h)
                               h->checksum_errors, h->collisions, secs};
     for (size_t i = 0; i < sizeof(stats) / sizeof(stats[0]); i++)
         rc |= pb_buf_u64(b, stats[i]);
+    return rc;
+}
+
+static int put_ext(pb_buf *b, const mf_backup *h)
+{
+    const uint64_t v[][2] = {
+        {MF_EXT_READ_MODE, (uint64_t)(unsigned char)h->read_mode},
+        {MF_EXT_VERIFY_SCAN, h->verify_scan ? 1 : 0},
+        {MF_EXT_MTIME_HORIZON, (uint64_t)h->mtime_horizon},
+        {MF_EXT_FILES_SKIPPED, h->files_skipped},
+        {MF_EXT_BYTES_SKIPPED, h->bytes_skipped},
+        {MF_EXT_PAGES_MISSED, h->pages_missed}};
+    size_t n = sizeof(v) / sizeof(v[0]);
+    int rc = pb_buf_u32(b, MF_EXT_MAGIC) | pb_buf_u32(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        rc |= pb_buf_u32(b, (uint32_t)v[i][0]) | pb_buf_u64(b, v[i][1]);
     return rc;
 }
 
@@ -135,7 +161,7 @@ int mf_serialize_v1(const mf_manifest *m, pb_buf *out, pb_error *err)
             goto out;
         }
     }
-    if (pb_buf_u64(out, pb_hash64(out->data + start, out->len - start)))
+    if (put_ext(out, h) || pb_buf_u64(out, pb_hash64(out->data + start, out->len - start)))
         rc = pb_fail(err, PB_ENOMEM, "serializing manifest %s", id);
 out:
     if (rc)
@@ -150,6 +176,7 @@ typedef struct parse_ctx {
     pb_reader r;
     const char *what; /* "manifest <name>" for messages */
     pb_error *err;
+    bool ext;         /* the header says an extension block follows the files */
 } parse_ctx;
 
 /* A string of at most max-1 bytes without NUL; *out malloc'd (NULL when empty and
@@ -203,7 +230,8 @@ static int rd_header(parse_ctx *c, mf_backup *h)
     h->pg_version = pb_rd_u32(r);
     h->wal_segment_size = pb_rd_u32(r);
     uint32_t sums = pb_rd_u32(r);
-    h->data_checksums = sums != 0;
+    h->data_checksums = (sums & 1u) != 0;
+    c->ext = (sums & MF_FLAG_EXT) != 0;
     h->start_time = (int64_t)pb_rd_u64(r);
     h->stop_time = (int64_t)pb_rd_u64(r);
     if ((rc = rd_fixed(c, h->start_wal, sizeof(h->start_wal), "header", "start WAL")) ||
@@ -218,7 +246,7 @@ static int rd_header(parse_ctx *c, mf_backup *h)
     memcpy(&h->seconds, &secs, sizeof(secs));
     if (r->bad)
         return pb_fail(c->err, PB_ECORRUPT, "%s: truncated header", c->what);
-    if ((type != 'F' && type != 'I' && type != 'S') || sums > 1)
+    if ((type != 'F' && type != 'I' && type != 'S') || sums > (1u | MF_FLAG_EXT))
         return pb_fail(c->err, PB_ECORRUPT, "%s: bad backup type %u", c->what, type);
     return 0;
 }
@@ -303,6 +331,36 @@ static int check_envelope(const uint8_t *p, size_t len, const char *what, pb_err
     return 0;
 }
 
+/* The extension block (put_ext); a manifest written before it existed has none. */
+static int rd_ext(parse_ctx *c, mf_backup *h)
+{
+    pb_reader *r = &c->r;
+    if (!c->ext)
+        return 0;
+    if (pb_rd_u32(r) != MF_EXT_MAGIC)
+        return pb_fail(c->err, PB_ECORRUPT, "%s: bad extension block after the files", c->what);
+    uint32_t n = pb_rd_u32(r);
+    if (r->bad || n > MF_EXT_MAX || n > r->left / 12)
+        return pb_fail(c->err, PB_ECORRUPT, "%s: extension block of %u fields exceeds the "
+                       "object", c->what, n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t tag = pb_rd_u32(r);
+        uint64_t v = pb_rd_u64(r);
+        switch (tag) {
+        case MF_EXT_READ_MODE: h->read_mode = (char)(v & 0xff); break;
+        case MF_EXT_VERIFY_SCAN: h->verify_scan = v != 0; break;
+        case MF_EXT_MTIME_HORIZON: h->mtime_horizon = (int64_t)v; break;
+        case MF_EXT_FILES_SKIPPED: h->files_skipped = v; break;
+        case MF_EXT_BYTES_SKIPPED: h->bytes_skipped = v; break;
+        case MF_EXT_PAGES_MISSED: h->pages_missed = v; break;
+        default: break; /* a later field: additive */
+        }
+    }
+    if (r->bad)
+        return pb_fail(c->err, PB_ECORRUPT, "%s: truncated extension block", c->what);
+    return 0;
+}
+
 static int rd_files(parse_ctx *c, mf_manifest *m)
 {
     uint64_t n = pb_rd_u64(&c->r);
@@ -321,6 +379,9 @@ static int rd_files(parse_ctx *c, mf_manifest *m)
         if (i && strcmp(m->files[i - 1].path, m->files[i].path) >= 0)
             m->sorted = false;
     }
+    int rc = rd_ext(c, &m->hdr);
+    if (rc)
+        return rc;
     if (c->r.left)
         return pb_fail(c->err, PB_ECORRUPT, "%s: %zu stray bytes after the files",
                        c->what, c->r.left);
@@ -342,7 +403,7 @@ int mf_parse_v1(const void *data, size_t len, const char *what, mf_manifest **ou
         return rc;
     char label[320];
     snprintf(label, sizeof(label), "manifest %.300s", what);
-    parse_ctx c = {{(const uint8_t *)data + 12, len - 12 - 8, 0}, label, err};
+    parse_ctx c = {{(const uint8_t *)data + 12, len - 12 - 8, 0}, label, err, false};
     mf_manifest *m = NULL;
     if ((rc = mf_new(&m, NULL, err)) || (rc = rd_header(&c, &m->hdr)) || (rc = rd_files(&c, m))) {
         mf_free(m);

@@ -102,6 +102,11 @@ int mf_v2_put_header(pb_buf *b, const mf_backup *h)
                               h->checksum_errors, h->collisions, secs};
     for (unsigned i = 0; i < sizeof(stats) / sizeof(stats[0]); i++)
         rc |= put_tag_u64(b, MF_T_FILES + i, stats[i]);
+    const uint64_t reads[] = {(unsigned char)h->read_mode, h->verify_scan ? 1 : 0,
+                              zigzag(h->mtime_horizon), h->files_skipped, h->bytes_skipped,
+                              h->pages_missed};
+    for (unsigned i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+        rc |= put_tag_u64(b, MF_T_READ_MODE + i, reads[i]);
     return rc ? PB_EINVAL : 0;
 }
 
@@ -145,6 +150,12 @@ static int rd_tag(mf_backup *h, unsigned tag, const uint8_t *v, size_t n)
     case MF_T_START_TIME: h->start_time = unzigzag(x); return 0;
     case MF_T_STOP_TIME: h->stop_time = unzigzag(x); return 0;
     case MF_T_SECONDS: memcpy(&h->seconds, &x, sizeof(x)); return 0;
+    case MF_T_READ_MODE: h->read_mode = (char)x; return x > 0xff ? -1 : 0;
+    case MF_T_VERIFY_SCAN: h->verify_scan = x != 0; return x > 1 ? -1 : 0;
+    case MF_T_MTIME_HORIZON: h->mtime_horizon = unzigzag(x); return 0;
+    case MF_T_FILES_SKIPPED: h->files_skipped = x; return 0;
+    case MF_T_BYTES_SKIPPED: h->bytes_skipped = x; return 0;
+    case MF_T_PAGES_MISSED: h->pages_missed = x; return 0;
     }
     uint64_t *stats[] = {&h->files,      &h->pages_scanned, &h->pages_changed,
                          &h->pages_in_window, &h->bytes_read, &h->bytes_stored,

@@ -23,7 +23,10 @@ enum {
     MF_T_SYSTEM_ID, MF_T_PG_VERSION, MF_T_WAL_SEG, MF_T_CHECKSUMS, MF_T_START_TIME,
     MF_T_STOP_TIME, MF_T_START_WAL, MF_T_STOP_WAL, MF_T_FILES, MF_T_SCANNED, MF_T_CHANGED,
     MF_T_IN_WINDOW, MF_T_BYTES_READ, MF_T_BYTES_STORED, MF_T_CSUM_ERRORS, MF_T_COLLISIONS,
-    MF_T_SECONDS, MF_T_LAST_KNOWN = MF_T_SECONDS
+    MF_T_SECONDS,
+    /* how the backup read (issue 11; engine/backup_skip.c) */
+    MF_T_READ_MODE, MF_T_VERIFY_SCAN, MF_T_MTIME_HORIZON, MF_T_FILES_SKIPPED,
+    MF_T_BYTES_SKIPPED, MF_T_PAGES_MISSED, MF_T_LAST_KNOWN = MF_T_PAGES_MISSED
 };
 
 /* One index entry: chunk i covers paths [first, last], at `offset` from the object start. */

@@ -98,6 +98,12 @@ int cmd_backup(pb_options *o)
                PRIu64 "\n", h->id, h->type == 'F' ? "full" : "incremental", a, b, rd,
                h->seconds, h->seconds > 0 ? h->bytes_read / h->seconds / 1e6 : 0.0,
                h->pages_scanned, h->pages_changed, st, h->checksum_errors);
+        if (h->files_skipped || h->pages_missed || h->verify_scan) {
+            human((double)h->bytes_skipped, rd, sizeof(rd));
+            printf("  files skipped %" PRIu64 " (%s unread)%s, missed pages %" PRIu64 "\n",
+                   h->files_skipped, rd, h->verify_scan ? ", verify scan" : "",
+                   h->pages_missed);
+        }
     }
     mf_free(m);
     repo_free(r);

@@ -18,6 +18,7 @@ enum {
     O_T_EXCL, O_T_ACTION, O_T_TLI, O_TS_MAP, O_JSON, O_RETAIN_FULL, O_S3_RETRIES, O_HELP,
     O_DB_INCLUDE,
     O_MAX_RATE, O_NICE, O_JOBS, O_RESTORE_POINTS,
+    O_INCR_MODE, O_VERIFY_SCAN,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
     O_END
 };
@@ -49,6 +50,7 @@ static const struct option long_opts[] = {
     {"retain-full", 1, 0, O_RETAIN_FULL}, {"help", 0, 0, O_HELP},
     {"max-rate", 1, 0, O_MAX_RATE}, {"jobs", 1, 0, O_JOBS}, {"nice", 1, 0, O_NICE},
     {"restore-points", 0, 0, O_RESTORE_POINTS},
+    {"incremental-mode", 1, 0, O_INCR_MODE}, {"verify-scan", 1, 0, O_VERIFY_SCAN},
     {"io-class", 1, 0, O_IO_CLASS}, {"cpu-priority", 1, 0, O_CPU_PRIO},
     {"cpu-weight", 1, 0, O_CPU_WEIGHT}, {"checkpoint", 1, 0, O_CHECKPOINT},
     {"max-memory", 1, 0, O_MAX_MEMORY},
@@ -64,6 +66,9 @@ static const struct {
      "           [--queue-depth N] [--on-checksum-error warn|fail] [--full-every N]\n"
      "           [--full-after DURATION] [--compress-level N] [--max-rate BYTES/s]\n"
      "           [--nice 0..19 (default 10)]\n"
+     "           [--incremental-mode scan|file|wal (default: wal when possible, else file)]\n"
+     "           [--verify-scan N|DURATION (full hash scan every Nth incremental or after\n"
+     "            DURATION; default 7 or 7d; 0 = only full backups)]\n"
      "           [--io-class idle|best-effort[:N]|default] [--cpu-priority idle|nice|normal]\n"
      "           [--cpu-weight 1..10000] [--checkpoint spread|fast] [--max-memory BYTES]\n"},
     {"restore",
@@ -287,6 +292,31 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
         if (parse_size(arg, &sz) || sz == 0)
             return pb_fail(err, PB_EINVAL, "--max-memory expects bytes like 64M, not '%s'", arg);
         o->backup.max_memory = sz;
+        return 0;
+    case O_INCR_MODE:
+        if (!strcmp(arg, "scan"))
+            o->backup.incr_mode = BK_INCR_SCAN;
+        else if (!strcmp(arg, "file"))
+            o->backup.incr_mode = BK_INCR_FILE;
+        else if (!strcmp(arg, "wal"))
+            o->backup.incr_mode = BK_INCR_WAL;
+        else
+            return pb_fail(err, PB_EINVAL, "--incremental-mode must be scan, file or wal, not "
+                           "'%s'", arg);
+        return 0;
+    case O_VERIFY_SCAN:
+        /* A number counts incrementals, anything else is a duration; one replaces both
+         * defaults. */
+        if (parse_uint(arg, &u) == 0) {
+            o->backup.verify_every = u;
+            o->backup.verify_after_secs = 0;
+        } else if (parse_duration(arg, &secs) == 0) {
+            o->backup.verify_every = 0;
+            o->backup.verify_after_secs = secs;
+        } else {
+            return pb_fail(err, PB_EINVAL, "--verify-scan expects a count (every Nth "
+                           "incremental) or a duration like 7d, not '%s'", arg);
+        }
         return 0;
     case O_WAL_TIMEOUT:
         if (parse_uint(arg, &u))

@@ -72,6 +72,12 @@ static void print_needs(const chain_history *hist, const mf_backup *h, bool json
         printf(json ? ", \"(missing %s)\"" : " (missing parent %s)", path[n - 1]->parent);
 }
 
+static const char *read_mode_name(char mode)
+{
+    return mode == MF_READ_FILE ? "file" : mode == MF_READ_WAL ? "wal"
+         : mode == MF_READ_SCAN ? "scan" : "unknown";
+}
+
 static void print_backup_text(const mf_backup *h, const chain_history *hist)
 {
     char a[32], b[32];
@@ -86,6 +92,11 @@ static void print_backup_text(const mf_backup *h, const chain_history *hist)
            " B; checksum errors %" PRIu64 "\n",
            h->pages_scanned, h->pages_changed, h->pages_in_window, h->bytes_read,
            h->bytes_stored, ratio, h->seconds, h->stop_lsn - h->start_lsn, h->checksum_errors);
+    if (h->type == 'I' && h->read_mode)
+        printf("    read mode %s%s; files skipped %" PRIu64 " (%" PRIu64 " B); missed pages %"
+               PRIu64 "%s\n", read_mode_name(h->read_mode), h->verify_scan ? " + verify scan" : "",
+               h->files_skipped, h->bytes_skipped, h->pages_missed,
+               h->pages_missed ? " (BUG: the cheaper read method missed changed pages)" : "");
     printf("    restore needs:");
     print_needs(hist, h, false);
     printf("\n");
@@ -104,7 +115,7 @@ static void print_backup_json(const mf_backup *h, const chain_history *hist, boo
            ", \"pages_in_window\": %" PRIu64 ", \"wal_bytes_in_window\": %" PRIu64
            ", \"bytes_read\": %" PRIu64 ", \"bytes_stored\": %" PRIu64
            ", \"compression_ratio\": %.2f, \"checksum_errors\": %"
-           PRIu64 ", \"collisions\": %" PRIu64 ", \"seconds\": %.3f, \"restore_needs\": [",
+           PRIu64 ", \"collisions\": %" PRIu64 ", \"seconds\": %.3f",
            first ? "" : ",", h->id,
            h->type == 'F' ? "full" : h->type == 'S' ? "synthetic-full" : "incr", h->parent,
            h->timeline, a, b, h->start_wal, h->stop_wal, h->start_time, h->stop_time,
@@ -113,6 +124,10 @@ static void print_backup_json(const mf_backup *h, const chain_history *hist, boo
            h->bytes_read, h->bytes_stored,
            h->bytes_stored ? (double)h->pages_changed * 8192.0 / (double)h->bytes_stored : 0.0,
            h->checksum_errors, h->collisions, h->seconds);
+    printf(", \"read_mode\": \"%s\", \"verify_scan\": %s, \"files_skipped\": %" PRIu64
+           ", \"bytes_skipped\": %" PRIu64 ", \"pages_missed\": %" PRIu64 ", \"restore_needs\": [",
+           read_mode_name(h->read_mode), h->verify_scan ? "true" : "false", h->files_skipped,
+           h->bytes_skipped, h->pages_missed);
     print_needs(hist, h, true);
     printf("]}");
 }

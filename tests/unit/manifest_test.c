@@ -365,6 +365,51 @@ static void check_evil_path(const char *safe, const char *evil)
     mf_free(m);
 }
 
+/* The read-less fields (issue 11) travel in the extension block; a manifest written
+ * before it (no flag, no block) still parses, with them 0. */
+static void test_extension_fields(void)
+{
+    mf_manifest *m = sample_manifest();
+    mf_backup *h = mf_header(m);
+    h->read_mode = MF_READ_FILE;
+    h->verify_scan = true;
+    h->mtime_horizon = 1764500000;
+    h->files_skipped = 41;
+    h->bytes_skipped = 41ull << 30;
+    h->pages_missed = 3;
+    pb_error err = PB_ERROR_INIT;
+    pb_buf b = {0};
+    mf_manifest *p = NULL;
+    /* Both versions carry them: v2 in its tagged header, v1 in the extension block. */
+    for (int v = 2; v >= 1; v--) {
+        b.len = 0;
+        PBT_CHECK((v == 2 ? mf_serialize(m, &b, &err) : mf_serialize_v1(m, &b, &err)) == 0);
+        PBT_CHECK(mf_parse(b.data, b.len, "ext", &p, &err) == 0);
+        const mf_backup *q = p ? mf_header_c(p) : NULL;
+        PBT_CHECK(q && q->read_mode == MF_READ_FILE && q->verify_scan &&
+                  q->mtime_horizon == 1764500000 && q->files_skipped == 41 &&
+                  q->bytes_skipped == 41ull << 30 && q->pages_missed == 3);
+        mf_free(p);
+        p = NULL;
+    }
+    /* Older layout: clear the flag (bit 1 of the checksum word, after magic, version, id,
+     * parent, type, LSNs, timeline, system id, version, segment size), drop the block
+     * (magic, count, 6 pairs of 12 bytes) and reseal. */
+    size_t flag_at = 8 + 4 + (4 + strlen(h->id)) + (4 + strlen(h->parent)) + 4 + 8 + 8 + 4 +
+                     8 + 4 + 4;
+    PBT_CHECK(b.len > flag_at + 4 && (b.data[flag_at] & 2));
+    if (b.len > flag_at + 4) {
+        b.data[flag_at] &= (uint8_t)~2u;
+        b.len -= 8 + 6 * 12;
+        reseal(&b);
+        PBT_CHECK(mf_parse(b.data, b.len, "old", &p, &err) == 0);
+        PBT_CHECK(p && mf_header_c(p)->read_mode == 0 && mf_header_c(p)->files_skipped == 0);
+    }
+    mf_free(p);
+    mf_free(m);
+    pb_buf_free(&b);
+}
+
 static void test_unsafe_paths_rejected(void)
 {
     check_evil_path("aa/x", "../x");
@@ -896,6 +941,7 @@ int main(void)
     PBT_RUN(test_path_safety);
     PBT_RUN(test_add_find);
     PBT_RUN(test_roundtrip);
+    PBT_RUN(test_extension_fields);
     PBT_RUN(test_unsafe_paths_rejected);
     PBT_RUN(test_corrupt_objects);
     PBT_RUN(test_catalog_chain);

@@ -84,6 +84,23 @@ static void test_backup_flags(void)
     PBT_CHECK(o.backup.use_uring && o.backup.direct && o.backup.nice == 10);
     PBT_CHECK(o.backup.full_after_secs == 0 && o.restore.jobs == 4);
     PBT_CHECK(streq(o.repo.s3_region, "us-east-1") && o.repo.s3_parallel == 4);
+    PBT_CHECK(o.backup.incr_mode == BK_INCR_AUTO && o.backup.verify_every == 7 &&
+              o.backup.verify_after_secs == 7 * 86400);
+    opts_free(&o);
+
+    /* How an incremental reads (issue 11): a count or a duration replaces both defaults. */
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "file",
+                    "--verify-scan", "3") == 0);
+    PBT_CHECK(o.backup.incr_mode == BK_INCR_FILE && o.backup.verify_every == 3 &&
+              o.backup.verify_after_secs == 0);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "wal",
+                    "--verify-scan", "2d") == 0);
+    PBT_CHECK(o.backup.incr_mode == BK_INCR_WAL && o.backup.verify_every == 0 &&
+              o.backup.verify_after_secs == 2 * 86400);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "scan") == 0 &&
+              o.backup.incr_mode == BK_INCR_SCAN);
     PBT_CHECK(o.backup.io_class == SCAN_IO_IDLE && o.backup.cpu_priority == BK_CPU_IDLE);
     PBT_CHECK(!o.backup.checkpoint_fast && o.backup.cpu_weight == 0 && o.backup.max_memory == 0);
     opts_free(&o);
@@ -177,6 +194,8 @@ static void test_bad_values(void)
         {"--tablespace-map", "16385:/x", "--tablespace-map"},
         {"--tablespace-map", "16385=relative", "--tablespace-map"},
         {"--max-rate", "fast", "--max-rate"},
+        {"--incremental-mode", "pages", "--incremental-mode"},
+        {"--verify-scan", "often", "--verify-scan"},
         {"--io-class", "realtime", "--io-class"}, {"--io-class", "best-effort:8", "--io-class"},
         {"--cpu-priority", "low", "--cpu-priority"}, {"--cpu-weight", "0", "--cpu-weight"},
         {"--cpu-weight", "10001", "--cpu-weight"}, {"--checkpoint", "slow", "--checkpoint"},

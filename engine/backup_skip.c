@@ -1,0 +1,270 @@
+/*
+ * engine/backup_skip.c — reading less (issue 11): the file-level skip rule, when a
+ * verify scan is due, and which method an incremental uses.
+ *
+ * The skip rule is pgBackRest's, measured on the database server's clock. At its start
+ * every backup records the server's second S and waits until the server's clock has
+ * passed S + 1 before the walk (backup.c), and stores S as its mtime horizon. Any write
+ * to a file after that backup walked it happens at or after S + 1, so even with the
+ * kernel's coarse timestamps (a few ms behind) the file's mtime becomes >= S. A segment
+ * whose mtime is still the one that backup recorded, and lies before S, therefore has not
+ * been written since it was read: its page hashes and locations carry forward exactly as
+ * an unchanged file's do, and restore cannot tell the difference. Anything that makes the
+ * mtime untrustworthy (it moved backwards, lies in the future, the size changed under an
+ * equal mtime, the file was replaced) forces a read. The full hash scan stays the truth:
+ * a verify scan reads everything and counts what the cheaper method would have missed
+ * (docs/DESIGN.md, "How the cost follows the change").
+ */
+#include "engine/backup_internal.h"
+#include "common/fault.h"
+#include "engine/wal/wal.h"
+
+#include <unistd.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+_Static_assert(BK_SKIP_NVERDICTS == BK_READ_RECENT + 1, "one count per verdict");
+
+bk_skip_verdict bk_skip_decide(const bk_skip_stat *cur, const bk_skip_stat *prev,
+                               int64_t parent_horizon, int64_t now)
+{
+    if (!prev)
+        return BK_READ_NEW;
+    if (parent_horizon <= 0)
+        return BK_READ_NO_HORIZON;
+    if (cur->inode && prev->inode && cur->inode != prev->inode)
+        return BK_READ_INODE;
+    if (cur->mtime > now)
+        return BK_READ_MTIME_FUTURE;
+    if (cur->mtime < prev->mtime)
+        return BK_READ_MTIME_BACKWARDS;
+    if (cur->mtime == prev->mtime && cur->size != prev->size)
+        return BK_READ_SIZE_SAME_MTIME;
+    if (cur->mtime != prev->mtime || cur->size != prev->size)
+        return BK_READ_CHANGED;
+    if (cur->mtime >= parent_horizon)
+        return BK_READ_RECENT;
+    return BK_SKIP;
+}
+
+const char *bk_skip_verdict_name(bk_skip_verdict v)
+{
+    static const char *const names[BK_SKIP_NVERDICTS] = {
+        "unchanged", "new", "parent has no mtime horizon", "inode changed",
+        "mtime in the future", "mtime moved backwards", "size changed with an equal mtime",
+        "changed", "changed too recently before the parent"};
+    return (unsigned)v < BK_SKIP_NVERDICTS ? names[v] : "?";
+}
+
+/* Did this backup read and hash every page? */
+static bool read_every_page(const mf_backup *h)
+{
+    return h->type != 'I' || h->verify_scan || h->read_mode == 0 ||
+           h->read_mode == MF_READ_SCAN;
+}
+
+bool bk_verify_due(const chain *c, unsigned every, int64_t after_secs, int64_t now,
+                   char *why, size_t why_len)
+{
+    unsigned cheap = 0;
+    int64_t scanned_at = 0;
+    for (size_t i = c->count; i-- > 0;) {
+        const mf_backup *h = mf_header_c(c->items[i]);
+        if (read_every_page(h)) {
+            scanned_at = h->start_time;
+            break;
+        }
+        cheap++;
+    }
+    char sink[8];
+    if (!why) {
+        why = sink;
+        why_len = sizeof(sink);
+    }
+    if (every && cheap + 1 >= every) {
+        snprintf(why, why_len, "%u incrementals since the last full scan (--verify-scan %u)",
+                 cheap, every);
+        return true;
+    }
+    if (after_secs && cheap && now - scanned_at >= after_secs) {
+        snprintf(why, why_len, "the last full scan is older than --verify-scan %" PRId64 " s",
+                 after_secs);
+        return true;
+    }
+    return false;
+}
+
+/* Why WAL cannot vouch for this backup before anything is decoded; NULL when it may. */
+static const char *wal_unavailable(const bk_ctx *ctx)
+{
+    if (ctx->standby)
+        return "a backup from a standby: its WAL window is not decoded yet";
+    if (ctx->wal_minimal)
+        return "wal_level is minimal: WAL does not log every change";
+    if (!ctx->checksums && !ctx->wal_log_hints)
+        return "hint bits are not WAL-logged (no data checksums, wal_log_hints off): "
+               "harmless to a restore, but WAL cannot vouch for those pages";
+    return NULL;
+}
+
+/* pg_backup_start switched WAL just now: the segment before the start's is being
+ * archived. The archiver goes in order, so once it is there every earlier one is or
+ * never will be (a gap, found while decoding). 1 = not there in time. */
+static int wait_archived(bk_ctx *ctx, uint64_t segno, pb_error *err)
+{
+    const mf_backup *h = mf_header_c(ctx->m);
+    char name[25];
+    arch_segment_name(name, h->timeline, segno, h->wal_segment_size);
+    double deadline = pb_now() + ctx->opts->wal_timeout_secs;
+    for (;;) {
+        bool present = false;
+        int rc = arch_exists(ctx->repo, name, &present, err);
+        if (rc || present)
+            return rc;
+        if (pb_now() > deadline)
+            return 1;
+        if ((rc = repo_lock_renew(ctx->lock, err)))
+            return rc;
+        usleep(50000);
+    }
+}
+
+/* Decode the window [parent's start, this start); NULL set with why filled to fall back. */
+static int wal_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
+{
+    const mf_backup *h = mf_header_c(ctx->m), *ph = mf_header_c(ctx->parent);
+    uint64_t seg = h->start_lsn / h->wal_segment_size;
+    if (seg > ph->start_lsn / h->wal_segment_size) {
+        int rc = wait_archived(ctx, seg - 1, err);
+        if (rc < 0)
+            return rc;
+        if (rc > 0) {
+            snprintf(why, why_len, "the WAL segment before the start was not archived within "
+                     "%u s (--wal-timeout)", ctx->opts->wal_timeout_secs);
+            return 0;
+        }
+    }
+    wg_window w = {ctx->repo, ctx->pgdata, ctx->opts->state_dir, h->timeline,
+                   h->wal_segment_size, ph->start_lsn, h->start_lsn, 0, 19};
+    return wg_collect(&w, &ctx->wal, why, why_len, err);
+}
+
+static void say_mode(const bk_ctx *ctx, const char *what, const char *why)
+{
+    pb_info("incremental reads %s%s%s%s", what, why ? " (" : "", why ? why : "",
+            why ? ")" : "");
+    if (ctx->verify)
+        pb_info("verify scan: every page is read and hashed; a change the cheaper method "
+                "misses is shipped and reported");
+}
+
+int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb_error *err)
+{
+    mf_backup *h = mf_header(ctx->m);
+    const bk_opts *o = ctx->opts;
+    ctx->skip_on = false;
+    ctx->verify = false;
+    h->read_mode = MF_READ_SCAN;
+    if (h->type != 'I' || !ctx->parent || o->incr_mode == BK_INCR_SCAN) {
+        if (h->type == 'I')
+            say_mode(ctx, "every page", "--incremental-mode scan");
+        return 0;
+    }
+    const mf_backup *ph = mf_header_c(ctx->parent);
+    if (!parent_is_head || ph->timeline != h->timeline || ph->mtime_horizon <= 0) {
+        say_mode(ctx, "every page", !parent_is_head ? "the parent is not the chain head"
+                 : ph->timeline != h->timeline ? "the timeline changed"
+                 : "the parent backup recorded no mtime horizon (an older version made it)");
+        return 0;
+    }
+    char why[1200];
+    if (bk_verify_due(plan_chain, o->verify_every, o->verify_after_secs, ctx->server_start,
+                      why, sizeof(why))) {
+        ctx->verify = true;
+        h->verify_scan = true;
+        pb_info("verify scan due: %s", why);
+    }
+    ctx->skip_on = true;
+    h->read_mode = MF_READ_FILE;
+    if (o->incr_mode == BK_INCR_FILE) {
+        say_mode(ctx, "segments whose size or mtime moved", "--incremental-mode file");
+        return 0;
+    }
+    const char *nowal = wal_unavailable(ctx);
+    if (!nowal) {
+        int rc = wal_guide(ctx, why, sizeof(why), err);
+        if (rc)
+            return rc;
+        nowal = ctx->wal ? NULL : why;
+    }
+    if (ctx->wal) {
+        h->read_mode = MF_READ_WAL;
+        say_mode(ctx, "the blocks the archived WAL names, in segments whose size or mtime "
+                 "moved", NULL);
+    } else {
+        pb_warn("WAL-guided reads fall back to the file-level skip for the whole backup: %s",
+                nowal);
+        say_mode(ctx, "segments whose size or mtime moved", NULL);
+    }
+    return 0;
+}
+
+int64_t bk_server_now(const bk_ctx *ctx)
+{
+    return ctx->server_start + (int64_t)(pb_now() - ctx->local_start) + 1;
+}
+
+bk_skip_verdict bk_skip_file(bk_ctx *ctx, const walk_entry *e, const mf_file *prev)
+{
+    bk_skip_stat cur = {e->size, e->mtime, e->inode}, old = {0, 0, 0};
+    if (prev && prev->kind == MF_REL) {
+        old.size = prev->size;
+        old.mtime = prev->mtime;
+        old.inode = prev->inode;
+    }
+    bk_skip_verdict v = bk_skip_decide(&cur, prev && prev->kind == MF_REL ? &old : NULL,
+                                       mf_header_c(ctx->parent)->mtime_horizon,
+                                       bk_server_now(ctx));
+    if (v == BK_READ_CHANGED && pb_fault_fires("backup.skip-miss")) {
+        pb_warn("test fault backup.skip-miss: treating changed %s as unchanged", e->path);
+        v = BK_SKIP;
+    }
+    ctx->verdicts[v]++;
+    if (v != BK_SKIP && v != BK_READ_CHANGED && v != BK_READ_NEW)
+        pb_debug("%s is read: %s", e->path, bk_skip_verdict_name(v));
+    return v;
+}
+
+void bk_report_read(const bk_ctx *ctx)
+{
+    const mf_backup *h = mf_header_c(ctx->m);
+    if (!ctx->skip_on)
+        return;
+    char reads[512];
+    size_t n = 0;
+    reads[0] = '\0';
+    for (unsigned v = 1; v < BK_SKIP_NVERDICTS && n < sizeof(reads); v++)
+        if (ctx->verdicts[v])
+            n += (size_t)snprintf(reads + n, sizeof(reads) - n, "%s%" PRIu64 " %s",
+                                  n ? ", " : "", ctx->verdicts[v],
+                                  bk_skip_verdict_name((bk_skip_verdict)v));
+    if (ctx->verify)
+        pb_info("file-level skip: %" PRIu64 " relation segments would have been skipped "
+                "(read for the verify scan); read anyway: %s", ctx->verdicts[BK_SKIP],
+                n ? reads : "none");
+    else
+        pb_info("file-level skip: %" PRIu64 " relation segments (%.1f MiB) skipped; read: %s",
+                h->files_skipped, h->bytes_skipped / 1048576.0, n ? reads : "none");
+    if (ctx->wal)
+        pb_info("WAL-guided: %" PRIu64 " segments read by their named blocks only, %" PRIu64
+                " read whole (not a main fork, or created, truncated or copied in the window)",
+                ctx->wal_guided, ctx->wal_whole);
+    if (ctx->verify && h->pages_missed)
+        pb_log(PB_LOG_ERROR, "verify scan: %" PRIu64 " changed pages the cheaper read "
+               "method would have missed were shipped: this is a bug, please report it",
+               h->pages_missed);
+    else if (ctx->verify)
+        pb_info("verify scan: the cheaper read method missed no changed page");
+}
