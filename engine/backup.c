@@ -108,22 +108,6 @@ static int check_parent(repo *r, const mf_backup *h, pb_error *err)
     return rc;
 }
 
-/* The read size and depth are the scanner's I/O plan (scan_plan_io, one decision per
- * backup from the device under the data directory and the user's settings). */
-static int open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
-{
-    scan_io_plan plan;
-    scan_plan_io(ctx->pgdata, opts->read_size, opts->queue_depth, &plan);
-    scan_opts so = SCAN_OPTS_INIT;
-    so.read_size = plan.read_size;
-    so.queue_depth = plan.queue_depth;
-    so.use_uring = opts->use_uring;
-    so.direct = opts->direct;
-    pb_info("reading %zu KiB x %u in flight%s%s", so.read_size / 1024, so.queue_depth,
-            plan.why[0] ? ": " : "", plan.why);
-    return scan_open(&ctx->scan, &so, err);
-}
-
 static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
 {
     mf_backup *h = mf_header(ctx->m);
@@ -207,11 +191,17 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     mf_backup *h = mf_header(ctx->m);
     char dir[128], label[96];
     snprintf(label, sizeof(label), "pageback %s", h->id);
+    double tc = pb_now();
     int rc = bk_standby_before_start(ctx, conn, err);
     if (rc == 0)
-        rc = pgc_backup_start(conn, label, &h->start_lsn, &h->timeline, err);
+        rc = pgc_backup_start(conn, label, ctx->opts->checkpoint_fast, &h->start_lsn,
+                              &h->timeline, err);
     if (rc)
         return rc;
+    ctx->io.checkpoint_fast = ctx->opts->checkpoint_fast;
+    ctx->io.checkpoint_wait_seconds = pb_now() - tc;
+    pb_info("checkpoint (%s) took %.2f s", ctx->opts->checkpoint_fast ? "fast" : "spread",
+            ctx->io.checkpoint_wait_seconds);
     PB_FAULT_POINT("backup.after-start");
     if (plan->parent && mf_header_c(plan->parent)->timeline != h->timeline) {
         /* A promotion happened since the chain's head: start a new chain. */
@@ -245,9 +235,13 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     }
     ctx->packs = ctx->writers[0];
     if (rc == 0)
-        rc = bk_pipe_start(&ctx->pipe, ctx->writers, ctx->nwriters, err);
+        rc = bk_pipe_start_jobs(&ctx->pipe, ctx->writers, ctx->nwriters,
+                                (int)ctx->opts->cpu_priority, ctx->io.pipe_jobs, err);
     if (rc)
         return rc;
+    snprintf(ctx->io.cpu_priority_applied, sizeof(ctx->io.cpu_priority_applied), "%s",
+             bk_pipe_cpu_applied(ctx->pipe));
+    pb_info("CPU priority: %s", ctx->io.cpu_priority_applied);
     ctx->start_lsn = h->start_lsn;
     char lsn[32];
     pb_lsn_format(h->start_lsn, lsn);
@@ -327,6 +321,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     /* Rule of politeness: a backup yields the CPU to the database it protects. */
     if (opts->nice && setpriority(PRIO_PROCESS, 0, opts->nice) != 0)
         pb_debug("could not lower the scheduling priority");
+    bk_apply_cpu_weight(opts, &ctx.io);
     int rc = repo_lock_acquire(r, "backup", &ctx.lock, err);
     if (rc == 0)
         rc = pgc_connect(&conn, opts->conninfo, err);
@@ -369,7 +364,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     mf_catalog *cat = ctx.cat;
     if (plan.type == 'F')
         ctx.cat = NULL; /* no diffing: every page is shipped */
-    rc = open_scanner(&ctx, opts, err);
+    rc = bk_open_scanner(&ctx, opts, err);
     if (rc == 0)
         rc = init_manifest(&ctx, &plan, &info, err);
     if (rc == 0)
@@ -393,6 +388,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         ctx.m = NULL;
     }
 out:
+    bk_finish_report(&ctx);
     bk_pipe_free(ctx.pipe);
     for (unsigned i = 0; i < ctx.nwriters; i++)
         pack_writer_free(ctx.writers[i]);
@@ -409,6 +405,7 @@ out:
     if (lock_fd >= 0)
         close(lock_fd);
     repo_lock_release(ctx.lock);
+    bk_release_cpu_weight(&ctx.io);
     return rc;
 }
 

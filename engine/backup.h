@@ -11,8 +11,36 @@
 #include <stdint.h>
 
 #include "common/pb.h"
+#include "engine/scan.h"
 #include "engine/storage/storage.h"
 #include "manifest/manifest.h"
+
+/* CPU priority of the hashing/compression workers (--cpu-priority). */
+typedef enum bk_cpu_priority {
+    BK_CPU_IDLE = 0, /* SCHED_IDLE, nice 19 where refused (default) */
+    BK_CPU_NICE,     /* nice 19 */
+    BK_CPU_NORMAL,   /* as the process */
+} bk_cpu_priority;
+
+/* What a backup did to stay out of the database's way: the report (--report JSON) and
+ * the log read these fields; the *_applied texts are for people and never parsed. */
+typedef struct bk_io_report {
+    scan_io_stats scan;            /* the read controller's decisions (engine/scan.h) */
+    size_t read_size;              /* bytes per read request */
+    unsigned depth_max;            /* buffers allocated: the in-flight ceiling */
+    char io_class_applied[160];    /* "idle; scheduler mq-deadline honours it" */
+    char cpu_priority_applied[160]; /* "workers SCHED_IDLE" */
+    char cpu_weight_applied[400];  /* "cgroup <dir> cpu.shares 512" or why not */
+    char cpu_cgroup[300];          /* the cgroup made for --cpu-weight ("" = none) */
+    bool checkpoint_fast;          /* what pg_backup_start was asked for */
+    double checkpoint_wait_seconds; /* how long pg_backup_start took */
+    uint64_t repo_flushes;         /* fsync/fdatasync/sync_file_range waits on the repo */
+    uint64_t repo_bytes_written;   /* bytes the repository writers wrote */
+    double flushes_per_gb;         /* repo_flushes per GB written (0 when none written) */
+    uint64_t peak_rss_bytes;       /* getrusage ru_maxrss at the end */
+    uint64_t buffer_bytes;         /* read buffers + worker queues allocated */
+    unsigned pipe_jobs;            /* compression queue: frame buffers of 1 MiB */
+} bk_io_report;
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;
 
@@ -61,10 +89,19 @@ typedef struct bk_opts {
     int64_t verify_after_secs;
     bk_progress_fn progress; /* NULL: no progress calls */
     void *progress_ctx;
+    /* Polite I/O (docs/DESIGN.md, "Polite I/O"); fields below are added, keep the order. */
+    scan_io_class io_class;  /* --io-class: idle (default), best-effort, default */
+    int io_level;            /* best-effort level 0..7 */
+    bk_cpu_priority cpu_priority; /* --cpu-priority of the compression workers */
+    unsigned cpu_weight;     /* --cpu-weight: a cgroup with this weight (0 = none) */
+    bool checkpoint_fast;    /* --checkpoint fast; spread (false) is the default */
+    uint64_t max_memory;     /* --max-memory: bound on the buffers (0 = unbounded) */
+    bk_io_report *report;    /* filled when not NULL (the caller's), on success and failure */
 } bk_opts;
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
-                      300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, NULL, NULL}
+                      300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, NULL, NULL, \
+                      SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, NULL}
 
 /* Run one backup into r. On success *out is the committed manifest (the caller's: free
  * with mf_free), so a summary needs no second download; NULL on failure. */

@@ -59,6 +59,7 @@ typedef struct bk_ctx {
     uint64_t wal_whole;  /* segments WAL-guidance read whole (marked, or not a main fork) */
     uint64_t wal_guided; /* segments read by their named blocks only */
     bk_progress progress; /* what opts->progress is shown */
+    bk_io_report io;     /* what was applied and counted (backup_polite.c) */
 } bk_ctx;
 
 /* ---- the file-level skip rule (engine/backup_skip.c) -------------------------------- */
@@ -133,6 +134,14 @@ void bk_plan_free(bk_plan *plan); /* accepts NULL */
 
 /* Tell opts->progress (if any) that bytes more were read. */
 void bk_progress_note(bk_ctx *ctx, uint64_t bytes);
+/* Plan the reads, apply --io-class and --max-memory, open ctx->scan (backup_polite.c). */
+int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err);
+/* --cpu-weight: move the process into a new cgroup with that weight, or say why not. */
+void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io);
+/* Leave and remove that cgroup (at the end of bk_run). */
+void bk_release_cpu_weight(bk_io_report *io);
+/* Log what was applied and counted; copy it to opts->report when given. */
+void bk_finish_report(bk_ctx *ctx);
 
 /* Sleep as needed to keep reads under opts->max_rate. */
 void bk_throttle(bk_ctx *ctx, size_t bytes);

@@ -1,7 +1,13 @@
 /* engine/backup_pipe.c — one compression worker fed by the scanning thread. */
 #include "engine/backup_pipe.h"
+#include "engine/backup.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +25,10 @@ struct bk_pipe {
     pb_error err;
     pack_writer *packs[BK_PIPE_MAX_WORKERS];
     unsigned next_worker; /* hands each starting worker its writer */
+    int cpu_priority;    /* bk_cpu_priority each worker applies to itself */
+    unsigned ready;      /* workers that applied it */
+    char cpu_applied[160];
+    unsigned njobs;      /* frame buffers in the pool (the first njobs of jobs[]) */
     mf_run *done;        /* stored runs since the last take, indexed by submission order */
     uint32_t nsubmitted;
     size_t done_cap;
@@ -31,10 +41,37 @@ static int reserve_runs(bk_pipe *p, uint32_t n)
     return PB_GROW(p->done, &p->done_cap, (size_t)p->nsubmitted + n);
 }
 
+/* Rule of politeness (docs/DESIGN.md, "Polite I/O"): compression runs only on CPU the
+ * database leaves idle. Linux applies both calls to the calling thread alone. */
+static void lower_cpu(int prio, char *applied, size_t len)
+{
+    if (prio == BK_CPU_NORMAL) {
+        snprintf(applied, len, "workers at the process's priority (--cpu-priority normal)");
+        return;
+    }
+    struct sched_param sp = {0};
+    if (prio == BK_CPU_IDLE && sched_setscheduler(0, SCHED_IDLE, &sp) == 0) {
+        snprintf(applied, len, "workers SCHED_IDLE");
+        return;
+    }
+    int why = errno;
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
+        snprintf(applied, len, prio == BK_CPU_IDLE ? "workers nice 19 (SCHED_IDLE refused: %s)"
+                                                   : "workers nice 19%s",
+                 prio == BK_CPU_IDLE ? strerror(why) : "");
+    else
+        snprintf(applied, len, "none: nice 19 refused (%s)", strerror(errno));
+}
+
 static void *worker(void *vp)
 {
     bk_pipe *p = vp;
+    char applied[160];
+    lower_cpu(p->cpu_priority, applied, sizeof(applied));
     pthread_mutex_lock(&p->mu);
+    if (p->ready++ == 0)
+        memcpy(p->cpu_applied, applied, sizeof(applied));
+    pthread_cond_broadcast(&p->idle);
     pack_writer *packs = p->packs[p->next_worker++];
     for (;;) {
         while (!p->head && !p->stop)
@@ -69,6 +106,25 @@ static void *worker(void *vp)
 
 int bk_pipe_start(bk_pipe **out, pack_writer **packs, unsigned nworkers, pb_error *err)
 {
+    return bk_pipe_start_prio(out, packs, nworkers, BK_CPU_NORMAL, err);
+}
+
+const char *bk_pipe_cpu_applied(const bk_pipe *p) { return p->cpu_applied; }
+
+int bk_pipe_start_prio(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
+                       pb_error *err)
+{
+    return bk_pipe_start_jobs(out, packs, nworkers, cpu_priority, 0, err);
+}
+
+int bk_pipe_start_jobs(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
+                       unsigned njobs, pb_error *err)
+{
+    if (njobs == 0)
+        njobs = BK_PIPE_JOBS;
+    if (njobs < 2 || njobs > BK_PIPE_JOBS)
+        return pb_fail(err, PB_EINVAL, "%u compression buffers: must be 2..%d", njobs,
+                       BK_PIPE_JOBS);
     if (nworkers < 1 || nworkers > BK_PIPE_MAX_WORKERS)
         return pb_fail(err, PB_EINVAL, "%u compression workers: must be 1..%d", nworkers,
                        BK_PIPE_MAX_WORKERS);
@@ -77,11 +133,13 @@ int bk_pipe_start(bk_pipe **out, pack_writer **packs, unsigned nworkers, pb_erro
         return pb_fail(err, PB_ENOMEM, "out of memory for the compression pipeline");
     for (unsigned i = 0; i < nworkers; i++)
         p->packs[i] = packs[i];
+    p->cpu_priority = cpu_priority;
+    p->njobs = njobs;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->idle, NULL);
     pthread_cond_init(&p->freed, NULL);
-    for (int i = 0; i < BK_PIPE_JOBS; i++) {
+    for (unsigned i = 0; i < njobs; i++) {
         p->jobs[i].data = aligned_alloc(PB_ALIGN, PACK_MAX_FRAME_RAW);
         if (!p->jobs[i].data) {
             bk_pipe_free(p);
@@ -97,6 +155,10 @@ int bk_pipe_start(bk_pipe **out, pack_writer **packs, unsigned nworkers, pb_erro
         }
         p->nthreads++;
     }
+    pthread_mutex_lock(&p->mu);
+    while (p->ready < p->nthreads)
+        pthread_cond_wait(&p->idle, &p->mu);
+    pthread_mutex_unlock(&p->mu);
     *out = p;
     return 0;
 }
@@ -113,7 +175,7 @@ void bk_pipe_free(bk_pipe *p)
         for (unsigned i = 0; i < p->nthreads; i++)
             pthread_join(p->threads[i], NULL);
     }
-    for (int i = 0; i < BK_PIPE_JOBS; i++)
+    for (unsigned i = 0; i < p->njobs; i++)
         free(p->jobs[i].data);
     free(p->done);
     pthread_mutex_destroy(&p->mu);

@@ -36,6 +36,15 @@ typedef struct bk_pipe bk_pipe;
  * owned by the caller and must outlive the pipe. Frames of one file may land in
  * different writers' packs: each run records its pack. */
 int bk_pipe_start(bk_pipe **out, pack_writer **packs, unsigned nworkers, pb_error *err);
+/* The same, each worker first lowering its own CPU priority (bk_cpu_priority in
+ * engine/backup.h: SCHED_IDLE, nice 19 where refused). Returns once every worker has
+ * applied it; bk_pipe_cpu_applied then says what was applied. */
+int bk_pipe_start_prio(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
+                       pb_error *err);
+/* The same with njobs frame buffers (2..BK_PIPE_JOBS; 0 = BK_PIPE_JOBS): --max-memory. */
+int bk_pipe_start_jobs(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
+                       unsigned njobs, pb_error *err);
+const char *bk_pipe_cpu_applied(const bk_pipe *p);
 /* Stop the worker and free the pool. Accepts NULL. */
 void bk_pipe_free(bk_pipe *p);
 /* A free buffer (waits while all are in flight). */

@@ -267,19 +267,19 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
     return rc;
 }
 
-int pgc_backup_start(pgc *c, const char *label, uint64_t *start_lsn, uint32_t *timeline,
-                     pb_error *err)
+int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
+                     uint32_t *timeline, pb_error *err)
 {
-    static const char q_start[] = "SELECT pg_backup_start($1, true)";
-    /* pg_backup_start(fast := true) has just completed a checkpoint (on a standby: a
-     * restartpoint, or found the latest one done) whose REDO is the start LSN; that
-     * checkpoint's timeline is the backup's start timeline (backup_standby.c checks it
-     * against the label's). */
+    static const char q_start[] = "SELECT pg_backup_start($1, $2::boolean)";
+    /* pg_backup_start has just completed a checkpoint (immediate when fast, else spread
+     * over checkpoint_completion_target; on a standby: a restartpoint, or found the
+     * latest one done) whose REDO is the start LSN; that checkpoint's timeline is the
+     * backup's start timeline (backup_standby.c checks it against the label's). */
     static const char q_tli[] = "SELECT timeline_id FROM pg_control_checkpoint()";
-    const char *params[1] = {label ? label : "pageback"};
+    const char *params[2] = {label ? label : "pageback", fast ? "true" : "false"};
     PGresult *res = NULL;
     uint64_t tli;
-    int rc = query(c, q_start, 1, params, 1, 1, &res, err);
+    int rc = query(c, q_start, 2, params, 1, 1, &res, err);
     if (rc)
         return rc;
     const char *text = PQgetvalue(res, 0, 0);

@@ -35,9 +35,10 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err);
  * of its latest checkpoint, for the archive lag in --metrics-file. */
 int pgc_current_wal(pgc *c, uint64_t *lsn, uint32_t *timeline, pb_error *err);
 
-/* pg_backup_start(label, fast := true). Returns start LSN and its timeline. */
-int pgc_backup_start(pgc *c, const char *label, uint64_t *start_lsn, uint32_t *timeline,
-                     pb_error *err);
+/* pg_backup_start(label, fast): fast asks for an immediate checkpoint, else the server
+ * spreads it. Returns start LSN and its timeline. */
+int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
+                     uint32_t *timeline, pb_error *err);
 /* pg_backup_stop(wait_for_archive := false); the caller checks the archive itself. On a
  * standby the stop LSN is its minimum recovery point. *label_out and *spcmap_out are
  * malloc'd (spcmap may be an empty string). */

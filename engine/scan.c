@@ -10,8 +10,13 @@
  *
  * Memory is fixed at scan_open: queue_depth buffers of read_size bytes. A chunk's
  * buffer is reused only after the callback for that chunk returned.
+ *
+ * How many of those buffers are in flight at a time is the controller's choice
+ * (scan_ctl.c), fed with every completion's latency and, every 0.1 s, the device's
+ * read counter; pinned options make it a constant (docs/DESIGN.md, "Polite I/O").
  */
 #include "engine/scan.h"
+#include "engine/scan_ctl_internal.h"
 
 #include <assert.h>
 
@@ -26,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define QUEUE_DEPTH_MAX 1024u
@@ -45,6 +51,11 @@ struct scanner {
     const char *method;  /* path used by the latest scan (or the one planned) */
     uint8_t *bufs;       /* queue_depth * read_size, PB_ALIGN aligned */
     uint64_t bytes_read;
+    int ioprio;          /* put on every io_uring request (0 = the thread's) */
+    int stat_fd;         /* the device's /sys/block/<dev>/stat, -1 when not watched */
+    double dev_read_at;  /* when stat_fd was last read */
+    scan_ctl ctl;
+    double t_sub[QUEUE_DEPTH_MAX]; /* per slot: when its request was submitted */
     struct io_uring ring;
 };
 
@@ -177,13 +188,58 @@ static int deliver(scanner *s, const scan_fd *f, const chunk_plan *p, const uint
     return rc;
 }
 
+/* ------------------------------------------------------------------ pacing */
+
+static void log_decision(const scanner *s, scan_ctl_event ev)
+{
+    if (ev != SCAN_CTL_NONE)
+        pb_info("scan: %s", s->ctl.msg);
+}
+
+/* Every 0.1 s (the controller decides on that period): the device's completed reads. */
+static void watch_device(scanner *s, double now)
+{
+    char text[512];
+    scan_dev_counters dc;
+    if (s->stat_fd < 0 || now - s->dev_read_at < 0.1)
+        return;
+    s->dev_read_at = now;
+    ssize_t n = pread(s->stat_fd, text, sizeof(text) - 1, 0);
+    if (n <= 0)
+        return;
+    text[n] = '\0';
+    if (scan_ctl_parse_stat(text, &dc) == 0)
+        log_decision(s, scan_ctl_device(&s->ctl, now, dc.reads, s->bytes_read));
+}
+
+/* One completion: its latency and size go to the controller. */
+static void note_completion(scanner *s, double submitted, int res)
+{
+    double now = pb_now();
+    log_decision(s, scan_ctl_sample(&s->ctl, now, res > 0 ? (size_t)res : 0, now - submitted));
+    watch_device(s, now);
+}
+
+/* While yielding: sleep the pause the controller asks for before the next request. */
+static void pace(scanner *s)
+{
+    double left;
+    while ((left = scan_ctl_pause(&s->ctl, pb_now())) > 0) {
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int scan_pread(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb, void *ctx,
                       uint64_t *delivered, pb_error *err)
 {
     uint64_t nchunks = (f->size + s->read_size - 1) / s->read_size;
     for (uint64_t i = 0; i < nchunks; i++) {
         chunk_plan p = plan_chunk(s, f, i);
+        pace(s);
+        double t0 = pb_now();
         ssize_t got = read_rest(f, s->bufs, p.cap, p.off, 0, p.want);
+        note_completion(s, t0, got > 0 ? (int)got : 0);
         if (got < 0) {
             errno = (int)-got;
             return pb_fail_errno(err, PB_EIO, "read %s at offset %llu", path,
@@ -216,8 +272,10 @@ static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
         io_uring_prep_read_fixed(sqe, f->fd, buf, (unsigned)p.cap, p.off, (int)slot);
     else
         io_uring_prep_read(sqe, f->fd, buf, (unsigned)p.cap, p.off);
+    sqe->ioprio = (uint16_t)s->ioprio;
     io_uring_sqe_set_data64(sqe, u->submitted);
     u->res[slot] = INT_MIN;
+    s->t_sub[slot] = pb_now();
     u->submitted++;
     u->inflight++;
     return 0;
@@ -234,9 +292,11 @@ static int uring_reap(scanner *s, uring_scan *u)
             return rc;
     }
     uint64_t index = io_uring_cqe_get_data64(cqe);
-    u->res[index % s->queue_depth] = cqe->res;
+    unsigned slot = (unsigned)(index % s->queue_depth);
+    u->res[slot] = cqe->res;
     io_uring_cqe_seen(&s->ring, cqe);
     u->inflight--;
+    note_completion(s, s->t_sub[slot], u->res[slot]);
     return 0;
 }
 
@@ -248,10 +308,18 @@ static void uring_drain(scanner *s, uring_scan *u)
             break;
 }
 
+/* Submit up to the controller's depth, within the free slots. While the controller asks
+ * for a pause, nothing is submitted; when nothing is in flight either, the pause is
+ * slept here (the caller waits for the next chunk, so one must be in flight). */
 static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u)
 {
     bool added = false;
-    while (u->submitted < u->nchunks && u->submitted < u->completed_upto + s->queue_depth) {
+    if (u->inflight == 0)
+        pace(s);
+    else if (scan_ctl_pause(&s->ctl, pb_now()) > 0)
+        return 0;
+    while (u->submitted < u->nchunks && u->submitted < u->completed_upto + s->queue_depth &&
+           u->inflight < scan_ctl_depth(&s->ctl)) {
         int rc = uring_submit_next(s, f, u);
         if (rc < 0)
             return rc;
@@ -279,6 +347,7 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
         }
         uint64_t i = u.completed_upto;
         unsigned slot = (unsigned)(i % s->queue_depth);
+        assert(u.submitted > i); /* else res[slot] is an older chunk's */
         while (res[slot] == INT_MIN) {
             sys = uring_reap(s, &u);
             if (sys < 0) {
@@ -326,6 +395,25 @@ static bool register_buffers(scanner *s)
     return rc == 0;
 }
 
+/* pread keeps one request in flight whatever the depth: the controller's ceiling is 1
+ * there, and only its yielding pauses apply. */
+static void start_controller(scanner *s, const scan_opts *o)
+{
+    size_t max_io = 0;
+    if (o->adaptive && o->device_path) {
+        char stat_path[PATH_MAX];
+        if (scan_device_stat(o->device_path, stat_path, sizeof(stat_path), &max_io) == 0)
+            s->stat_fd = open(stat_path, O_RDONLY | O_CLOEXEC);
+        if (s->stat_fd < 0)
+            pb_info("scan: no block device found under %s: not watching others' reads",
+                    o->device_path);
+        else
+            pb_debug("scan: watching %s for others' reads", stat_path);
+    }
+    scan_ctl_init(&s->ctl, s->ring_ok ? s->queue_depth : 1, !o->adaptive, max_io);
+    s->ctl.st.device_watched = s->stat_fd >= 0;
+}
+
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
 {
     *out = NULL;
@@ -352,6 +440,8 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
     s->read_size = o.read_size;
     s->queue_depth = o.queue_depth;
     s->direct = o.direct;
+    s->ioprio = o.ioprio;
+    s->stat_fd = -1;
     void *mem = NULL;
     if (posix_memalign(&mem, PB_ALIGN, o.read_size * o.queue_depth) != 0) {
         free(s);
@@ -368,6 +458,7 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
             pb_info("scan: io_uring unavailable (%s); using pread", strerror(-rc));
     }
     s->method = !s->direct ? METHOD_BUFFERED : s->ring_ok ? METHOD_URING : METHOD_PREAD;
+    start_controller(s, &o);
     *out = s;
     return 0;
 }
@@ -378,6 +469,8 @@ void scan_free(scanner *s)
         return;
     if (s->ring_ok)
         io_uring_queue_exit(&s->ring);
+    if (s->stat_fd >= 0)
+        close(s->stat_fd);
     free(s->bufs);
     free(s);
 }
@@ -447,3 +540,5 @@ out:
 const char *scan_method(const scanner *s) { return s->method; }
 
 uint64_t scan_bytes_read(const scanner *s) { return s->bytes_read; }
+
+void scan_get_io_stats(const scanner *s, scan_io_stats *out) { *out = s->ctl.st; }

@@ -21,9 +21,35 @@ typedef struct scan_opts {
     unsigned queue_depth; /* requests in flight; default 4 */
     bool use_uring;       /* try io_uring first; falls back to pread if unavailable */
     bool direct;          /* use O_DIRECT (false only for tests/benchmarks) */
+    bool adaptive;        /* queue_depth is a ceiling: the controller starts at one in
+                           * flight and adapts (docs/DESIGN.md, "Polite I/O") */
+    const char *device_path; /* a path on the device to watch for others' reads (NULL:
+                              * none); with adaptive only */
+    int ioprio;           /* I/O priority on every request (scan_io_class_parse); 0 = the
+                           * thread's own */
 } scan_opts;
 
-#define SCAN_OPTS_INIT {0, 4, true, true}
+#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0}
+
+/* What the scanner's controller did, for the log and the backup report. Counts are
+ * decisions, not requests, except requests. */
+typedef struct scan_io_stats {
+    bool adaptive;           /* false: pinned by --queue-depth, --read-size or --max-rate */
+    unsigned depth_start;    /* requests in flight at the start */
+    unsigned depth_final;    /* ... at the end */
+    unsigned depth_peak;     /* ... at most */
+    uint64_t requests;       /* completed read requests */
+    uint64_t grows;          /* one more in flight: throughput rose, latency near floor */
+    uint64_t plateaus;       /* one fewer: the last one added bought under 10% */
+    uint64_t cuts;           /* halved: latency climbed over twice the floor */
+    uint64_t yields;         /* times others' reads made the scan yield */
+    uint64_t resumes;        /* times they stopped */
+    uint64_t pauses;         /* pauses taken while yielding */
+    double pause_seconds;    /* their total */
+    double latency_floor_ms; /* lowest completion latency seen */
+    double foreground_reads_per_s_peak; /* others' reads on the device, highest seen */
+    bool device_watched;     /* the device's counters were read */
+} scan_io_stats;
 
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err);
 void scan_free(scanner *s);
@@ -70,7 +96,10 @@ typedef enum scan_layout {
 typedef struct scan_io_plan {
     scan_layout layout;
     size_t read_size;     /* bytes per request, whole pages */
-    unsigned queue_depth; /* requests in flight */
+    unsigned queue_depth; /* requests in flight (pinned; the old static plan) */
+    bool adaptive;        /* neither size nor depth given: the controller adapts from one
+                           * request in flight up to depth_max */
+    unsigned depth_max;   /* buffers to allocate: queue_depth when pinned */
     char why[256];        /* how read_size was chosen ("" when given) */
 } scan_io_plan;
 
@@ -84,5 +113,23 @@ void scan_plan_io(const char *path, size_t read_size, unsigned queue_depth,
 
 /* Totals since scan_open. */
 uint64_t scan_bytes_read(const scanner *s);
+
+/* The controller's counts since scan_open. */
+void scan_get_io_stats(const scanner *s, scan_io_stats *out);
+
+/* I/O scheduling class of the scan (--io-class). */
+typedef enum scan_io_class {
+    SCAN_IO_IDLE = 0,   /* idle (default); best-effort 7 where idle is refused */
+    SCAN_IO_BEST_EFFORT,
+    SCAN_IO_DEFAULT,    /* leave the process's own priority */
+} scan_io_class;
+
+/* Set the calling thread's I/O priority (threads it starts later inherit it): idle,
+ * falling back to best-effort 7 when idle is refused. *ioprio_out receives the value for
+ * scan_opts.ioprio; applied (may be NULL) a description of what was applied and whether
+ * the scheduler of the device under path honours it ("idle; scheduler mq-deadline
+ * honours it"). Never fails: a refusal is described. */
+void scan_io_class_apply(scan_io_class cls, int level, const char *path, int *ioprio_out,
+                         char *applied, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
  * and how many requests to keep in flight.
  */
 #include "engine/scan.h"
+#include "engine/scan_ctl_internal.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -24,6 +25,9 @@
 #define SINGLE_READ_SIZE (512 * KiB)
 #define SINGLE_QUEUE_DEPTH 2u
 #define STRIPED_QUEUE_DEPTH 8u
+/* Adaptive ceilings: buffers the controller may fill, not what it starts with (one). */
+#define SINGLE_DEPTH_MAX 8u
+#define STRIPED_DEPTH_MAX 32u
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -232,4 +236,35 @@ void scan_plan_io(const char *path, size_t read_size, unsigned queue_depth,
     out->queue_depth = queue_depth ? queue_depth
                        : out->layout == SCAN_LAYOUT_SINGLE ? SINGLE_QUEUE_DEPTH
                                                            : STRIPED_QUEUE_DEPTH;
+    /* Neither given: the controller adapts from one request up to a ceiling. */
+    out->adaptive = !read_size && !queue_depth;
+    out->depth_max = !out->adaptive ? out->queue_depth
+                     : out->layout == SCAN_LAYOUT_STRIPED ? STRIPED_DEPTH_MAX
+                                                          : SINGLE_DEPTH_MAX;
+}
+
+/* The device's sysfs directory as the kernel counts its I/O: a partition's reads are
+ * also the whole disk's, and the disk is what others share with us. */
+int scan_device_stat(const char *path, char *stat_path, size_t len, size_t *max_io)
+{
+    struct stat st;
+    char sys[64], dir[PATH_MAX], next[PATH_MAX + 16];
+    *max_io = 0;
+    if (stat(path, &st) != 0 || major(st.st_dev) == 0)
+        return PB_ENOENT;
+    snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+    if (!realpath(sys, dir))
+        return PB_ENOENT;
+    snprintf(next, sizeof(next), "%s/partition", dir);
+    if (stat(next, &st) == 0) {
+        snprintf(next, sizeof(next), "%s/..", dir);
+        if (!realpath(next, dir))
+            return PB_ENOENT;
+    }
+    unsigned long kb = 0;
+    if (read_sys_ulong(dir, "queue/max_sectors_kb", &kb))
+        *max_io = (size_t)kb * KiB;
+    if (snprintf(stat_path, len, "%s/stat", dir) >= (int)len)
+        return PB_ENOENT;
+    return 0;
 }

@@ -228,6 +228,9 @@ int cmd_tune(pb_options *o, cmd_outcome *res)
     printf("queue depth        %u  (%s)\n", plan.queue_depth,
            o->backup.queue_depth ? "given with --queue-depth"
            : single ? "1 MiB in flight on one device" : "enough in flight to keep every disk busy");
+    if (plan.adaptive)
+        printf("in flight          adaptive: 1 to start, at most %u (docs/DESIGN.md, \"Polite "
+               "I/O\"); the queue depth above applies when pinned\n", plan.depth_max);
     printf("vCPUs              %ld\n", cpus);
     printf("reader threads     %ld  (direct I/O: all vCPUs on hosts with <= 2 vCPUs, half "
            "elsewhere)\n", cpus <= 2 ? cpus : cpus / 2);

@@ -54,6 +54,12 @@ static const opts_help_row rows[] = {
     {"incremental-mode", "backup", "scan|file|wal", "wal when possible, else file",
      "how an incremental finds what changed"},
     {"verify-scan", "backup", "N|DURATION", "7 and 7d", "full hash scan every Nth incremental or after"},
+    {"io-class", "backup", "idle|best-effort[:N]|default", "idle (else best-effort 7)",
+     "I/O priority of every read request"},
+    {"cpu-priority", "backup", "idle|nice|normal", "idle", "CPU priority of the compression workers"},
+    {"cpu-weight", "backup", "1..10000", "none", "run in a cgroup with this CPU weight"},
+    {"checkpoint", "backup", "spread|fast", "spread", "how pg_backup_start checkpoints"},
+    {"max-memory", "backup", "BYTES", "unbounded", "bound on read and compression buffers"},
     {"progress-interval", "backup restore", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */

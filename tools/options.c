@@ -20,6 +20,7 @@ enum {
     O_MAX_RATE, O_NICE, O_JOBS, O_RESTORE_POINTS,
     O_INCR_MODE, O_VERIFY_SCAN, O_ENC_KEY,
     O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
+    O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
     O_END
 };
 
@@ -50,6 +51,9 @@ static const struct option long_opts[] = {
     {"cluster", 1, 0, O_CLUSTER}, {"report", 1, 0, O_REPORT}, {"metrics-file", 1, 0, O_METRICS},
     {"log-file", 1, 0, O_LOG_FILE}, {"quiet", 0, 0, O_QUIET},
     {"progress-interval", 1, 0, O_PROGRESS}, {"version", 0, 0, O_VERSION},
+    {"io-class", 1, 0, O_IO_CLASS}, {"cpu-priority", 1, 0, O_CPU_PRIO},
+    {"cpu-weight", 1, 0, O_CPU_WEIGHT}, {"checkpoint", 1, 0, O_CHECKPOINT},
+    {"max-memory", 1, 0, O_MAX_MEMORY},
     {0, 0, 0, 0},
 };
 
@@ -67,7 +71,9 @@ static const struct {
      "           [--nice 0..19 (default 10)]\n"
      "           [--incremental-mode scan|file|wal (default: wal when possible, else file)]\n"
      "           [--verify-scan N|DURATION (full hash scan every Nth incremental or after\n"
-     "            DURATION; default 7 or 7d; 0 = only full backups)]\n"},
+     "            DURATION; default 7 or 7d; 0 = only full backups)]\n"
+     "           [--io-class idle|best-effort[:N]|default] [--cpu-priority idle|nice|normal]\n"
+     "           [--cpu-weight 1..10000] [--checkpoint spread|fast] [--max-memory BYTES]\n"},
     {"restore",
      "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
      "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
@@ -260,6 +266,41 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
         if (parse_uint(arg, &u) || u > 19)
             return pb_fail(err, PB_EINVAL, "--nice must be 0..19");
         o->backup.nice = (int)u;
+        return 0;
+    case O_IO_CLASS:
+        o->backup.io_level = 7;
+        if (!strcmp(arg, "idle") || !strcmp(arg, "default") || !strcmp(arg, "best-effort")) {
+            o->backup.io_class = arg[0] == 'i' ? SCAN_IO_IDLE : arg[0] == 'd' ? SCAN_IO_DEFAULT
+                                                                              : SCAN_IO_BEST_EFFORT;
+            return 0;
+        }
+        if (!strncmp(arg, "best-effort:", 12) && arg[12] >= '0' && arg[12] <= '7' && !arg[13]) {
+            o->backup.io_class = SCAN_IO_BEST_EFFORT;
+            o->backup.io_level = arg[12] - '0';
+            return 0;
+        }
+        return pb_fail(err, PB_EINVAL, "--io-class must be idle, best-effort, best-effort:0..7 "
+                       "or default, not '%s'", arg);
+    case O_CPU_PRIO:
+        if (strcmp(arg, "idle") && strcmp(arg, "nice") && strcmp(arg, "normal"))
+            return pb_fail(err, PB_EINVAL, "--cpu-priority must be idle, nice or normal");
+        o->backup.cpu_priority = arg[0] == 'i' ? BK_CPU_IDLE : arg[1] == 'i' ? BK_CPU_NICE
+                                                                              : BK_CPU_NORMAL;
+        return 0;
+    case O_CPU_WEIGHT:
+        if (parse_uint(arg, &u) || u < 1 || u > 10000)
+            return pb_fail(err, PB_EINVAL, "--cpu-weight must be 1..10000 (100 = normal)");
+        o->backup.cpu_weight = u;
+        return 0;
+    case O_CHECKPOINT:
+        if (strcmp(arg, "spread") && strcmp(arg, "fast"))
+            return pb_fail(err, PB_EINVAL, "--checkpoint must be spread or fast, not '%s'", arg);
+        o->backup.checkpoint_fast = arg[0] == 'f';
+        return 0;
+    case O_MAX_MEMORY:
+        if (parse_size(arg, &sz) || sz == 0)
+            return pb_fail(err, PB_EINVAL, "--max-memory expects bytes like 64M, not '%s'", arg);
+        o->backup.max_memory = sz;
         return 0;
     case O_INCR_MODE:
         if (!strcmp(arg, "scan"))

@@ -6,10 +6,8 @@
  * fdatasync, renamed over its final name, and the directory is fsynced, so a reader
  * sees either nothing or the whole object. The writer keeps its temp file flock'ed until
  * the rename, which is how a cleanup tells a dead writer's temp file from a live one's
- * (posix_excl.c). Page cache: repository files are written
- * once and rarely read back on the host being backed up, so every write range is
- * dropped from the cache (POSIX_FADV_DONTNEED) once it is on disk; the backup must
- * not evict the database's hot data with its own output.
+ * (posix_excl.c). The write and flush path (temp file to durable object, page cache
+ * and writeback pacing) lives in posix_write.c.
  *
  * Permissions: objects 0640 and directories 0750 (posix_internal.h), set at
  * creation and never widened by a lax umask; the repository holds pg_authid. Run
@@ -34,21 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WRITER_BUF (1u << 20)        /* writer buffer: one write(2) per MiB */
-#define WRITER_SYNC_EVERY (64u << 20) /* flush and drop from cache every 64 MiB */
 #define TMP_MARK POSIX_TMP_MARK
-
-typedef struct posix_writer {
-    posix_repo *pr;
-    char *key;
-    char tmp[PATH_MAX];
-    int fd;
-    uint8_t *buf;
-    size_t buf_len;
-    uint64_t written;      /* bytes handed to write(2) */
-    uint64_t started_upto; /* writeback started for [0, started_upto) */
-    uint64_t synced_upto;  /* [0, synced_upto) is on disk and dropped from the cache */
-} posix_writer;
 
 /* ---- small helpers ---------------------------------------------------------- */
 
@@ -86,6 +70,7 @@ int posix_fsync_dir(posix_repo *pr, const char *dir, pb_error *err)
         return pb_fail_errno(err, PB_EIO, "cannot open directory %s/%s to fsync it", pr->root,
                              dir);
     int rc = 0;
+    posix_count_flush(pr);
     if (fsync(fd) < 0 && errno != EINVAL)
         rc = pb_fail_errno(err, PB_EIO, "fsync of directory %s/%s failed", pr->root, dir);
     close(fd);
@@ -162,46 +147,6 @@ int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *
 
 static void prune_backup_dirs(posix_repo *pr, const char *dir);
 
-/* A failed or abandoned write: its temp file goes, and so do the directories it was
- * the last entry of (a failed backup must not leave an empty backup/<id>/ behind). */
-static void remove_tmp(posix_repo *pr, const char *tmp)
-{
-    if (unlinkat(pr->dirfd, tmp, 0) != 0 || strncmp(tmp, "backup/", 7) != 0)
-        return;
-    char parent[PATH_MAX];
-    posix_parent_of(tmp, parent, sizeof(parent));
-    prune_backup_dirs(pr, parent);
-}
-
-/* fdatasync, drop from cache, rename over key, close, fsync the directory. fd (and so
- * the temp file's flock) is closed only after the rename: until then a cleanup must see
- * a live writer. Closes fd in every case; the temp file is removed on failure. */
-static int finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, pb_error *err)
-{
-    int rc = 0;
-    if (fdatasync(fd) < 0)
-        rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
-    else
-        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    if (!rc)
-        PB_FAULT_POINT("put.after-temp-write");
-    if (!rc && renameat(pr->dirfd, tmp, pr->dirfd, key) < 0)
-        rc = pb_fail_errno(err, PB_EIO, "cannot rename %s/%s to %s", pr->root, tmp, key);
-    if (rc) {
-        close(fd);
-        remove_tmp(pr, tmp);
-        return rc;
-    }
-    /* Data and size are durable (fdatasync): a failing close here is reported, but the
-     * object stays what it is. */
-    if (close(fd) < 0)
-        return pb_fail_errno(err, PB_EIO, "close of %s/%s failed", pr->root, key);
-    PB_FAULT_POINT("put.after-rename");
-    char parent[PATH_MAX];
-    posix_parent_of(key, parent, sizeof(parent));
-    return posix_fsync_dir(pr, parent, err);
-}
-
 static int open_object(posix_repo *pr, const char *key, int *fd, pb_error *err)
 {
     *fd = openat(pr->dirfd, key, O_RDONLY | O_CLOEXEC);
@@ -272,10 +217,10 @@ static int posix_put(void *impl, const char *key, const void *data, size_t len, 
     if (posix_write_all(fd, data, len) < 0) {
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
         close(fd);
-        remove_tmp(pr, tmp);
+        posix_remove_tmp(pr, tmp);
         return rc;
     }
-    return finish_tmp(pr, fd, tmp, key, err);
+    return posix_finish_tmp(pr, fd, tmp, key, err);
 }
 
 static int posix_get(void *impl, const char *key, void **out, size_t *out_len, pb_error *err)
@@ -519,127 +464,6 @@ static int posix_list(void *impl, const char *prefix, repo_list_cb cb, void *ctx
     return rc;
 }
 
-/* ---- streaming writer ---------------------------------------------------------- */
-
-static void writer_free(posix_writer *w)
-{
-    if (!w)
-        return;
-    free(w->buf);
-    free(w->key);
-    free(w);
-}
-
-static int posix_writer_open(void *impl, const char *key, void **out, pb_error *err)
-{
-    posix_repo *pr = impl;
-    *out = NULL;
-    posix_writer *w = calloc(1, sizeof(*w));
-    if (!w || !(w->buf = malloc(WRITER_BUF)) || !(w->key = strdup(key))) {
-        writer_free(w);
-        return pb_fail(err, PB_ENOMEM, "out of memory opening writer for %s", key);
-    }
-    w->pr = pr;
-    int rc = posix_open_tmp(pr, key, w->tmp, sizeof(w->tmp), &w->fd, err);
-    if (rc) {
-        writer_free(w);
-        return rc;
-    }
-    *out = w;
-    return 0;
-}
-
-/* Every 64 MiB: wait for the writeback started at the previous step to finish and drop
- * that range from the page cache, then start writeback of what was written since.
- * Waiting one step behind keeps the disk busy without stalling the writer, and bounds
- * the dirty and cached bytes of this file to about 128 MiB. sync_file_range is enough
- * here (the final fdatasync at commit covers metadata); where it is not supported,
- * fdatasync does both steps at once. */
-static int writer_drop_cache(posix_writer *w, pb_error *err)
-{
-    off_t done_from = (off_t)w->synced_upto;
-    off_t done_len = (off_t)(w->started_upto - w->synced_upto);
-    int rc = 0;
-    if (done_len > 0)
-        rc = sync_file_range(w->fd, done_from, done_len,
-                             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                 SYNC_FILE_RANGE_WAIT_AFTER);
-    if (rc == 0)
-        rc = sync_file_range(w->fd, (off_t)w->started_upto,
-                             (off_t)(w->written - w->started_upto), SYNC_FILE_RANGE_WRITE);
-    if (rc < 0) {
-        if ((errno != ENOSYS && errno != EINVAL && errno != ESPIPE) || fdatasync(w->fd) < 0)
-            return pb_fail_errno(err, PB_EIO, "cannot flush %s/%s", w->pr->root, w->tmp);
-        done_len = (off_t)(w->written - w->synced_upto);
-        w->started_upto = w->written;
-    }
-    if (done_len > 0)
-        (void)posix_fadvise(w->fd, done_from, done_len, POSIX_FADV_DONTNEED);
-    w->synced_upto = (uint64_t)done_from + (uint64_t)done_len;
-    w->started_upto = w->written;
-    return 0;
-}
-
-static int writer_flush(posix_writer *w, pb_error *err)
-{
-    if (w->buf_len == 0)
-        return 0;
-    if (posix_write_all(w->fd, w->buf, w->buf_len) < 0)
-        return pb_fail_errno(err, PB_EIO, "cannot write %s/%s", w->pr->root, w->tmp);
-    w->written += w->buf_len;
-    w->buf_len = 0;
-    PB_FAULT_POINT("writer.mid-object");
-    if (w->written - w->started_upto >= WRITER_SYNC_EVERY)
-        return writer_drop_cache(w, err);
-    return 0;
-}
-
-static int posix_writer_write(void *wp, const void *data, size_t len, pb_error *err)
-{
-    posix_writer *w = wp;
-    const uint8_t *p = data;
-    while (len > 0) {
-        size_t n = WRITER_BUF - w->buf_len;
-        if (n > len)
-            n = len;
-        memcpy(w->buf + w->buf_len, p, n);
-        w->buf_len += n;
-        p += n;
-        len -= n;
-        if (w->buf_len == WRITER_BUF) {
-            int rc = writer_flush(w, err);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
-}
-
-static void posix_writer_abort(void *wp)
-{
-    posix_writer *w = wp;
-    if (!w)
-        return;
-    close(w->fd);
-    remove_tmp(w->pr, w->tmp);
-    writer_free(w);
-}
-
-static int posix_writer_commit(void *wp, pb_error *err)
-{
-    posix_writer *w = wp;
-    int rc = writer_flush(w, err);
-    if (rc) {
-        posix_writer_abort(w);
-        return rc;
-    }
-    rc = finish_tmp(w->pr, w->fd, w->tmp, w->key, err);
-    writer_free(w);
-    if (rc == 0)
-        PB_FAULT_POINT("writer.after-commit");
-    return rc;
-}
-
 /* ---- for the cleanup (posix_clean.c) ---------------------------------------------- */
 
 int posix_walk_tmp(posix_repo *pr, int (*cb)(posix_repo *pr, const char *tmp, void *ctx),
@@ -673,6 +497,7 @@ const repo_driver repo_posix_driver = {
     .writer_abort = posix_writer_abort,
     .cleanup = posix_cleanup,
     .cleanup_key = posix_cleanup_key,
+    .io_counts = posix_io_counts,
     .put_new = posix_put_new,
     .lock_probe = posix_lock_probe,
     .lock_rewrite = posix_lock_rewrite,

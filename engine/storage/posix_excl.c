@@ -53,7 +53,7 @@ int posix_put_new(void *impl, const char *key, const void *data, size_t len, int
         return rc;
     if (posix_write_all(fd, data, len) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
-    else if (fdatasync(fd) < 0)
+    else if ((posix_count_flush(pr), fdatasync(fd)) < 0)
         rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
     if (rc == 0)
         PB_FAULT_POINT("put-new.after-temp-write");

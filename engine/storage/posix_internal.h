@@ -5,7 +5,9 @@
 
 #include "engine/storage/storage_internal.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Modes of everything the driver creates, whatever the umask (the repository holds
@@ -25,6 +27,10 @@ typedef struct posix_repo {
     bool give_away;
     uid_t owner_uid;
     gid_t owner_gid;
+    /* Waits for the disk (fsync, fdatasync, sync_file_range WAIT) and bytes written,
+     * by every writer thread of this handle: the backup reports flushes per GB. */
+    _Atomic uint64_t flushes;
+    _Atomic uint64_t bytes_written;
 } posix_repo;
 
 int posix_write_all(int fd, const void *data, size_t len);
@@ -57,5 +63,19 @@ int posix_put_new(void *impl, const char *key, const void *data, size_t len, int
 int posix_lock_probe(void *impl, const char *key, int *fd, pb_error *err);
 int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, size_t len,
                        pb_error *err);
+
+/* The write and flush path (posix_write.c). posix_finish_tmp: fdatasync, drop from
+ * cache, rename over key, close, fsync the directory; closes fd in every case and
+ * removes the temp file on failure. posix_remove_tmp: a failed write's temp file and the
+ * backup directories it was the last entry of. */
+int posix_finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, pb_error *err);
+void posix_remove_tmp(posix_repo *pr, const char *tmp);
+int posix_writer_open(void *impl, const char *key, void **out, pb_error *err);
+int posix_writer_write(void *wp, const void *data, size_t len, pb_error *err);
+int posix_writer_commit(void *wp, pb_error *err);
+void posix_writer_abort(void *wp);
+/* Count one wait for the disk; the driver's io_counts op reads the totals. */
+void posix_count_flush(posix_repo *pr);
+void posix_io_counts(void *impl, uint64_t *flushes, uint64_t *bytes_written);
 
 #endif

@@ -196,6 +196,13 @@ const char *repo_location(const repo *r)
     return r->location;
 }
 
+void repo_io_counts(const repo *r, uint64_t *flushes, uint64_t *bytes_written)
+{
+    *flushes = *bytes_written = 0;
+    if (r && r->drv->io_counts)
+        r->drv->io_counts(r->impl, flushes, bytes_written);
+}
+
 bool repo_is_local(const repo *r)
 {
     return r->drv == &repo_posix_driver;

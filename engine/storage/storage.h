@@ -60,6 +60,9 @@ void repo_free(repo *r);
 /* Human-readable location for messages ("/srv/repo" or "s3://b/p"). */
 const char *repo_location(const repo *r);
 bool repo_is_local(const repo *r);
+/* Waits for the disk (fsync, fdatasync, sync_file_range WAIT) and bytes written through
+ * this handle since it was opened; 0s where the driver does not count (S3). */
+void repo_io_counts(const repo *r, uint64_t *flushes, uint64_t *bytes_written);
 
 /* Tests: cb sees every repo_get ("get") and repo_list ("list", with the prefix) made
  * through r, so a unit test can count what a command reads. cb NULL stops it. */

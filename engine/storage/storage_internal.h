@@ -42,6 +42,8 @@ typedef struct repo_driver {
     /* The requests the driver sent (repo_requests). NULL: one per operation, which
      * storage.c counts itself (posix). */
     void (*requests)(void *impl, repo_requests *out);
+    /* Waits for the disk and bytes written since open (NULL: not counted, 0s). */
+    void (*io_counts)(void *impl, uint64_t *flushes, uint64_t *bytes_written);
 } repo_driver;
 
 /* Counters behind repo_requests: relaxed atomic adds (handles are shared by threads). */

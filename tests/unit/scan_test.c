@@ -656,6 +656,54 @@ static void test_stripe_size(void)
 
 /* The I/O plan: given settings are kept; automatic ones follow the device, and the
  * decision is in the layout field (why is text for people). */
+/* Adaptive reads (the controller picks the depth, up to qd) deliver the same bytes in
+ * the same order, and the stats account for every request. */
+static void test_adaptive_roundtrip(void)
+{
+    const size_t size = 24 * MiB + 8192 + 5, rs = 128 * KiB;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/adaptive", tmpdir);
+    uint8_t *want = random_bytes(size, 99);
+    PBT_CHECK(write_file(path, want, size) == 0);
+    for (int uring = 0; uring < 2; uring++) {
+        scan_opts o = SCAN_OPTS_INIT;
+        o.read_size = rs;
+        o.queue_depth = 8;
+        o.use_uring = uring;
+        o.adaptive = true;
+        o.device_path = tmpdir;
+        scanner *s = NULL;
+        pb_error err = PB_ERROR_INIT;
+        PBT_CHECK(scan_open(&s, &o, &err) == 0);
+        if (!s)
+            continue;
+        sink k = sink_make(size, rs);
+        uint64_t got = 0;
+        PBT_CHECK(scan_file(s, path, sink_cb, &k, &got, &err) == 0);
+        PBT_CHECK(got == size && k.calls == expected_calls(size, rs));
+        PBT_CHECK(k.bad_order == 0 && k.bad_len == 0 && k.overflow == 0);
+        PBT_CHECK(memcmp(k.data, want, size) == 0);
+        scan_io_stats st;
+        scan_get_io_stats(s, &st);
+        PBT_CHECK(st.adaptive && st.depth_start == 1 && st.depth_peak <= 8);
+        PBT_CHECK(st.requests == (uint64_t)expected_calls(size, rs));
+        PBT_CHECK(st.latency_floor_ms > 0);
+        printf("  adaptive %s: peak %u, %llu grows, %llu plateaus, %llu cuts, %llu yields, "
+               "device %s\n", scan_method(s), st.depth_peak, (unsigned long long)st.grows,
+               (unsigned long long)st.plateaus, (unsigned long long)st.cuts,
+               (unsigned long long)st.yields, st.device_watched ? "watched" : "not watched");
+        free(k.data);
+        scan_free(s);
+    }
+    unlink(path);
+    free(want);
+    scan_io_plan p;
+    scan_plan_io(tmpdir, 0, 0, &p);
+    PBT_CHECK(p.adaptive && p.depth_max >= p.queue_depth);
+    scan_plan_io(tmpdir, 0, 3, &p);
+    PBT_CHECK(!p.adaptive && p.depth_max == 3);
+}
+
 static void test_io_plan(void)
 {
     scan_io_plan p;
@@ -699,6 +747,7 @@ int main(void)
     PBT_RUN(test_buffered_fallback);
     PBT_RUN(test_stripe_size);
     PBT_RUN(test_io_plan);
+    PBT_RUN(test_adaptive_roundtrip);
     rmdir(tmpdir);
     return PBT_DONE();
 }

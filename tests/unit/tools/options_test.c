@@ -101,6 +101,30 @@ static void test_backup_flags(void)
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "scan") == 0 &&
               o.backup.incr_mode == BK_INCR_SCAN);
+    PBT_CHECK(o.backup.io_class == SCAN_IO_IDLE && o.backup.cpu_priority == BK_CPU_IDLE);
+    PBT_CHECK(!o.backup.checkpoint_fast && o.backup.cpu_weight == 0 && o.backup.max_memory == 0);
+    opts_free(&o);
+}
+
+/* The polite-I/O options (docs/DESIGN.md, "Polite I/O"). */
+static void test_polite_flags(void)
+{
+    pb_options o;
+    pb_error err;
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--io-class", "best-effort:3",
+                    "--cpu-priority", "nice", "--cpu-weight", "25", "--checkpoint", "fast",
+                    "--max-memory", "64M") == 0);
+    PBT_CHECK(o.backup.io_class == SCAN_IO_BEST_EFFORT && o.backup.io_level == 3);
+    PBT_CHECK(o.backup.cpu_priority == BK_CPU_NICE && o.backup.cpu_weight == 25);
+    PBT_CHECK(o.backup.checkpoint_fast && o.backup.max_memory == 64u << 20);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--io-class", "best-effort",
+                    "--cpu-priority", "normal", "--checkpoint", "spread") == 0);
+    PBT_CHECK(o.backup.io_class == SCAN_IO_BEST_EFFORT && o.backup.io_level == 7);
+    PBT_CHECK(o.backup.cpu_priority == BK_CPU_NORMAL && !o.backup.checkpoint_fast);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--io-class", "default") == 0);
+    PBT_CHECK(o.backup.io_class == SCAN_IO_DEFAULT);
     opts_free(&o);
 }
 
@@ -172,6 +196,10 @@ static void test_bad_values(void)
         {"--max-rate", "fast", "--max-rate"},
         {"--incremental-mode", "pages", "--incremental-mode"},
         {"--verify-scan", "often", "--verify-scan"},
+        {"--io-class", "realtime", "--io-class"}, {"--io-class", "best-effort:8", "--io-class"},
+        {"--cpu-priority", "low", "--cpu-priority"}, {"--cpu-weight", "0", "--cpu-weight"},
+        {"--cpu-weight", "10001", "--cpu-weight"}, {"--checkpoint", "slow", "--checkpoint"},
+        {"--max-memory", "0", "--max-memory"}, {"--max-memory", "lots", "--max-memory"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         pb_options o;
@@ -416,6 +444,7 @@ int main(void)
     clear_env();
     PBT_RUN(test_backup_flags);
     PBT_RUN(test_restore_and_other_flags);
+    PBT_RUN(test_polite_flags);
     PBT_RUN(test_bad_values);
     PBT_RUN(test_environment);
     PBT_RUN(test_config_file);

@@ -1,0 +1,199 @@
+/*
+ * engine/backup_polite.c — what a backup does to stay out of the database's way
+ * (docs/DESIGN.md, "Polite I/O"): the read plan and its controller, the I/O class, the
+ * memory bound, the CPU weight of the process, and the report of what was applied.
+ * Split from backup.c so the backup's order of steps reads on one screen there.
+ */
+#include "engine/backup_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PIPE_JOBS_MIN 2u /* one being filled, one being compressed */
+
+/* --max-memory bounds the read buffers (read size x in flight) and the compression
+ * queue (jobs x 1 MiB). The queue takes at most half of what one request leaves, down
+ * to two buffers; the ceiling of in-flight reads comes down to fit the rest. One
+ * request and two buffers must fit. */
+static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned *depth,
+                      unsigned *jobs, pb_error *err)
+{
+    const uint64_t frame = PACK_MAX_FRAME_RAW, one = plan->read_size;
+    *jobs = BK_PIPE_JOBS;
+    if (!opts->max_memory)
+        return 0;
+    if (opts->max_memory < PIPE_JOBS_MIN * frame + one)
+        return pb_fail(err, PB_EINVAL, "--max-memory %" PRIu64 " bytes is too small: one read "
+                       "request of %zu KiB plus the smallest compression queue (%u x %" PRIu64
+                       " KiB) need %" PRIu64 " bytes", opts->max_memory, plan->read_size / 1024,
+                       PIPE_JOBS_MIN, frame / 1024, PIPE_JOBS_MIN * frame + one);
+    uint64_t q = (opts->max_memory - one) / 2 / frame;
+    *jobs = q < PIPE_JOBS_MIN ? PIPE_JOBS_MIN : q > BK_PIPE_JOBS ? BK_PIPE_JOBS : (unsigned)q;
+    uint64_t fit = (opts->max_memory - *jobs * frame) / one;
+    if (fit < *depth || *jobs < BK_PIPE_JOBS) {
+        pb_info("--max-memory %" PRIu64 " MiB: at most %" PRIu64 " reads in flight (of %u) and "
+                "%u compression buffers (of %d)", opts->max_memory >> 20,
+                fit < *depth ? fit : *depth, *depth, *jobs, BK_PIPE_JOBS);
+        if (fit < *depth)
+            *depth = (unsigned)fit;
+    }
+    return 0;
+}
+
+int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
+{
+    bk_io_report *io = &ctx->io;
+    scan_io_plan plan;
+    scan_plan_io(ctx->pgdata, opts->read_size, opts->queue_depth, &plan);
+    scan_opts so = SCAN_OPTS_INIT;
+    /* Given sizes, depths or rates pin the reads: no adaptation. */
+    so.adaptive = plan.adaptive && !opts->max_rate;
+    unsigned depth = so.adaptive ? plan.depth_max : plan.queue_depth;
+    int rc = fit_memory(opts, &plan, &depth, &io->pipe_jobs, err);
+    if (rc)
+        return rc;
+    so.read_size = plan.read_size;
+    so.queue_depth = depth;
+    so.use_uring = opts->use_uring;
+    so.direct = opts->direct;
+    so.device_path = ctx->pgdata;
+    scan_io_class_apply(opts->io_class, opts->io_level, ctx->pgdata, &so.ioprio,
+                        io->io_class_applied, sizeof(io->io_class_applied));
+    pb_info("I/O class: %s", io->io_class_applied);
+    if (so.adaptive)
+        pb_info("reading %zu KiB requests, adaptive: 1 in flight to start, at most %u%s%s",
+                so.read_size / 1024, depth, plan.why[0] ? ": " : "", plan.why);
+    else
+        pb_info("reading %zu KiB x %u in flight (pinned by %s)%s%s", so.read_size / 1024,
+                depth, opts->max_rate ? "--max-rate" : "--read-size/--queue-depth",
+                plan.why[0] ? ": " : "", plan.why);
+    io->read_size = so.read_size;
+    io->depth_max = depth;
+    io->buffer_bytes = (uint64_t)so.read_size * depth + (uint64_t)io->pipe_jobs * PACK_MAX_FRAME_RAW;
+    return scan_open(&ctx->scan, &so, err);
+}
+
+/* v2 (cgroup2 mounted at /sys/fs/cgroup) has cpu.weight 1..10000; v1 has cpu.shares,
+ * 1024 for weight 100. The backup goes into a new child of the cgroup it runs in, when
+ * that is writable (root, or a delegated subtree), and back out at the end. */
+static bool write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp)
+        return false;
+    bool ok = fputs(text, fp) >= 0;
+    return fclose(fp) == 0 && ok;
+}
+
+/* The process's cgroup directory for the cpu controller (v1 "N:cpu,cpuacct:/x" or
+ * "N:cpu:/x"; v2 "0::/x"), under its mount point. */
+static bool own_cgroup(bool v2, char *out, size_t len)
+{
+    char line[512];
+    bool found = false;
+    FILE *fp = fopen("/proc/self/cgroup", "r");
+    if (!fp)
+        return false;
+    while (!found && fgets(line, sizeof(line), fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctrl = c1 + 1, *path = c2 + 1;
+        bool cpu = v2 ? ctrl[0] == '\0' : (strcmp(ctrl, "cpu") == 0 ||
+                                           strncmp(ctrl, "cpu,", 4) == 0);
+        if (cpu)
+            found = snprintf(out, len, "%s%s", v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu",
+                             strcmp(path, "/") == 0 ? "" : path) < (int)len;
+    }
+    fclose(fp);
+    return found;
+}
+
+void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io)
+{
+    char base[256], path[400], val[32];
+    io->cpu_cgroup[0] = '\0';
+    snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied), "none");
+    if (!opts->cpu_weight)
+        return;
+    struct stat st;
+    bool v2 = stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0;
+    const char *knob = v2 ? "cpu.weight" : "cpu.shares";
+    unsigned value = v2 ? opts->cpu_weight : opts->cpu_weight * 1024 / 100;
+    int why = ENOENT;
+    if (!own_cgroup(v2, base, sizeof(base)))
+        goto refused;
+    snprintf(io->cpu_cgroup, sizeof(io->cpu_cgroup), "%s/pageback-%ld", base, (long)getpid());
+    if (mkdir(io->cpu_cgroup, 0755) != 0 && errno != EEXIST) {
+        why = errno;
+        goto refused;
+    }
+    snprintf(path, sizeof(path), "%s/%s", io->cpu_cgroup, knob);
+    snprintf(val, sizeof(val), "%u\n", value ? value : 2);
+    bool ok = write_file(path, val);
+    snprintf(path, sizeof(path), "%s/cgroup.procs", io->cpu_cgroup); /* every thread */
+    snprintf(val, sizeof(val), "%ld\n", (long)getpid());
+    if (ok && write_file(path, val)) {
+        snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied), "cgroup %s %s %u",
+                 io->cpu_cgroup, knob, value);
+        pb_info("CPU weight: %s", io->cpu_weight_applied);
+        return;
+    }
+    why = errno;
+    (void)rmdir(io->cpu_cgroup);
+refused:
+    io->cpu_cgroup[0] = '\0';
+    snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied),
+             "not applied: cannot create or join a cgroup under %s (%s)",
+             v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu", strerror(why));
+    pb_warn("--cpu-weight %u %s", opts->cpu_weight, io->cpu_weight_applied);
+}
+
+void bk_release_cpu_weight(bk_io_report *io)
+{
+    char parent[sizeof(io->cpu_cgroup) + 16], val[32];
+    if (!io->cpu_cgroup[0])
+        return;
+    snprintf(parent, sizeof(parent), "%s", io->cpu_cgroup);
+    char *slash = strrchr(parent, '/');
+    if (slash) {
+        strcpy(slash, "/cgroup.procs");
+        snprintf(val, sizeof(val), "%ld\n", (long)getpid());
+        if (!write_file(parent, val) || rmdir(io->cpu_cgroup) != 0)
+            pb_debug("could not leave and remove %s", io->cpu_cgroup);
+    }
+}
+
+void bk_finish_report(bk_ctx *ctx)
+{
+    bk_io_report *io = &ctx->io;
+    struct rusage ru;
+    if (ctx->scan)
+        scan_get_io_stats(ctx->scan, &io->scan);
+    repo_io_counts(ctx->repo, &io->repo_flushes, &io->repo_bytes_written);
+    io->flushes_per_gb = io->repo_bytes_written
+                             ? (double)io->repo_flushes / ((double)io->repo_bytes_written / 1e9)
+                             : 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        io->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024;
+    const scan_io_stats *s = &io->scan;
+    pb_info("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
+            " plateaus, %" PRIu64 " cuts, %" PRIu64 " yields (%" PRIu64 " pauses, %.2f s); "
+            "latency floor %.2f ms; others' reads up to %.0f/s",
+            s->adaptive ? "adaptive" : "pinned", s->depth_start, io->depth_max, s->depth_peak,
+            s->depth_final, s->grows, s->plateaus, s->cuts, s->yields, s->pauses,
+            s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak);
+    pb_info("repository: %" PRIu64 " flushes for %.1f MiB written (%.1f per GB); peak RSS "
+            "%.1f MiB (buffers %.1f MiB)", io->repo_flushes,
+            (double)io->repo_bytes_written / 1048576.0, io->flushes_per_gb,
+            (double)io->peak_rss_bytes / 1048576.0, (double)io->buffer_bytes / 1048576.0);
+    if (ctx->opts->report)
+        *ctx->opts->report = *io;
+}

@@ -1,0 +1,91 @@
+/*
+ * engine/scan_ctl_internal.h — the scanner's delay-based controller (prefix scan_ctl_),
+ * private to engine/. A pure state machine: the scanner feeds it completion samples
+ * (bytes, latency) and the device's read counter, and asks it how many requests to keep
+ * in flight and whether to pause before the next one. It reads no clock and no file, so
+ * tests drive it with made-up samples (tests/unit/engine/scan_ctl_test.c).
+ *
+ * The policy (docs/DESIGN.md, "Polite I/O"), in the spirit of TCP Vegas and LEDBAT's
+ * scavenger class: start with one request in flight and remember the lowest latency
+ * seen (the unloaded floor); add one request only while throughput rises by a tenth or
+ * more and latency stays near the floor; halve what is in flight when latency climbs;
+ * drop to one request with pauses while other processes read from the device.
+ */
+#ifndef PB_ENGINE_SCAN_CTL_INTERNAL_H
+#define PB_ENGINE_SCAN_CTL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/scan.h"
+
+/* What the latest call decided; decisions are read from this, never from msg. */
+typedef enum scan_ctl_event {
+    SCAN_CTL_NONE = 0, /* nothing changed */
+    SCAN_CTL_GROW,     /* one more request in flight */
+    SCAN_CTL_PLATEAU,  /* the last request added bought no throughput: one fewer, hold */
+    SCAN_CTL_CUT,      /* latency climbed: in flight halved */
+    SCAN_CTL_YIELD,    /* other processes read from the device: one in flight, pauses */
+    SCAN_CTL_RESUME,   /* they stopped: probing again from one in flight */
+} scan_ctl_event;
+
+typedef struct scan_ctl {
+    /* configuration */
+    unsigned max_depth;     /* buffers the scanner has: the ceiling */
+    bool pinned;            /* --queue-depth/--read-size/--max-rate: never adapt */
+    size_t device_io_bytes; /* largest request the device takes (queue/max_sectors_kb) */
+    double yield_reads;     /* foreground reads per second that make the scanner yield */
+    /* state */
+    unsigned depth;         /* requests allowed in flight now */
+    bool yielding, plateau;
+    double floor_s;         /* lowest completion latency seen (0 = none yet) */
+    double ep_start, ep_lat;
+    uint64_t ep_bytes;
+    unsigned ep_n;
+    double prev_tput;       /* bytes/s of the previous epoch at depth - 1 (0 = none) */
+    unsigned calm_epochs;   /* epochs held since the plateau (re-probe after a while) */
+    double last_lat;
+    size_t last_bytes;      /* the latest completion's size and latency set the pause */
+    double pause_until;     /* no submission before this time */
+    bool dev_have;          /* a first device sample was taken */
+    double dev_t;
+    uint64_t dev_reads, dev_own_bytes;
+    scan_ctl_event last;
+    char msg[200];          /* the latest decision in words, for the log */
+    scan_io_stats st;
+} scan_ctl;
+
+/* The counters of one /sys/block/<dev>/stat line (Documentation/block/stat.rst). */
+typedef struct scan_dev_counters {
+    uint64_t reads, read_sectors, writes, write_sectors, in_flight;
+} scan_dev_counters;
+
+/* Start at one request in flight (max_depth when pinned). device_io_bytes 0 = 512 KiB. */
+void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned, size_t device_io_bytes);
+
+/* One completed request of bytes that took latency_s, seen at time now (seconds). */
+scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double latency_s);
+
+/* The device's completed reads (summed counter) and the bytes this scanner has read in
+ * total, at time now. Decides yielding; samples closer than 0.1 s apart are ignored. */
+scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
+                               uint64_t own_bytes);
+
+/* Requests to keep in flight now (1..max_depth). */
+unsigned scan_ctl_depth(const scan_ctl *c);
+
+/* Seconds to wait before submitting the next request (0 = go), at time now; the wait
+ * is counted in the stats. */
+double scan_ctl_pause(scan_ctl *c, double now);
+
+/* Parse the text of a /sys/block/<dev>/stat file. PB_EINVAL when it is not one. */
+int scan_ctl_parse_stat(const char *text, scan_dev_counters *out);
+
+/* The sysfs stat file of the whole disk (or md/dm array) holding path, and the largest
+ * request it takes (queue/max_sectors_kb, 0 when unknown). PB_ENOENT when path is on no
+ * block device (tmpfs, overlay without one). In scan_stripe.c, beside the other sysfs
+ * reading. */
+int scan_device_stat(const char *path, char *stat_path, size_t len, size_t *max_io);
+
+#endif

@@ -1,0 +1,165 @@
+/* tests/unit/engine/scan_ctl_test.c — the scanner's delay-based controller, driven with
+ * made-up completions (no disk), and the parsing of a real /sys/block/<dev>/stat. */
+#include "engine/scan_ctl_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../pbtest.h"
+
+#define MiB (1024.0 * 1024.0)
+
+/* Feed completions of 512 KiB spaced so that throughput is tput bytes/s, each with
+ * latency lat, until the controller closes an epoch (it then starts the next one
+ * empty; while pinned or yielding it keeps none). *now advances. */
+static scan_ctl_event epoch(scan_ctl *c, double *now, double tput, double lat)
+{
+    const size_t size = 512 * 1024;
+    for (int i = 0; i < 100000; i++) {
+        *now += (double)size / tput;
+        scan_ctl_event ev = scan_ctl_sample(c, *now, size, lat);
+        if (ev != SCAN_CTL_NONE || c->ep_n == 0)
+            return ev;
+    }
+    return SCAN_CTL_NONE;
+}
+
+/* Throughput that rises with depth at the floor latency: one more each epoch. */
+static void test_growth_at_floor(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false, 0);
+    PBT_CHECK(scan_ctl_depth(&c) == 1);
+    for (unsigned d = 1; d < 5; d++) {
+        scan_ctl_event ev = epoch(&c, &now, 500e6 * d, 0.001);
+        PBT_CHECK(ev == SCAN_CTL_GROW);
+        PBT_CHECK(scan_ctl_depth(&c) == d + 1);
+    }
+    PBT_CHECK(c.st.grows == 4);
+    PBT_CHECK(c.st.depth_peak == 5);
+    PBT_CHECK(c.st.latency_floor_ms > 0.99 && c.st.latency_floor_ms < 1.01);
+    PBT_CHECK(strstr(c.msg, "in flight") != NULL); /* a sentence for the log */
+}
+
+/* A latency climb to 3x the floor halves what is in flight. */
+static void test_cut_on_latency_climb(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 16, false, 0);
+    for (unsigned d = 1; d < 8; d++)
+        epoch(&c, &now, 100e6 * d, 0.001);
+    PBT_CHECK(scan_ctl_depth(&c) == 8);
+    PBT_CHECK(epoch(&c, &now, 800e6, 0.003) == SCAN_CTL_CUT);
+    PBT_CHECK(scan_ctl_depth(&c) == 4);
+    PBT_CHECK(c.st.cuts == 1);
+    PBT_CHECK(epoch(&c, &now, 400e6, 0.003) == SCAN_CTL_CUT);
+    PBT_CHECK(scan_ctl_depth(&c) == 2);
+}
+
+/* A single disk: the second request only queues. Flat throughput means one fewer and
+ * no further growth. */
+static void test_no_growth_when_flat(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false, 0);
+    PBT_CHECK(epoch(&c, &now, 1000e6, 0.0005) == SCAN_CTL_GROW); /* the probe to 2 */
+    PBT_CHECK(scan_ctl_depth(&c) == 2);
+    PBT_CHECK(epoch(&c, &now, 1020e6, 0.0007) == SCAN_CTL_PLATEAU); /* +2%: not worth it */
+    PBT_CHECK(scan_ctl_depth(&c) == 1);
+    for (int i = 0; i < 10; i++)
+        epoch(&c, &now, 1000e6, 0.0005);
+    PBT_CHECK(scan_ctl_depth(&c) == 1);
+    PBT_CHECK(c.st.plateaus == 1 && c.st.grows == 1);
+}
+
+/* Others' reads on the device: one in flight, pauses; when they stop, probing again. */
+static void test_yield_on_foreground(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false, 512 * 1024);
+    for (unsigned d = 1; d < 4; d++)
+        epoch(&c, &now, 500e6 * d, 0.001);
+    PBT_CHECK(scan_ctl_depth(&c) == 4);
+    uint64_t own = 100 * 512 * 1024ull, reads = 1000;
+    PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_NONE); /* the baseline */
+    /* 0.5 s: we read 200 requests' worth (200 device reads), the device did 355. */
+    now += 0.5;
+    own += 200 * 512 * 1024ull;
+    reads += 355;
+    PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_YIELD);
+    PBT_CHECK(scan_ctl_depth(&c) == 1);
+    PBT_CHECK(c.st.yields == 1);
+    PBT_CHECK(c.st.foreground_reads_per_s_peak > 309 && c.st.foreground_reads_per_s_peak < 311);
+    PBT_CHECK(strstr(c.msg, "310 foreground reads/s") != NULL);
+    c.last_lat = 0.002;
+    c.last_bytes = 512 * 1024;
+    double p = scan_ctl_pause(&c, now);
+    PBT_CHECK(p > 0.0039 && p < 0.0041); /* twice the last latency of a full request */
+    PBT_CHECK(scan_ctl_pause(&c, now + 0.005) == 0);
+    c.last_bytes = 128 * 1024;
+    p = scan_ctl_pause(&c, now);
+    PBT_CHECK(p > 0.00099 && p < 0.00101); /* a quarter of the size: a quarter of it */
+    PBT_CHECK(scan_ctl_pause(&c, now + 0.002) == 0);
+    c.last_bytes = 8192; /* a small file's read: no pause worth taking */
+    PBT_CHECK(scan_ctl_pause(&c, now) == 0);
+    PBT_CHECK(c.st.pauses == 2);
+    PBT_CHECK(epoch(&c, &now, 4000e6, 0.001) == SCAN_CTL_NONE); /* no growth while yielding */
+    PBT_CHECK(scan_ctl_depth(&c) == 1);
+    now += 0.5;
+    own += 100 * 512 * 1024ull;
+    reads += 102; /* 4 reads/s of others */
+    PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_RESUME);
+    PBT_CHECK(scan_ctl_pause(&c, now) == 0);
+    PBT_CHECK(epoch(&c, &now, 500e6, 0.001) == SCAN_CTL_GROW);
+}
+
+/* Pinned: the given depth, whatever the samples and counters say. */
+static void test_pinned(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 2, true, 0);
+    PBT_CHECK(scan_ctl_depth(&c) == 2);
+    for (int i = 0; i < 4; i++)
+        PBT_CHECK(epoch(&c, &now, 100e6 * (i + 1), 0.001 * (i + 1)) == SCAN_CTL_NONE);
+    scan_ctl_device(&c, now, 0, 0);
+    PBT_CHECK(scan_ctl_device(&c, now + 1, 100000, 0) == SCAN_CTL_NONE);
+    PBT_CHECK(scan_ctl_depth(&c) == 2 && scan_ctl_pause(&c, now) == 0);
+    PBT_CHECK(!c.st.adaptive && c.st.grows == 0 && c.st.cuts == 0 && c.st.yields == 0);
+    PBT_CHECK(c.st.requests == 4);
+}
+
+static void test_parse_stat_fixture(void)
+{
+    char path[4200], text[512];
+    const char *src = getenv("PB_SRCDIR");
+    snprintf(path, sizeof(path), "%s/tests/fixtures/sysblock/vda.stat", src ? src : ".");
+    FILE *fp = fopen(path, "r");
+    PBT_CHECK(fp != NULL);
+    if (!fp)
+        return;
+    size_t n = fread(text, 1, sizeof(text) - 1, fp);
+    fclose(fp);
+    text[n] = '\0';
+    scan_dev_counters dc;
+    PBT_CHECK(scan_ctl_parse_stat(text, &dc) == 0);
+    PBT_CHECK(dc.reads == 2063422 && dc.read_sectors == 278544010);
+    PBT_CHECK(dc.writes == 5547981 && dc.write_sectors == 543705280 && dc.in_flight == 0);
+    PBT_CHECK(scan_ctl_parse_stat("12 3 4\n", &dc) == PB_EINVAL);
+    PBT_CHECK(scan_ctl_parse_stat("not a stat line", &dc) == PB_EINVAL);
+}
+
+int main(void)
+{
+    PBT_RUN(test_growth_at_floor);
+    PBT_RUN(test_cut_on_latency_climb);
+    PBT_RUN(test_no_growth_when_flat);
+    PBT_RUN(test_yield_on_foreground);
+    PBT_RUN(test_pinned);
+    PBT_RUN(test_parse_stat_fixture);
+    return PBT_DONE();
+}

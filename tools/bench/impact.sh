@@ -1,0 +1,155 @@
+#!/bin/bash
+# tools/bench/impact.sh — what a backup costs the database (issue 10, the field
+# experiment as a tool). PostgreSQL runs in a cgroup v1 memory cgroup smaller than its
+# database, so a rate-limited point-select load (pgbench -S -R RATE) keeps missing the
+# cache and reading the disk. Three scenarios, one run:
+#   1. Under load: windows of WINDOW s — idle before, the tool back to back, idle
+#      after — for pageback (adaptive defaults), pageback pinned to the old defaults
+#      (512 KiB x 2), pageback incremental with nothing changed, pg_basebackup -Fp and
+#      pgBackRest full. p50/p99 per window from pgbench's per-transaction log, ratio of
+#      the tool's p99 to the idle window before it, the device's read rate.
+#   2. Idle database: pageback's read rate against dd O_DIRECT at the best request size
+#      over the same relation files; CPU seconds per GB; peak RSS.
+#   3. An idle hot table left in the cache: its residency (fincore) after a backup.
+# Tables on stdout, JSON in BENCH_RESULTS/impact.json, per-second p99 of scenario 1 as
+# docs-ready PNG (gnuplot) in BENCH_RESULTS/impact-p99.png.
+#   SCALE (default 200)  WINDOW (default 60 s)  BENCH_RATE (400 tps)
+#   BENCH_CG_MIB (cgroup limit, default 1024)  BENCH_TOOLS (default: all five)
+# Smoke run: SCALE=5 WINDOW=10 BENCH_CG_MIB=256 tools/bench/impact.sh
+set -u -o pipefail
+source "$(dirname "$0")/lib.sh"
+SCALE=${SCALE:-${BENCH_SCALE:-200}}
+WINDOW=${WINDOW:-${BENCH_WINDOW:-60}}
+RATE=${BENCH_RATE:-400}
+CG_MIB=${BENCH_CG_MIB:-1024}
+TOOLS=${BENCH_TOOLS:-"pb_adaptive pb_pinned pb_incr basebackup pgbackrest"}
+CG_ROOT=/sys/fs/cgroup/memory
+[ -w "$CG_ROOT" ] || pb_die "cgroup v1 memory controller not writable at $CG_ROOT"
+command -v gnuplot >/dev/null || pb_log "WARNING: gnuplot missing (apt-get install -y gnuplot-nox): no PNG"
+
+bench_setup impact
+CG=$CG_ROOT/pageback-impact.$$
+mkdir "$CG" || pb_die "cannot create $CG"
+echo $((CG_MIB * 1024 * 1024)) >"$CG/memory.limit_in_bytes" || pb_die "cannot set the limit"
+LOAD=
+cg_cleanup() {
+    [ -n "$LOAD" ] && kill "$LOAD" 2>/dev/null
+    [ -n "${SRC:-}" ] && [ -f "$SRC/postmaster.pid" ] &&
+        _pb_as_pg "$PB_PGBIN/pg_ctl" -D "$SRC" -m immediate -w stop >/dev/null 2>&1
+    rmdir "$CG" 2>/dev/null
+}
+trap '_pb_rc=$?; cg_cleanup; _pb_s3_cleanup; (exit $_pb_rc); _pb_cleanup' EXIT
+
+bench_pgbr_prepare
+bench_cluster "$SCALE"
+pgbr backup --type=full >/dev/null 2>&1 # a first full, so later ones are comparable
+pb backup --type full >"$BENCH_TMP/first.out" 2>&1 || pb_die "first pageback backup failed"
+
+IN_CG=$BENCH_TMP/in_cg
+printf '#!/bin/sh\necho $$ >"%s/cgroup.procs" && exec "$@"\n' "$CG" >"$IN_CG"
+chmod 0755 "$IN_CG"
+pg_stop "$SRC" || pb_die "stop failed"
+"$IN_CG" runuser -u postgres -- "$PB_PGBIN/pg_ctl" -D "$SRC" -l "$(pg_logfile "$SRC")" -w start \
+    >/dev/null || pb_die "start in the cgroup failed"
+DEV=$(bench_disk_of "$SRC")
+DEVSTAT=/sys/class/block/$DEV/stat
+[ -r "$DEVSTAT" ] || DEVSTAT=/sys/block/$DEV/stat
+read_sectors() { awk '{print $3}' "$DEVSTAT" 2>/dev/null || echo 0; }
+DATA_MIB=$(du -sm "$SRC/base" | cut -f1)
+pb_log "data $DATA_MIB MiB, cgroup $CG_MIB MiB, device $DEV, windows of $WINDOW s"
+
+# ------------------------------------------------------------------ tools
+pb_run() { pb backup "$@" >>"$BENCH_TMP/pb-runs.out" 2>&1; }
+run_tool() {
+    case $1 in
+    pb_adaptive) pb_run --type full ;;
+    pb_pinned) pb_run --type full --read-size 512k --queue-depth 2 ;;
+    pb_incr) pb_run --type incr ;;
+    basebackup)
+        rm -rf "$BENCH_TMP/bb"
+        _pb_as_pg "$PB_PGBIN/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres \
+            -D "$BENCH_TMP/bb" -Fp -X none -c fast >/dev/null 2>&1 ;;
+    pgbackrest) pgbr backup --type=full >/dev/null 2>&1 ;;
+    esac
+}
+# window NAME [TOOL]: WINDOW seconds idle, or TOOL back to back; one line per window
+# "name start end read_bytes runs" in $WINDOWS.
+WINDOWS=$PB_WORK/windows.txt
+: >"$WINDOWS"
+window() {
+    local name=$1 tool=${2:-} s0 t0 t1 end runs=0
+    bench_drop_caches
+    sleep 2
+    s0=$(read_sectors)
+    t0=$(date +%s.%N)
+    end=$(( $(date +%s) + WINDOW ))
+    if [ -z "$tool" ]; then
+        sleep "$WINDOW"
+    else
+        while [ "$(date +%s)" -lt "$end" ]; do run_tool "$tool"; runs=$((runs + 1)); done
+    fi
+    t1=$(date +%s.%N)
+    echo "$name $t0 $t1 $(( ($(read_sectors) - s0) * 512 )) $runs" >>"$WINDOWS"
+}
+
+# ------------------------------------------------------------------ scenario 1
+LOGDIR=$PB_WORK/lat
+mkdir -p "$LOGDIR" && _pb_chown_pg "$LOGDIR"
+NT=$(echo $TOOLS | wc -w)
+TOTAL=$(( (WINDOW + 8) * (2 * NT + 1) + 30 ))
+(cd "$LOGDIR" && "$PB_PGBIN/pgbench" -n -S -c 2 -j 2 -R "$RATE" -T "$TOTAL" -l \
+    --log-prefix=lat -h "$PGHOST" -p "$PGPORT" -U postgres postgres >"$LOGDIR/pgbench.out" 2>&1) &
+LOAD=$!
+sleep 5
+window "idle"
+for t in $TOOLS; do
+    pb_log "scenario 1: $t"
+    window "$t" "$t"
+    window "after_$t"
+done
+kill "$LOAD" 2>/dev/null
+wait "$LOAD" 2>/dev/null
+LOAD=
+
+# ------------------------------------------------------------------ scenario 2
+pb_log "scenario 2: idle database, pageback vs dd O_DIRECT"
+IDLE=$PB_WORK/idle.txt
+: >"$IDLE"
+mapfile -t FILES < <(find "$SRC/base" -type f -size +1M | sort)
+for bs in 128K 256K 512K 1M 2M 4M; do
+    bench_drop_caches
+    t0=$(date +%s.%N)
+    for f in "${FILES[@]}"; do dd if="$f" of=/dev/null bs="$bs" iflag=direct status=none; done
+    t1=$(date +%s.%N)
+    echo "dd_$bs $t0 $t1 $(cat "${FILES[@]}" | wc -c)" >>"$IDLE"
+done
+bench_drop_caches
+bench_pb backup --type full || pb_die "idle pageback backup failed"
+MBS=$(sed -n 's/.*scanned \([0-9.]*\) MiB in \([0-9.]*\) s.*/\1 \2/p' "$BENCH_TMP/pb.out" | tail -n 1)
+echo "pageback $MBS $T_CPU $T_RSS_MIB" >>"$IDLE"
+cp "$BENCH_TMP/pb.out" "$PB_WORK/idle-pageback.log"
+
+# ------------------------------------------------------------------ scenario 3
+pb_log "scenario 3: hot table residency"
+pg_psql "$SRC" "CREATE TABLE hot AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, \
+    $(( CG_MIB * 1024 * 1024 / 8 / 80 ))) g" >/dev/null && pg_psql "$SRC" "CHECKPOINT" >/dev/null
+HOT=$SRC/$(pg_psql "$SRC" "SELECT pg_relation_filepath('hot')")
+bench_drop_caches
+for _ in 1 2 3; do pg_psql "$SRC" "SELECT count(*) FROM hot" >/dev/null; done
+res() { fincore -b -n -o RES,SIZE "$HOT"* | awk '{r += $1; s += $2} END {printf "%.1f", 100 * r / s}'; }
+R0=$(res)
+pb backup --type full >"$BENCH_TMP/hot.out" 2>&1 || pb_die "hot-table backup failed"
+R1=$(res)
+echo "hot $R0 $R1" >>"$IDLE"
+
+# ------------------------------------------------------------------ report
+OUT=$BENCH_RESULTS/impact.json
+/usr/bin/python3 "$BENCH_DIR/impact_report.py" "$LOGDIR" "$WINDOWS" "$IDLE" "$OUT" \
+    "$BENCH_RESULTS/impact-p99.dat" "$WINDOW" "$SCALE" "$CG_MIB" "$DATA_MIB" || exit 1
+if command -v gnuplot >/dev/null; then
+    gnuplot -e "set terminal png size 1200,500 noenhanced; set output '$BENCH_RESULTS/impact-p99.png';
+        set xlabel 'seconds into the window'; set ylabel 'p99 latency, ms (per second)';
+        set logscale y; set key outside" "$BENCH_RESULTS/impact-p99.dat.gp" &&
+        echo "chart: $BENCH_RESULTS/impact-p99.png"
+fi
+echo "results: $OUT"
