@@ -1,5 +1,5 @@
 /*
- * tests/unit/wal_scan_test.c — restore/wal_scan.c over the real PostgreSQL 15 WAL of
+ * tests/unit/restore/wal_scan_test.c — restore/wal_scan.c over the real PostgreSQL 15 WAL of
  * tests/fixtures/wal/ pushed into a posix repository: the restore point, the commit and
  * the abort the fixture's workload wrote are found with their xids and LSNs; a second
  * scan is answered from the state directory's cache without decoding; a cache file whose

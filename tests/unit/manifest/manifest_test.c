@@ -1,4 +1,4 @@
-/* tests/unit/manifest_test.c — manifests, their object format, and the catalog. */
+/* tests/unit/manifest/manifest_test.c — manifests, their object format, and the catalog. */
 #include "manifest/manifest.h"
 #include "manifest/v2_internal.h"
 #include "tests/unit/pbtest.h"

@@ -1,4 +1,4 @@
-/* tests/unit/pack_test.c — pack writer/reader round trips, locations, corruption. */
+/* tests/unit/engine/pack_test.c — pack writer/reader round trips, locations, corruption. */
 #include "engine/pack.h"
 #include "tests/unit/pbtest.h"
 

@@ -1,5 +1,5 @@
 /*
- * tests/unit/target_test.c — restore/target.c and guard.c: directories beneath a
+ * tests/unit/restore/target_test.c — restore/target.c and guard.c: directories beneath a
  * target resolved without following links, with openat2 and with the component walk
  * that stands in for it on older kernels; link replacement; registered links; the
  * manifest entry check.

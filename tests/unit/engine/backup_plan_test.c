@@ -1,5 +1,5 @@
 /*
- * tests/unit/backup_plan_test.c — engine/backup_plan.c: full or incremental, from
+ * tests/unit/engine/backup_plan_test.c — engine/backup_plan.c: full or incremental, from
  * synthetic manifests in a posix repository. Each rule (no backup, --type full, another
  * cluster, --full-every, --full-after, a damaged head, a broken chain) plans a full
  * backup; otherwise an incremental on top of the chain head by history order (not the

@@ -1,5 +1,5 @@
 /*
- * tests/unit/page_test.c — page header decoding, checksum and verdicts, against real
+ * tests/unit/engine/page_test.c — page header decoding, checksum and verdicts, against real
  * pages written by PostgreSQL 15 (tests/fixtures/pages/, see its README for how they
  * were made and where the expected values come from).
  */

@@ -1,5 +1,5 @@
 /*
- * tests/unit/chain_test.c — engine/chain_order.c: history order (stop LSN, a synthetic
+ * tests/unit/engine/chain_test.c — engine/chain_order.c: history order (stop LSN, a synthetic
  * full after the real backup it copies, never id order), the chain head, and retention
  * that keeps every ancestor a kept backup needs. The rebase scenario: full, incr 1,
  * incr 2, then a synthetic full of incr 1 whose id sorts last. And engine/chain.c's one

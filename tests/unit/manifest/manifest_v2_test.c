@@ -1,4 +1,4 @@
-/* tests/unit/manifest_v2_test.c — manifest format version 2, its stream reader, and the
+/* tests/unit/manifest/manifest_v2_test.c — manifest format version 2, its stream reader, and the
  * merge of a chain's manifests (docs/MANIFEST.md). */
 #include "manifest/manifest.h"
 #include "manifest/v2_internal.h"

@@ -1,4 +1,4 @@
-/* tests/unit/common_test.c — common/: errors, buffers, growable arrays, LSN text. */
+/* tests/unit/common/common_test.c — common/: errors, buffers, growable arrays, LSN text. */
 #include "common/pb.h"
 #include "common/fault.h"
 #include "tests/unit/pbtest.h"

@@ -1,5 +1,5 @@
 /*
- * tests/unit/restore_test.c — restore/ against a chain built in a temporary posix
+ * tests/unit/restore/restore_test.c — restore/ against a chain built in a temporary posix
  * repository: one-pass rebuild from a full + incremental, verify, delta restore,
  * corrupt page hashes, missing WAL (nothing written); the target's safety: links in
  * the target never written through, hostile manifest paths refused before writing,

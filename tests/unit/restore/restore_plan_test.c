@@ -1,5 +1,5 @@
 /*
- * tests/unit/restore_plan_test.c — restore/plan.c: the plan a restore, verify --set and
+ * tests/unit/restore/restore_plan_test.c — restore/plan.c: the plan a restore, verify --set and
  * rebase build once. A posix repository holds a chain of three backups (a full and two
  * incrementals, each changing one page of base/1/100); a storage observer counts the
  * manifest GETs and WAL listings each command makes: each manifest is read once and

@@ -1,5 +1,5 @@
 /*
- * tests/unit/db_filter_test.c — the database list (manifest/dblist.c: round trip, and a
+ * tests/unit/restore/db_filter_test.c — the database list (manifest/dblist.c: round trip, and a
  * damaged body is PB_ECORRUPT, never a large allocation) and restore --db-include
  * (restore/db_filter.c: names mapped with a backup's list, unknown names and a missing
  * list refused, which files become stubs).

@@ -1,4 +1,4 @@
-/* tests/unit/walk_test.c — exclusion and relation rules, and a walk over a synthetic
+/* tests/unit/engine/walk_test.c — exclusion and relation rules, and a walk over a synthetic
  * PGDATA with a tablespace, an unlogged relation and the usual excluded files. */
 #include "engine/walk.h"
 #include "tests/unit/pbtest.h"

@@ -1,5 +1,5 @@
 /*
- * tests/unit/restore_tblspc_test.c — where a restore's links may point (the checks of
+ * tests/unit/restore/restore_tblspc_test.c — where a restore's links may point (the checks of
  * restore/restore.c before anything is written): on the source's host the manifest's
  * tablespace locations are the running source cluster's, so a delta restore writes
  * into a non-empty one only when the target's own link points there or the user

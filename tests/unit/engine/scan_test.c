@@ -1,5 +1,5 @@
 /*
- * tests/unit/scan_test.c — the stripe scanner: byte-exact delivery in file order over
+ * tests/unit/engine/scan_test.c — the stripe scanner: byte-exact delivery in file order over
  * io_uring and pread, with several read sizes and queue depths; vanishing, shrinking
  * and growing files; the buffered fallback where O_DIRECT is refused; early stop;
  * re-reads; page-cache footprint; the stripe-size decision from sysfs.
