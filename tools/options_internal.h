@@ -14,5 +14,7 @@ int opts_apply_env(pb_options *o, pb_error *err);
 /* Load o->config_file and fill from its global section, then o->cluster's, what the
  * command line and the environment did not give. */
 int opts_apply_config(pb_options *o, pb_error *err);
+/* Read the --encrypt-key-file files (or PAGEBACK_ENCRYPT_KEY) into o->keys. */
+int opts_load_keys(pb_options *o, pb_error *err);
 
 #endif

@@ -3,7 +3,8 @@
  * PAGEBACK_<OPTION> environment variable (and AWS_*), the [cluster:NAME] and global
  * sections of the configuration file. Each option remembers its source and its text,
  * so a lower source never overrides a higher one and "pageback config check" can say
- * where every value came from (docs/GUIDE.md, "Repository and configuration").
+ * where every value came from (docs/GUIDE.md, "Repository and configuration"); and the
+ * encryption keys, read from their files or PAGEBACK_ENCRYPT_KEY.
  */
 #include "tools/options_internal.h"
 
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Options that are not settings: they choose the configuration or ask for help. */
 static bool is_setting(int idx)
@@ -175,4 +178,58 @@ void opts_each_setting(const pb_options *o, opts_setting_cb cb, void *ctx)
                         : s == OPTS_S3_SECRET ? o->repo.s3_secret : o->repo.s3_token;
         cb(ctx, secret_names[s], v, "", (opts_source)o->secret_source[s], true);
     }
+}
+
+/* A key file must be the user's and unreadable by others (it opens every backup); its
+ * content, a trailing newline dropped, is the key material (docs/FORMAT.md). */
+static int read_key_file(pb_options *o, const char *path, pb_error *err)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return pb_fail_errno(err, PB_EINVAL, "cannot read encryption key file %s", path);
+    struct stat st;
+    int rc = 0;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096)
+        rc = pb_fail(err, PB_EINVAL, "encryption key file %s is not a regular file of at "
+                     "most 4096 bytes", path);
+    else if (st.st_uid != geteuid())
+        rc = pb_fail(err, PB_EINVAL, "encryption key file %s is owned by uid %u, not by the "
+                     "user running pageback (uid %u)", path, (unsigned)st.st_uid,
+                     (unsigned)geteuid());
+    else if (st.st_mode & 0077)
+        rc = pb_fail(err, PB_EINVAL, "encryption key file %s has mode %o: it must be 0600 or "
+                     "stricter (chmod 600 it)", path, (unsigned)(st.st_mode & 0777));
+    char *text = rc ? NULL : calloc(1, (size_t)st.st_size + 1);
+    if (rc == 0 && !text)
+        rc = pb_fail(err, PB_ENOMEM, "out of memory reading %s", path);
+    size_t n = text ? fread(text, 1, (size_t)st.st_size, fp) : 0;
+    fclose(fp);
+    if (rc)
+        return rc;
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+        n--;
+    size_t i = o->repo.n_keys;
+    o->key_text[i] = text;
+    o->keys[i].data = text;
+    o->keys[i].len = n;
+    o->repo.keys = o->keys;
+    o->repo.n_keys = i + 1;
+    return 0;
+}
+
+int opts_load_keys(pb_options *o, pb_error *err)
+{
+    for (size_t i = 0; i < o->n_key_files; i++) {
+        int rc = read_key_file(o, o->key_files[i], err);
+        if (rc)
+            return rc;
+    }
+    const char *env = getenv("PAGEBACK_ENCRYPT_KEY");
+    if (o->n_key_files == 0 && env && env[0]) {
+        o->keys[0].data = env;
+        o->keys[0].len = strlen(env);
+        o->repo.keys = o->keys;
+        o->repo.n_keys = 1;
+    }
+    return 0;
 }
