@@ -43,8 +43,13 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
     mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
     bk_result counted; /* the object-store requests of the run */
     memset(&counted, 0, sizeof(counted));
-    if (rc == 0)
+    o->backup.report = &res->io;
+    if (rc == 0) {
         rc = bk_run_counted(r, &o->backup, &m, &counted, &err);
+        res->have_io = true;
+        res->backup_requests = counted.requests;
+    }
+    o->backup.report = NULL;
     cmd_progress_end(&prog);
     o->backup.progress = NULL;
     if (rc == 0) {

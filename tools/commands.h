@@ -17,6 +17,9 @@ typedef struct cmd_outcome {
     pb_error err;             /* the failure, when failed */
     bool have_backup;
     mf_backup backup;         /* bk_run's committed manifest header */
+    bool have_io;
+    bk_io_report io;          /* what the backup's reads applied and decided (also on failure) */
+    repo_requests backup_requests; /* the backup's object-store requests */
     bool have_restore;
     rs_stats restore;
     bool have_verify;

@@ -127,6 +127,31 @@ static const rfield verify_fields[] = {
     RF(rs_verify_stats, FT_F64, seconds),
 };
 
+static const rfield scan_fields[] = {
+    RF(scan_io_stats, FT_BOOL, adaptive), RF(scan_io_stats, FT_U32, depth_start),
+    RF(scan_io_stats, FT_U32, depth_final), RF(scan_io_stats, FT_U32, depth_peak),
+    RF(scan_io_stats, FT_U64, requests), RF(scan_io_stats, FT_U64, grows),
+    RF(scan_io_stats, FT_U64, plateaus), RF(scan_io_stats, FT_U64, cuts),
+    RF(scan_io_stats, FT_U64, yields), RF(scan_io_stats, FT_U64, resumes),
+    RF(scan_io_stats, FT_U64, pauses), RF(scan_io_stats, FT_F64, pause_seconds),
+    RF(scan_io_stats, FT_F64, latency_floor_ms),
+    RF(scan_io_stats, FT_F64, foreground_reads_per_s_peak),
+    RF(scan_io_stats, FT_BOOL, device_watched),
+};
+static const rfield io_fields[] = {
+    RF(bk_io_report, FT_SIZE, read_size), RF(bk_io_report, FT_U32, depth_max),
+    RF(bk_io_report, FT_STR, io_class_applied), RF(bk_io_report, FT_STR, cpu_priority_applied),
+    RF(bk_io_report, FT_STR, cpu_weight_applied), RF(bk_io_report, FT_BOOL, checkpoint_fast),
+    RF(bk_io_report, FT_F64, checkpoint_wait_seconds), RF(bk_io_report, FT_U64, repo_flushes),
+    RF(bk_io_report, FT_U64, repo_bytes_written), RF(bk_io_report, FT_F64, flushes_per_gb),
+    RF(bk_io_report, FT_U64, buffer_bytes), RF(bk_io_report, FT_U32, pipe_jobs),
+};
+static const rfield request_fields[] = {
+    RF(repo_requests, FT_U64, get), RF(repo_requests, FT_U64, get_range),
+    RF(repo_requests, FT_U64, put), RF(repo_requests, FT_U64, list),
+    RF(repo_requests, FT_U64, head), RF(repo_requests, FT_U64, del),
+};
+
 static void jw_fields(jw *j, const char *key, const void *base, const rfield *f, size_t n)
 {
     jw_open(j, key);
@@ -173,8 +198,14 @@ static void report_resources(jw *j, const cmd_outcome *res)
     jw_raw(j, "%" PRIu64, (uint64_t)ru.ru_maxrss * 1024); /* Linux: KiB */
     jw_key(j, "page_cache_bytes_left");
     jw_raw(j, "null");
-    jw_key(j, "adaptive_io");
-    jw_raw(j, "null");
+    if (!res->have_io) {
+        jw_key(j, "adaptive_io");
+        jw_raw(j, "null");
+        return;
+    }
+    JW_FIELDS(j, "adaptive_io", &res->io.scan, scan_fields);
+    JW_FIELDS(j, "io_applied", &res->io, io_fields);
+    JW_FIELDS(j, "backup_requests", &res->backup_requests, request_fields);
 }
 
 /* The limits this run was given (0 = automatic or unlimited). */

@@ -65,6 +65,18 @@ pb_assert_eq "$(json "$OUT/full.json" '["backup"]["stop_lsn"]')" "$(pb_info_fiel
 pb_assert_eq "$(json "$OUT/full.json" '["limits"]["max_rate_bytes_per_second"]')" $((8 << 20)) \
     "the report lists the rate limit applied"
 pb_assert_eq "$(json "$OUT/full.json" '["backup"]["checksum_errors"]')" 0 "no checksum warnings"
+# --max-rate pins the reads: the controller reports it did not adapt, and what was applied.
+pb_assert_eq "$(json "$OUT/full.json" '["adaptive_io"]["adaptive"]')" False \
+    "the report's adaptive_io says --max-rate pinned the reads"
+v=$(json "$OUT/full.json" '["adaptive_io"]["requests"]')
+[ "${v:-0}" -gt 0 ] && pb_test_ok "report: adaptive_io.requests = $v" ||
+    pb_test_fail "report: adaptive_io.requests = $v"
+json "$OUT/full.json" '["io_applied"]["io_class_applied"]' | grep -Eq "idle|best-effort" &&
+    pb_test_ok "report: io_applied names the I/O class" ||
+    pb_test_fail "report: io_applied = $(json "$OUT/full.json" '["io_applied"]')"
+v=$(json "$OUT/full.json" '["backup_requests"]["put"]')
+[ "${v:-0}" -gt 0 ] && pb_test_ok "report: backup_requests.put = $v" ||
+    pb_test_fail "report: backup_requests.put = $v"
 grep -q "INFO: progress: .* MiB (.*%), .* MB/s, files [0-9]*/[0-9]*, pages changed [0-9]*, ETA" \
     "$PB_WORK/full.err" && pb_test_ok "off a terminal, progress comes as log lines" ||
     pb_test_fail "no progress lines: $(cat "$PB_WORK/full.err")"
