@@ -28,12 +28,11 @@
 #define PAUSE_MIN 0.0005               /* shorter pauses are not taken */
 #define PAUSE_MAX 0.020
 
-void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned, size_t device_io_bytes)
+void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned)
 {
     memset(c, 0, sizeof(*c));
     c->max_depth = max_depth ? max_depth : 1;
     c->pinned = pinned;
-    c->device_io_bytes = device_io_bytes ? device_io_bytes : 512 * 1024;
     c->yield_reads = YIELD_READS;
     c->depth = pinned ? c->max_depth : 1;
     c->st.adaptive = !pinned;
@@ -130,28 +129,27 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
     return c->last;
 }
 
-/* Reads the device completed that this scanner did not issue, per second. Our own
- * requests reach the device split at its largest request size; merges are ignored
- * (they can only make the estimate of others' reads lower). */
+/* Reads the device completed that this scanner did not issue, per second. Merges are
+ * ignored (they can only make the estimate of others' reads lower). */
 static double foreground_rate(const scan_ctl *c, double now, uint64_t dev_reads,
-                              uint64_t own_bytes)
+                              uint64_t own_reads)
 {
     uint64_t dreads = dev_reads - c->dev_reads;
-    uint64_t own = (own_bytes - c->dev_own_bytes + c->device_io_bytes - 1) / c->device_io_bytes;
+    uint64_t own = own_reads - c->dev_own_reads;
     return dreads > own ? (double)(dreads - own) / (now - c->dev_t) : 0;
 }
 
 scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
-                               uint64_t own_bytes)
+                               uint64_t own_reads)
 {
     c->last = SCAN_CTL_NONE;
     if (c->dev_have && now - c->dev_t < DEVICE_PERIOD)
         return SCAN_CTL_NONE;
-    if (!c->dev_have || dev_reads < c->dev_reads || own_bytes < c->dev_own_bytes) {
+    if (!c->dev_have || dev_reads < c->dev_reads || own_reads < c->dev_own_reads) {
         c->dev_have = true; /* first sample, or a counter reset: a new baseline */
         goto baseline;
     }
-    double fg = foreground_rate(c, now, dev_reads, own_bytes);
+    double fg = foreground_rate(c, now, dev_reads, own_reads);
     if (fg > c->st.foreground_reads_per_s_peak)
         c->st.foreground_reads_per_s_peak = fg;
     if (c->pinned)
@@ -176,7 +174,7 @@ scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
 baseline:
     c->dev_t = now;
     c->dev_reads = dev_reads;
-    c->dev_own_bytes = own_bytes;
+    c->dev_own_reads = own_reads;
     return c->last;
 }
 

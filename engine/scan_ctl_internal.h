@@ -34,7 +34,6 @@ typedef struct scan_ctl {
     /* configuration */
     unsigned max_depth;     /* buffers the scanner has: the ceiling */
     bool pinned;            /* --queue-depth/--read-size/--max-rate: never adapt */
-    size_t device_io_bytes; /* largest request the device takes (queue/max_sectors_kb) */
     double yield_reads;     /* foreground reads per second that make the scanner yield */
     /* state */
     unsigned depth;         /* requests allowed in flight now */
@@ -50,7 +49,7 @@ typedef struct scan_ctl {
     double pause_until;     /* no submission before this time */
     bool dev_have;          /* a first device sample was taken */
     double dev_t;
-    uint64_t dev_reads, dev_own_bytes;
+    uint64_t dev_reads, dev_own_reads;
     scan_ctl_event last;
     char msg[200];          /* the latest decision in words, for the log */
     scan_io_stats st;
@@ -61,16 +60,17 @@ typedef struct scan_dev_counters {
     uint64_t reads, read_sectors, writes, write_sectors, in_flight;
 } scan_dev_counters;
 
-/* Start at one request in flight (max_depth when pinned). device_io_bytes 0 = 512 KiB. */
-void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned, size_t device_io_bytes);
+/* Start at one request in flight (max_depth when pinned). */
+void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned);
 
 /* One completed request of bytes that took latency_s, seen at time now (seconds). */
 scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double latency_s);
 
-/* The device's completed reads (summed counter) and the bytes this scanner has read in
- * total, at time now. Decides yielding; samples closer than 0.1 s apart are ignored. */
+/* The device's completed reads (summed counter) and the device requests this scanner's
+ * own reads became in total (scan.c counts them as they complete), at time now. Decides
+ * yielding; samples closer than 0.1 s apart are ignored. */
 scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
-                               uint64_t own_bytes);
+                               uint64_t own_reads);
 
 /* Requests to keep in flight now (1..max_depth). */
 unsigned scan_ctl_depth(const scan_ctl *c);

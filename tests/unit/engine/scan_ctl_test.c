@@ -29,7 +29,7 @@ static void test_growth_at_floor(void)
 {
     scan_ctl c;
     double now = 1;
-    scan_ctl_init(&c, 8, false, 0);
+    scan_ctl_init(&c, 8, false);
     PBT_CHECK(scan_ctl_depth(&c) == 1);
     for (unsigned d = 1; d < 5; d++) {
         scan_ctl_event ev = epoch(&c, &now, 500e6 * d, 0.001);
@@ -47,7 +47,7 @@ static void test_cut_on_latency_climb(void)
 {
     scan_ctl c;
     double now = 1;
-    scan_ctl_init(&c, 16, false, 0);
+    scan_ctl_init(&c, 16, false);
     for (unsigned d = 1; d < 8; d++)
         epoch(&c, &now, 100e6 * d, 0.001);
     PBT_CHECK(scan_ctl_depth(&c) == 8);
@@ -64,7 +64,7 @@ static void test_no_growth_when_flat(void)
 {
     scan_ctl c;
     double now = 1;
-    scan_ctl_init(&c, 8, false, 0);
+    scan_ctl_init(&c, 8, false);
     PBT_CHECK(epoch(&c, &now, 1000e6, 0.0005) == SCAN_CTL_GROW); /* the probe to 2 */
     PBT_CHECK(scan_ctl_depth(&c) == 2);
     PBT_CHECK(epoch(&c, &now, 1020e6, 0.0007) == SCAN_CTL_PLATEAU); /* +2%: not worth it */
@@ -80,15 +80,15 @@ static void test_yield_on_foreground(void)
 {
     scan_ctl c;
     double now = 1;
-    scan_ctl_init(&c, 8, false, 512 * 1024);
+    scan_ctl_init(&c, 8, false);
     for (unsigned d = 1; d < 4; d++)
         epoch(&c, &now, 500e6 * d, 0.001);
     PBT_CHECK(scan_ctl_depth(&c) == 4);
-    uint64_t own = 100 * 512 * 1024ull, reads = 1000;
+    uint64_t own = 100, reads = 1000; /* own: device reads our requests became */
     PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_NONE); /* the baseline */
     /* 0.5 s: we read 200 requests' worth (200 device reads), the device did 355. */
     now += 0.5;
-    own += 200 * 512 * 1024ull;
+    own += 200;
     reads += 355;
     PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_YIELD);
     PBT_CHECK(scan_ctl_depth(&c) == 1);
@@ -110,7 +110,7 @@ static void test_yield_on_foreground(void)
     PBT_CHECK(epoch(&c, &now, 4000e6, 0.001) == SCAN_CTL_NONE); /* no growth while yielding */
     PBT_CHECK(scan_ctl_depth(&c) == 1);
     now += 0.5;
-    own += 100 * 512 * 1024ull;
+    own += 100;
     reads += 102; /* 4 reads/s of others */
     PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_RESUME);
     PBT_CHECK(scan_ctl_pause(&c, now) == 0);
@@ -122,7 +122,7 @@ static void test_pinned(void)
 {
     scan_ctl c;
     double now = 1;
-    scan_ctl_init(&c, 2, true, 0);
+    scan_ctl_init(&c, 2, true);
     PBT_CHECK(scan_ctl_depth(&c) == 2);
     for (int i = 0; i < 4; i++)
         PBT_CHECK(epoch(&c, &now, 100e6 * (i + 1), 0.001 * (i + 1)) == SCAN_CTL_NONE);
