@@ -549,4 +549,8 @@ const char *scan_method(const scanner *s) { return s->method; }
 
 uint64_t scan_bytes_read(const scanner *s) { return s->bytes_read; }
 
-void scan_get_io_stats(const scanner *s, scan_io_stats *out) { *out = s->ctl.st; }
+void scan_get_io_stats(const scanner *s, scan_io_stats *out)
+{
+    *out = s->ctl.st;
+    out->own_device_reads = s->own_dev_reads;
+}

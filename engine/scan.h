@@ -49,6 +49,7 @@ typedef struct scan_io_stats {
     double latency_floor_ms; /* lowest completion latency seen */
     double foreground_reads_per_s_peak; /* others' reads on the device, highest seen */
     bool device_watched;     /* the device's counters were read */
+    uint64_t own_device_reads; /* device requests our reads became (kept out of others') */
 } scan_io_stats;
 
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err);
