@@ -60,14 +60,16 @@ int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *e
 /* tools/progress.c: the progress display of a backup or restore (bk_opts.progress,
  * rs_opts.progress). */
 typedef struct cmd_progress {
-    bool tty, enabled, drew;
+    bool tty, enabled, drew, pending;
     unsigned interval;
     double start, last;
+    char latest[320]; /* the newest live line, drawn or not: the end draws it */
 } cmd_progress;
 void cmd_progress_init(cmd_progress *p, const pb_options *o);
 void cmd_progress_backup(void *ctx, const bk_progress *b); /* a bk_progress_fn */
 void cmd_progress_restore(void *ctx, const rs_progress *r); /* an rs_progress_fn */
-/* End the live line, if one was drawn. */
+/* End the live line: on a terminal, draw the newest state (so even a run shorter than
+ * one redraw shows its totals) and a newline. */
 void cmd_progress_end(cmd_progress *p);
 
 /* tools/report.c: the JSON report of a run, written atomically (temp + rename). */

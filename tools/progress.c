@@ -19,7 +19,8 @@ void cmd_progress_init(cmd_progress *p, const pb_options *o)
     p->interval = o->progress_interval;
     p->enabled = !o->quiet && (p->tty || p->interval > 0);
     p->start = p->last = pb_now();
-    p->drew = false;
+    p->drew = p->pending = false;
+    p->latest[0] = '\0';
 }
 
 /* What both displays show: bytes done of the total, the rate, files, the time left;
@@ -47,21 +48,33 @@ static void format_line(char *out, size_t cap, const prog_view *v, double elapse
              rate / 1e6, v->files_done, v->files_total, v->extra, eta);
 }
 
+static void draw_latest(cmd_progress *p)
+{
+    fprintf(stderr, "\r%s\033[K", p->latest);
+    p->drew = true;
+    p->pending = false;
+}
+
 static void show(cmd_progress *p, const prog_view *v)
 {
     if (!p->enabled)
         return;
     double now = pb_now();
-    if (now - p->last < (p->tty ? TTY_REDRAW_SECONDS : (double)p->interval))
+    bool due = now - p->last >= (p->tty ? TTY_REDRAW_SECONDS : (double)p->interval);
+    if (!due && !p->tty)
         return;
-    p->last = now;
     char line[256];
     format_line(line, sizeof(line), v, now - p->start);
-    if (p->tty) {
-        fprintf(stderr, "\r%s: %s\033[K", v->what, line);
-        p->drew = true;
-    } else {
+    if (!p->tty) {
+        p->last = now;
         pb_info("progress: %s", line);
+        return;
+    }
+    snprintf(p->latest, sizeof(p->latest), "%s: %s", v->what, line);
+    p->pending = true;
+    if (due) {
+        p->last = now;
+        draw_latest(p);
     }
 }
 
@@ -80,6 +93,8 @@ void cmd_progress_restore(void *ctx, const rs_progress *r)
 
 void cmd_progress_end(cmd_progress *p)
 {
+    if (p->pending)
+        draw_latest(p);
     if (p->drew)
         fputc('\n', stderr);
     p->drew = false;
