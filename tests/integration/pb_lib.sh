@@ -135,6 +135,20 @@ pb_archive_all() {
     return 1
 }
 
+# pb_ins_procedure DIR COLUMNS VALUES [PAUSE]: create procedure ins(n int, tg text) in DIR's
+# cluster: n rows into table t, one transaction each (COLUMNS and VALUES as in INSERT; tg
+# is the caller's tag), with a pause of PAUSE seconds after each commit.
+pb_ins_procedure() {
+    pg_psql "$1" "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
+       BEGIN
+         FOR i IN 1..n LOOP
+           INSERT INTO t ($2) VALUES ($3);
+           COMMIT;
+           ${4:+PERFORM pg_sleep($4);}
+         END LOOP;
+       END \$\$" >/dev/null
+}
+
 # pb_rows DIR [MAX_ID] [ROW_TEXT]: "count max md5" of table t's rows (ids in commit order)
 # in DIR's cluster, all or those with id <= MAX_ID; ROW_TEXT (default id::text) is what
 # each row contributes to the md5.

@@ -17,14 +17,7 @@ pg_env "$SRC"
 q() { pg_psql "$SRC" "$1"; }
 q "CREATE TABLE t (id bigserial PRIMARY KEY, ts timestamptz NOT NULL, txid bigint NOT NULL,
                    tag text NOT NULL)" >/dev/null
-q "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
-   BEGIN
-     FOR i IN 1..n LOOP
-       INSERT INTO t (ts, txid, tag) VALUES (clock_timestamp(), txid_current(), tg);
-       COMMIT;
-       PERFORM pg_sleep(0.01);
-     END LOOP;
-   END \$\$" >/dev/null
+pb_ins_procedure "$SRC" "ts, txid, tag" "clock_timestamp(), txid_current(), tg" 0.01
 
 # mark NAME: insert a few rows, then remember for the last one (id K_NAME) its commit
 # time (T_NAME, UTC text), the WAL position after it (L_NAME), its xid (X_NAME), and

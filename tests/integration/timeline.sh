@@ -16,14 +16,8 @@ pg_start "$SRC" || pb_die "source cluster did not start"
 q() { pg_psql "$DB" "$1"; }
 DB=$SRC
 q "CREATE TABLE t (id bigserial PRIMARY KEY, tag text NOT NULL, tli int NOT NULL)" >/dev/null
-q "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
-   BEGIN
-     FOR i IN 1..n LOOP
-       INSERT INTO t (tag, tli) VALUES (tg, (SELECT timeline_id FROM pg_control_checkpoint()));
-       COMMIT;
-       PERFORM pg_sleep(0.01);
-     END LOOP;
-   END \$\$" >/dev/null
+pb_ins_procedure "$SRC" "tag, tli" "tg, (SELECT timeline_id FROM pg_control_checkpoint())" \
+    0.01
 
 # mark NAME: rows, then remember the last id (K_NAME), its commit time (T_NAME), the WAL
 # position (L_NAME) and restore point rp_NAME; pause; more rows.

@@ -15,13 +15,7 @@ pg_env "$SRC"
 
 q() { pg_psql "$SRC" "$1"; }
 q "CREATE TABLE t (id bigserial PRIMARY KEY, txid bigint NOT NULL, tag text NOT NULL)" >/dev/null
-q "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
-   BEGIN
-     FOR i IN 1..n LOOP
-       INSERT INTO t (txid, tag) VALUES (txid_current(), tg);
-       COMMIT;
-     END LOOP;
-   END \$\$" >/dev/null
+pb_ins_procedure "$SRC" "txid, tag" "txid_current(), tg"
 
 # mark NAME: a few rows, then for the last one (id K_NAME) its xid X_NAME; restore point
 # rp_NAME; more rows after it.
