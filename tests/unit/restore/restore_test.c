@@ -68,6 +68,19 @@ static mf_manifest *new_backup(const char *id, const char *parent, char type)
 
 static uint8_t expect[4][PB_PAGE_SIZE]; /* the newest state of base/1/100 */
 
+/* The entry of PG_VERSION ("15\n", stored by the full); its runs are the caller's. */
+static mf_file pg_version(void)
+{
+    mf_file ver = {0};
+    ver.path = strdup("PG_VERSION");
+    ver.kind = MF_FILE;
+    ver.mode = 0600;
+    ver.size = 3;
+    ver.hash = pb_hash64("15\n", 3);
+    snprintf(ver.stored_in, sizeof(ver.stored_in), "20260101-000000F");
+    return ver;
+}
+
 /* F: base/1/100 = pages A0 A1 A2, PG_VERSION "15\n"; I: page 1 -> B1, page 3 added. */
 static void build_chain(repo *r, bool corrupt_hash)
 {
@@ -83,13 +96,7 @@ static void build_chain(repo *r, bool corrupt_hash)
     mf_file rel = pbt_rel_file("base/1/100", 3);
     pbt_ship(pw, &rel, 0, 3, pages[0]);
     PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
-    mf_file ver = {0};
-    ver.path = strdup("PG_VERSION");
-    ver.kind = MF_FILE;
-    ver.mode = 0600;
-    ver.size = 3;
-    ver.hash = pb_hash64("15\n", 3);
-    snprintf(ver.stored_in, sizeof(ver.stored_in), "20260101-000000F");
+    mf_file ver = pg_version();
     pack_loc loc;
     PBT_CHECK(pack_write_frame(pw, "15\n", 3, &loc, &err) == 0);
     ver.runs = calloc(1, sizeof(mf_run));
@@ -114,13 +121,7 @@ static void build_chain(repo *r, bool corrupt_hash)
     if (corrupt_hash)
         rel2.page_hashes[1] ^= 1;
     PBT_CHECK(mf_add_file(inc, &rel2, &err) == 0);
-    mf_file ver2 = {0};
-    ver2.path = strdup("PG_VERSION");
-    ver2.kind = MF_FILE;
-    ver2.mode = 0600;
-    ver2.size = 3;
-    ver2.hash = pb_hash64("15\n", 3);
-    snprintf(ver2.stored_in, sizeof(ver2.stored_in), "20260101-000000F");
+    mf_file ver2 = pg_version();
     PBT_CHECK(mf_add_file(inc, &ver2, &err) == 0);
     PBT_CHECK(pack_writer_finish(pw, &err) == 0);
     pack_writer_free(pw);
