@@ -74,6 +74,18 @@ for b in d['backups']:
 " "$1" "$2"
 }
 
+# pb_info_fields ID FIELD...: those fields of a backup from one `info --json`, space
+# separated in the order given.
+pb_info_fields() {
+    pb info --json | /usr/bin/python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+for b in d['backups']:
+    if b['id'] == sys.argv[1]:
+        print(' '.join(str(b[f]) for f in sys.argv[2:]))
+" "$@"
+}
+
 # pb_backup_id OUTPUT: the id from a `pageback backup` summary line.
 pb_last_id() {
     pb info --json | /usr/bin/python3 -c "

@@ -77,11 +77,12 @@ round() {
     pb_test_ok "$label: $type backup $id under pgbench + UUID load"
     pgbench_wait || pb_test_fail "$label: pgbench failed"
     pgbench_wait "$UUID_PID" || pb_test_fail "$label: the UUID load failed"
-    pb_log "$label: backup $id: $(pb_info_field "$id" wal_bytes_in_window) bytes of WAL in" \
-        "its window, $(pb_info_field "$id" pages_in_window) of" \
-        "$(pb_info_field "$id" pages_scanned) scanned pages changed inside it," \
-        "$(pb_info_field "$id" pages_changed) pages shipped," \
-        "$(pb_info_field "$id" checksum_errors) checksum errors"
+    local wal inwin scanned changed errors sums
+    read -r wal inwin scanned changed errors sums <<<"$(pb_info_fields "$id" \
+        wal_bytes_in_window pages_in_window pages_scanned pages_changed checksum_errors \
+        data_checksums)"
+    pb_log "$label: backup $id: $wal bytes of WAL in its window, $inwin of $scanned" \
+        "scanned pages changed inside it, $changed pages shipped, $errors checksum errors"
     digest=$(pg_digest_all "$src")
     lsn=$(pg_psql "$src" "SELECT pg_current_wal_lsn()")
     archive_all "$src" || { pb_test_fail "$label: WAL not archived"; return 1; }
@@ -95,7 +96,7 @@ round() {
     pb_assert_eq "$(pg_digest_all "$d")" "$digest" "$label: digests equal the source at $lsn"
     pb_check "$label: amcheck (heap, every btree, heapallindexed)" pg_amcheck_all "$d"
     pg_stop "$d"
-    if [ "$(pb_info_field "$id" data_checksums)" = True ]; then
+    if [ "$sums" = True ]; then
         pb_check "$label: pg_checksums --check" pg_checksums_check "$d"
     fi
     CHECKED=$((CHECKED + 1))
