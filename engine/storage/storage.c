@@ -220,6 +220,21 @@ static int check_plain_write(repo *r, const char *key, pb_error *err)
     return rc ? pb_error_wrap(err, "before writing %s/%s", r->location, key) : 0;
 }
 
+int repo_refuse_encrypted(repo *r, pb_error *err)
+{
+    if (r->crypt)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&r->plain_lock);
+    if (!r->plain_checked) {
+        count(r, REPO_REQ_LIST);
+        if ((rc = cio_refuse_encrypted(r->drv, r->impl, r->location, err)) == 0)
+            r->plain_checked = true; /* the first write need not look again */
+    }
+    pthread_mutex_unlock(&r->plain_lock);
+    return rc;
+}
+
 static int seal_for_write(repo *r, const char *key, const void **data, size_t *len,
                           void **sealed, pb_error *err)
 {

@@ -56,6 +56,10 @@ typedef struct repo_opts {
 
 /* Open a repository location. Does not create anything. */
 int repo_open(repo **out, const repo_opts *opts, pb_error *err);
+/* Without a key: PB_EAUTH when r is an encrypted repository (it holds a key-check
+ * object, docs/FORMAT.md), so a command can refuse up front instead of at its first
+ * sealed read or write; one listing of keycheck/. With keys: 0 (repo_open checked). */
+int repo_refuse_encrypted(repo *r, pb_error *err);
 void repo_free(repo *r);
 /* Human-readable location for messages ("/srv/repo" or "s3://b/p"). */
 const char *repo_location(const repo *r);
