@@ -373,6 +373,27 @@ int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *er
     return rc;
 }
 
+bool repo_is_encrypted(const repo *r)
+{
+    return r->crypt != NULL;
+}
+
+int repo_reseal(repo *r, const char *key, bool *resealed, pb_error *err)
+{
+    *resealed = false;
+    int rc = check_key(key, err);
+    if (rc || !r->crypt)
+        return rc;
+    count(r, REPO_REQ_GET_RANGE);
+    crypt_cache_drop(r->crypt, key);
+    rc = cio_reseal(r->drv, r->impl, r->crypt, key, resealed, err);
+    if (rc == 0 && *resealed) {
+        count(r, REPO_REQ_GET);
+        count(r, REPO_REQ_PUT);
+    }
+    return rc;
+}
+
 int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
                    pb_error *err)
 {
