@@ -85,7 +85,10 @@ static void show(cmd_progress *p, const prog_view *v)
 void cmd_progress_backup(void *ctx, const bk_progress *b)
 {
     prog_view v = {"backup", b->bytes_done, b->bytes_total, b->files_done, b->files_total, "", NULL};
-    snprintf(v.extra, sizeof(v.extra), ", pages changed %" PRIu64, b->pages_changed);
+    int n = snprintf(v.extra, sizeof(v.extra), ", pages changed %" PRIu64, b->pages_changed);
+    if (b->bytes_skipped && n > 0 && (size_t)n < sizeof(v.extra))
+        snprintf(v.extra + n, sizeof(v.extra) - (size_t)n, ", skipped %.1f MiB",
+                 b->bytes_skipped / 1048576.0);
     show(ctx, &v);
 }
 

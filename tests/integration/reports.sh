@@ -92,6 +92,16 @@ grep -q "^pageback_backup_last_success_timestamp_seconds{type=\"full\"} $stop$" 
 grep -Eq '^pageback_wal_archive_lag_segments [0-9]+$' "$OUT/full.prom" &&
     pb_test_ok "metrics: WAL archive lag measured against the server" ||
     pb_test_fail "no lag: $(grep wal "$OUT/full.prom")"
+# the page cache the reads left behind is measured (mincore), in the report and the metrics;
+# O_DIRECT reads leave next to nothing (at most what the database itself read meanwhile)
+left=$(json "$OUT/full.json" '["page_cache_bytes_left"]')
+read=$(json "$OUT/full.json" '["backup"]["bytes_read"]')
+[[ "$left" =~ ^[0-9]+$ ]] && [ "$left" -le $((read / 10)) ] &&
+    pb_test_ok "report: page_cache_bytes_left = $left (of $read bytes read)" ||
+    pb_test_fail "report: page_cache_bytes_left = $left (of $read bytes read)"
+grep -q "^pageback_run_page_cache_left_bytes $left$" "$OUT/full.prom" &&
+    pb_test_ok "metrics: pageback_run_page_cache_left_bytes" ||
+    pb_test_fail "metrics: $(grep page_cache "$OUT/full.prom")"
 grep -Eq '^pageback_run_read_rate_bytes_per_second [1-9][0-9]*$' "$OUT/full.prom" &&
     grep -q '^pageback_archive_push_failures_total 0$' "$OUT/full.prom" &&
     pb_test_ok "metrics: the backup's read rate; no archive failures" ||
@@ -106,6 +116,17 @@ pb_assert_eq "$(json "$OUT/incr.json" '["backup"]["type"]')" incr "the report na
 grep -q $'\rbackup: .* MiB (.*%), .* MB/s, files .* pages changed .*, ETA' "$PB_WORK/tty.out" &&
     pb_test_ok "on a terminal, a live progress line" ||
     pb_test_fail "no live line: $(head -c 600 "$PB_WORK/tty.out" | cat -v)"
+# the incremental skips unchanged segments: its progress counts the bytes it plans to read
+# (the last state drawn is 100%) and shows the skipped bytes apart
+last=$(tr '\r' '\n' <"$PB_WORK/tty.out" | grep '^backup: ' | tail -n 1)
+skipped=$(json "$OUT/incr.json" '["backup"]["bytes_skipped"]' 2>/dev/null)
+if [ "${skipped:-0}" -gt 0 ]; then
+    grep -q '(100%).*, skipped [0-9.]* MiB, ETA' <<<"$last" &&
+        pb_test_ok "an incremental's progress ends at 100% of what it read, skipped bytes apart" ||
+        pb_test_fail "progress of a skipping incremental (skipped $skipped bytes): $last"
+else
+    pb_test_fail "the incremental skipped nothing (report: $(json "$OUT/incr.json" '["backup"]'))"
+fi
 pb backup --quiet >"$PB_WORK/quiet.out" 2>"$PB_WORK/quiet.err"
 pb_assert_eq "$?:$(grep -c 'INFO' "$PB_WORK/quiet.err"):$(wc -c <"$PB_WORK/quiet.out")" "0:0:0" \
     "--quiet: no info or progress lines, no summary line"
