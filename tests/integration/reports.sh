@@ -3,8 +3,9 @@
 # PostgreSQL 15: --report JSON of backup (full and incremental), restore and verify,
 # also of a failed backup; --metrics-file in Prometheus text with the last backup per
 # type, the WAL archive lag (from the server) and the archive-push failure counter;
-# progress lines off a terminal (--progress-interval) and the live line on one;
-# --quiet and --log-file. pgbench -s 1, so it stays fast.
+# progress lines off a terminal (--progress-interval) and the live line on one, of backup
+# (an incremental's total is what it plans to read), verify and rebase; the page cache the
+# backup left behind; --quiet and --log-file. pgbench -s 1, so it stays fast.
 source "$(dirname "$0")/pb_lib.sh"
 pb_tmpdir
 trap '_pb_rc=$?; _pb_s3_cleanup; (exit $_pb_rc); _pb_cleanup' EXIT
@@ -154,6 +155,22 @@ w=$(json "$OUT/restore.json" '["restore"]["files_written"]')
 pb verify --report "$OUT/verify.json" >/dev/null 2>&1
 pb_assert_eq "$?:$(json "$OUT/verify.json" '["verify"]["problems"]')" "0:0" \
     "verify's report: no problems"
+
+# verify and rebase show progress as backup and restore do (on a terminal the live line;
+# --quiet none): verify of every backup counts backups, rebase counts files
+for c in verify rebase; do
+    _pb_as_pg script -qec "env PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=postgres PGDATABASE=postgres \
+        $PB_BIN $c ${PB_REPO_ARGS[*]} --state-dir $PB_STATE" /dev/null >"$PB_WORK/$c-tty.out" 2>&1
+    unit=files
+    [ $c = verify ] && unit=backups
+    grep -q $'\r'"$c: .* MiB (100%), .* MB/s, $unit [0-9]*/[0-9]*, ETA" "$PB_WORK/$c-tty.out" &&
+        pb_test_ok "$c: a live progress line on a terminal ($unit)" ||
+        pb_test_fail "$c: no live line: $(head -c 600 "$PB_WORK/$c-tty.out" | cat -v)"
+done
+_pb_as_pg script -qec "env PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=postgres PGDATABASE=postgres \
+    $PB_BIN verify --quiet ${PB_REPO_ARGS[*]} --state-dir $PB_STATE" /dev/null >"$PB_WORK/vq.out" 2>&1
+grep -q $'\r'"verify: " "$PB_WORK/vq.out" && pb_test_fail "verify --quiet draws a progress line" ||
+    pb_test_ok "verify --quiet: no progress line"
 
 # 5. info --json follows docs/info.schema.json (no field missing, none undocumented).
 pb info --json >"$PB_WORK/info.json"
