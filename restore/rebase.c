@@ -144,7 +144,8 @@ static int reseal_wal(repo *r, const mf_backup *h, pb_error *err)
         rc = reseal_one(&c, name);
     }
     if (rc == 0 && c.n)
-        pb_info("rebase: %u WAL, history and identity object(s) sealed again with the first key", c.n);
+        pb_info("rebase: %u WAL, history and identity object(s) sealed again with the first "
+                "key", c.n);
     return rc ? pb_error_wrap(err, "sealing the WAL of backup %s with the first key", h->id)
               : 0;
 }

@@ -84,7 +84,8 @@ static void show(cmd_progress *p, const prog_view *v)
 
 void cmd_progress_backup(void *ctx, const bk_progress *b)
 {
-    prog_view v = {"backup", b->bytes_done, b->bytes_total, b->files_done, b->files_total, "", NULL};
+    prog_view v = {"backup", b->bytes_done, b->bytes_total, b->files_done, b->files_total,
+                   "", NULL};
     int n = snprintf(v.extra, sizeof(v.extra), ", pages changed %" PRIu64, b->pages_changed);
     if (b->bytes_skipped && n > 0 && (size_t)n < sizeof(v.extra))
         snprintf(v.extra + n, sizeof(v.extra) - (size_t)n, ", skipped %.1f MiB",
@@ -94,7 +95,8 @@ void cmd_progress_backup(void *ctx, const bk_progress *b)
 
 void cmd_progress_restore(void *ctx, const rs_progress *r)
 {
-    prog_view v = {"restore", r->bytes_done, r->bytes_total, r->files_done, r->files_total, "", NULL};
+    prog_view v = {"restore", r->bytes_done, r->bytes_total, r->files_done, r->files_total,
+                   "", NULL};
     show(ctx, &v);
 }
 
@@ -108,7 +110,8 @@ void cmd_progress_verify(void *ctx, const rs_progress *r)
 
 void cmd_progress_rebase(void *ctx, const rs_progress *r)
 {
-    prog_view v = {"rebase", r->bytes_done, r->bytes_total, r->files_done, r->files_total, "", NULL};
+    prog_view v = {"rebase", r->bytes_done, r->bytes_total, r->files_done, r->files_total,
+                   "", NULL};
     show(ctx, &v);
 }
 
