@@ -62,7 +62,7 @@ int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *e
 typedef struct cmd_progress {
     bool tty, enabled, drew, pending;
     unsigned interval;
-    double start, last;
+    double start, last, first_byte; /* first_byte: when bytes were first counted */
     char latest[320]; /* the newest live line, drawn or not: the end draws it */
     bool whole_repo;  /* verify of every backup: its files are backups */
 } cmd_progress;

@@ -20,6 +20,7 @@ void cmd_progress_init(cmd_progress *p, const pb_options *o)
     p->interval = o->progress_interval;
     p->enabled = !o->quiet && (p->tty || p->interval > 0);
     p->start = p->last = pb_now();
+    p->first_byte = 0;
     p->drew = p->pending = false;
     p->latest[0] = '\0';
     p->whole_repo = false;
@@ -34,9 +35,14 @@ typedef struct prog_view {
     const char *unit; /* what files_done counts: NULL = "files" */
 } prog_view;
 
-static void format_line(char *out, size_t cap, const prog_view *v, double elapsed)
+/* The rate counts from the first byte, not from the start: a spread checkpoint can hold
+ * a backup at zero bytes for minutes, and a rate over that wait makes the first ETAs
+ * absurd (days). Under a second of reading, neither is known yet. */
+#define RATE_MIN_SECONDS 1.0
+
+static void format_line(char *out, size_t cap, const prog_view *v, double reading)
 {
-    double rate = elapsed > 0 ? (double)v->bytes_done / elapsed : 0;
+    double rate = reading >= RATE_MIN_SECONDS ? (double)v->bytes_done / reading : 0;
     double left = v->bytes_total > v->bytes_done ? (double)(v->bytes_total - v->bytes_done) : 0;
     char eta[32];
     if (rate > 0) {
@@ -68,7 +74,9 @@ static void show(cmd_progress *p, const prog_view *v)
     if (!due && !p->tty)
         return;
     char line[256];
-    format_line(line, sizeof(line), v, now - p->start);
+    if (v->bytes_done > 0 && p->first_byte == 0)
+        p->first_byte = now;
+    format_line(line, sizeof(line), v, p->first_byte > 0 ? now - p->first_byte : 0);
     if (!p->tty) {
         p->last = now;
         pb_info("progress: %s", line);
