@@ -71,6 +71,7 @@ typedef struct rs_stats {
     size_t chain_length;
     double seconds;
     repo_requests requests; /* object-store requests this restore made (storage.h) */
+    uint64_t manifest_peak; /* most manifest bytes held at once (streams, outline, copies) */
 } rs_stats;
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);

@@ -27,6 +27,8 @@ int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error
 {
     rs_plan *p = NULL;
     rs_ctx ctx;
+    rs_outline ol = {0};
+    mf_merge *mg = NULL;
     memset(&ctx, 0, sizeof(ctx));
     memset(stats, 0, sizeof(*stats));
     rs_opts o = RS_OPTS_INIT;
@@ -35,17 +37,24 @@ int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error
     int rc = rs_plan_build(r, &o, RS_PLAN_WAL, &p, err);
     if (rc)
         return rc;
-    const mf_manifest *m = rs_plan_manifest(p);
     ctx.repo = r;
-    ctx.chain = &p->chain;
+    ctx.hdrs = p->hdrs;
+    ctx.nchain = p->nchain;
     ctx.stats = stats;
-    rc = rs_plan_check(p, &o, err); /* the manifest, and WAL start..stop: one listing */
+    rc = rs_plan_check(p, &o, err); /* WAL start..stop: one listing */
+    if (rc == 0) /* the manifest's entries, as a restore checks them */
+        rc = rs_plan_outline(r, p, false, &ol, err);
     if (rc == 0)
-        rc = rs_rebuild_parallel(&ctx, m, jobs, err);
+        rc = rs_merge_open(r, p->hdrs, p->nchain, &mg, err);
+    if (rc == 0)
+        rc = rs_rebuild_parallel(&ctx, mg, &ol.totals, jobs, err);
     if (rc)
         pb_error_wrap(err, "verifying backup %s", p->id);
+    stats->manifest_peak += ol.peak + (mg ? mf_merge_peak(mg) : 0);
     snprintf(stats->id, sizeof(stats->id), "%s", p->id);
-    stats->chain_length = p->chain.count;
+    stats->chain_length = p->nchain;
+    mf_merge_close(mg);
+    rs_outline_free(&ol);
     stats->seconds = pb_now() - t0;
     rs_ctx_free_buffers(&ctx);
     rs_plan_free(p);
