@@ -85,6 +85,7 @@ typedef struct rs_verify_stats {
     size_t backups, backups_failed, problems;
     uint64_t frames_read, wal_segments, wal_history;
     double seconds;
+    uint64_t manifest_peak; /* most manifest bytes one step held (a stream, a window, a merge) */
 } rs_verify_stats;
 
 /* One line of a verify report about backup id (NULL: the WAL archive): a problem (naming

@@ -5,7 +5,8 @@
  * and then NLARGE relation files, its manifests written through mf_writer with small
  * chunks so each is many chunks long. rs_stats.manifest_peak (streams, outline, copied
  * records; an in-memory version 1 stream counts its whole manifest) must stay below a
- * bound that does not grow with the files, and far below what the manifests hold whole.
+ * bound that does not grow with the files, and far below what the manifests hold whole;
+ * so must rs_verify_stats.manifest_peak of the repository pass.
  */
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
@@ -21,8 +22,8 @@
 #include <unistd.h>
 
 #define SEG (16u << 20)
-#define NSMALL 100u
-#define NLARGE 1600u
+#define NSMALL 300u
+#define NLARGE 2400u
 #define CHUNK 4096u /* manifest chunk target of the test's manifests */
 
 static char root[256];
@@ -147,15 +148,22 @@ static bool file_is(const char *path, unsigned i)
     return n == (ssize_t)sizeof(want) && memcmp(got, want, sizeof(want)) == 0;
 }
 
+static void note(void *ctx, const char *id, bool problem, const char *msg)
+{
+    (void)ctx;
+    if (problem)
+        fprintf(stderr, "verify: problem in %s: %s\n", id ? id : "WAL", msg);
+}
+
 typedef struct held {
-    uint64_t restore, verify; /* peaks */
+    uint64_t restore, verify, repo; /* peaks: restore, verify --set, verify (repository) */
     uint64_t stored, whole;   /* the manifests' stored bytes, and what they hold parsed */
 } held;
 
 /* A chain of n files: restored (every tenth file checked), verified, rebased. */
 static held run_chain(unsigned n)
 {
-    held out = {0, 0, 0, 0};
+    held out = {0, 0, 0, 0, 0};
     char repodir[320], target[320], path[400];
     snprintf(repodir, sizeof(repodir), "%s/repo-%u", root, n);
     snprintf(target, sizeof(target), "%s/target-%u", root, n);
@@ -198,6 +206,12 @@ static held run_chain(unsigned n)
     out.restore = st.manifest_peak;
     PBT_CHECK(rs_verify(r, "latest", 2, &st, &err) == 0);
     out.verify = st.manifest_peak;
+    rs_verify_stats vs;
+    rc = rs_verify_repo(r, NULL, 2, note, NULL, &vs, &err);
+    PBT_CHECK(rc == 0 && vs.backups == 2 && vs.problems == 0);
+    if (rc)
+        fprintf(stderr, "verify: %s\n", err.msg);
+    out.repo = vs.manifest_peak;
     /* rebase: the synthetic full, written through the streaming writer, restores alike */
     char sid[MF_ID_LEN];
     rc = rs_rebase(r, NULL, 1, NULL, sid, &err);
@@ -210,9 +224,10 @@ static held run_chain(unsigned n)
     snprintf(path, sizeof(path), "%s/base/1/%06u", target, n - 1);
     PBT_CHECK(file_is(path, n - 1));
     printf("  %u files: manifests %llu bytes stored, %llu parsed; held at once: restore "
-           "%llu, verify %llu, rebased restore %llu\n", n, (unsigned long long)out.stored,
-           (unsigned long long)out.whole,
+           "%llu, verify --set %llu, verify %llu, rebased restore %llu\n", n,
+           (unsigned long long)out.stored, (unsigned long long)out.whole,
            (unsigned long long)out.restore, (unsigned long long)out.verify,
+           (unsigned long long)out.repo,
            (unsigned long long)st.manifest_peak);
     repo_free(r);
     return out;
@@ -221,13 +236,15 @@ static held run_chain(unsigned n)
 static void test_flat(void)
 {
     held small = run_chain(NSMALL), large = run_chain(NLARGE);
-    /* 16x the files: what is held grows only by the two indexes (one entry per chunk)
+    /* 8x the files: what is held grows only by the two indexes (one entry per chunk)
      * and stays a small part of what the manifests hold parsed (the old whole load) */
     PBT_CHECK(large.restore > 0 && large.verify > 0);
-    PBT_CHECK(large.whole > 10 * small.whole); /* the manifests did grow */
+    PBT_CHECK(large.whole > 6 * small.whole); /* the manifests did grow */
     PBT_CHECK(large.restore < small.restore + large.whole / 20);
     PBT_CHECK(large.verify < small.verify + large.whole / 20);
+    PBT_CHECK(large.repo > 0 && large.repo < small.repo + large.whole / 20);
     PBT_CHECK(large.restore < large.whole / 4 && large.verify < large.whole / 4);
+    PBT_CHECK(large.repo < large.whole / 4);
     PBT_CHECK(large.restore < (256u << 10));
 }
 
