@@ -7,6 +7,7 @@
  */
 #include "restore/plan_internal.h"
 #include "common/fault.h"
+#include "engine/wal/wal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,16 @@ static int commit_manifest(repo *r, const char *id, const pb_buf *head, FILE *sp
     return rc;
 }
 
+/* Files rebuilt so far, as a restore counts them (regular files and their sizes). */
+static void rebase_progress(const rs_progress_hook *hook, rs_progress *p, const mf_file *f)
+{
+    if (!hook || !hook->fn || (f->kind != MF_REL && f->kind != MF_FILE))
+        return;
+    p->files_done++;
+    p->bytes_done += f->size;
+    hook->fn(hook->ctx, p);
+}
+
 /* One path of the merged chain: rebuilt into the new packs, its record to the writer. */
 static int rebase_one(rs_ctx *ctx, rebase_sink *sink, const mf_file *const *files,
                       mf_writer *w, repo_lock *lock, pb_error *err)
@@ -117,7 +128,7 @@ static int rebase_one(rs_ctx *ctx, rebase_sink *sink, const mf_file *const *file
 /* Every file of the restored backup, in path order from the chain's merged streams, so
  * the new manifest is written chunk by chunk as the old ones are read. */
 static int rebase_files(rs_ctx *ctx, rebase_sink *sink, mf_writer *w, repo_lock *lock,
-                        pb_error *err)
+                        const rs_progress_hook *hook, rs_progress *prog, pb_error *err)
 {
     mf_merge *mg = NULL;
     int rc = rs_merge_open(ctx->repo, ctx->hdrs, ctx->nchain, &mg, err);
@@ -126,6 +137,8 @@ static int rebase_files(rs_ctx *ctx, rebase_sink *sink, mf_writer *w, repo_lock 
         rc = 0;
         if (files[ctx->nchain - 1])
             rc = rebase_one(ctx, sink, files, w, lock, err);
+        if (rc == 0 && files[ctx->nchain - 1])
+            rebase_progress(hook, prog, files[ctx->nchain - 1]);
         PB_FAULT_POINT("rebase.mid-pack");
     }
     if (mg)
@@ -152,8 +165,59 @@ static int new_header(repo *r, const mf_backup *src, mf_backup *hdr, pb_error *e
     return 0;
 }
 
+/* Key rotation (docs/GUIDE.md, "Encryption"): the synthetic full's packs are sealed by the
+ * first key as they are written; the WAL it needs (its start to stop segment), the history
+ * files and the identity file are sealed again by that key too, so the new key alone
+ * restores it. */
+typedef struct reseal_count {
+    repo *r;
+    unsigned n;
+    pb_error *err;
+} reseal_count;
+
+static int reseal_one(reseal_count *c, const char *name)
+{
+    char key[64];
+    bool done = false;
+    arch_key(key, sizeof(key), name);
+    int rc = repo_reseal(c->r, key, &done, c->err);
+    if (rc == PB_ENOENT)
+        return pb_fail(c->err, PB_ESTATE, "WAL file %s is not in repository %s",
+                       name, repo_location(c->r));
+    c->n += done;
+    return rc;
+}
+
+static int reseal_history(void *ctx, const char *name)
+{
+    return reseal_one(ctx, name);
+}
+
+static int reseal_wal(repo *r, const mf_backup *h, pb_error *err)
+{
+    reseal_count c = {r, 0, err};
+    uint64_t seg = h->wal_segment_size;
+    if (!repo_is_encrypted(r) || seg == 0)
+        return 0;
+    bool done = false; /* the identity file, which restore and verify read too */
+    int rc = repo_reseal(r, CHAIN_IDENTITY_KEY, &done, err);
+    c.n += done;
+    if (rc == 0)
+        rc = arch_list(r, ARCH_LIST_HISTORY, reseal_history, &c, err);
+    for (uint64_t s = h->start_lsn / seg; rc == 0 && s <= (h->stop_lsn - 1) / seg; s++) {
+        char name[25];
+        arch_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
+        rc = reseal_one(&c, name);
+    }
+    if (rc == 0 && c.n)
+        pb_info("rebase: %u WAL, history and identity object(s) sealed again with the first "
+                "key", c.n);
+    return rc ? pb_error_wrap(err, "sealing the WAL of backup %s with the first key", h->id)
+              : 0;
+}
+
 int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
-              char out_id[MF_ID_LEN], pb_error *err)
+              const rs_progress_hook *progress, char out_id[MF_ID_LEN], pb_error *err)
 {
     rs_opts o = RS_OPTS_INIT;
     o.set = set;
@@ -167,10 +231,15 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     rs_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     mf_backup hdr;
+    memset(&hdr, 0, sizeof(hdr));
+    rs_outline ol = {0};
     int rc = rs_plan_build(r, &o, 0, &p, err); /* no WAL: a rebase reads only the chain */
     if (rc)
         return rc;
-    rc = new_header(r, rs_plan_header(p), &hdr, err);
+    if (progress && progress->fn) /* the totals it counts against: one pass more */
+        rc = rs_plan_outline(r, p, false, &ol, err);
+    if (rc == 0)
+        rc = new_header(r, rs_plan_header(p), &hdr, err);
     if (rc == 0 && !(spool = tmpfile()))
         rc = pb_fail_errno(err, PB_EIO, "cannot create a temporary file for the manifest");
     if (rc == 0)
@@ -187,13 +256,15 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     if (rc == 0)
         rc = rs_ctx_buffers(&ctx, err);
     if (rc == 0)
-        rc = rebase_files(&ctx, &sink, w, lock, err);
+        rc = rebase_files(&ctx, &sink, w, lock, progress, &ol.totals, err);
     if (rc == 0)
         rc = pack_writer_finish(sink.packs, err);
     if (rc == 0) {
         mf_writer_header(w)->bytes_stored = pack_writer_stored_bytes(sink.packs);
         rc = rs_db_list_copy(r, p->id, hdr.id, err);
     }
+    if (rc == 0)
+        rc = reseal_wal(r, &hdr, err);
     if (rc == 0)
         rc = mf_writer_finish(w, &head, err);
     if (rc == 0)
@@ -206,6 +277,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     pb_buf_free(&head);
     if (spool)
         fclose(spool);
+    rs_outline_free(&ol);
     rs_plan_free(p);
     return rc;
 }

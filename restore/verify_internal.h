@@ -27,7 +27,12 @@ typedef struct vfy_run {
     pack_source *src;        /* planned, coalesced range reads (engine/pack_read.c) */
     uint8_t *frame;          /* PACK_MAX_FRAME_RAW */
     uint64_t manifest_peak;  /* most manifest bytes one step held (a stream, a window) */
+    const rs_progress_hook *progress; /* NULL: none */
+    rs_progress prog;                 /* backups and their own frames' stored bytes */
 } vfy_run;
+
+/* bytes more of stored frames were read and checked: tell the progress hook. */
+void vfy_progress(vfy_run *v, uint64_t bytes);
 
 /* Note a problem of subject id (NULL: the WAL archive): counted always, passed to the
  * note callback up to VFY_NOTES_PER_SUBJECT times per subject. */

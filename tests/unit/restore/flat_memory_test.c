@@ -207,14 +207,14 @@ static held run_chain(unsigned n)
     PBT_CHECK(rs_verify(r, "latest", 2, &st, &err) == 0);
     out.verify = st.manifest_peak;
     rs_verify_stats vs;
-    rc = rs_verify_repo(r, NULL, 2, note, NULL, &vs, &err);
+    rc = rs_verify_repo(r, NULL, 2, note, NULL, NULL, &vs, &err);
     PBT_CHECK(rc == 0 && vs.backups == 2 && vs.problems == 0);
     if (rc)
         fprintf(stderr, "verify: %s\n", err.msg);
     out.repo = vs.manifest_peak;
     /* rebase: the synthetic full, written through the streaming writer, restores alike */
     char sid[MF_ID_LEN];
-    rc = rs_rebase(r, NULL, 1, NULL, sid, &err);
+    rc = rs_rebase(r, NULL, 1, NULL, NULL, sid, &err);
     PBT_CHECK(rc == 0);
     if (rc)
         fprintf(stderr, "rebase: %s\n", err.msg);
