@@ -202,8 +202,8 @@ static void test_verify_reads_once(repo *r)
 }
 
 /* --set of the middle backup reads its header for the choice and its parent's for the
- * chain: range reads, no whole GET. An immediate target on the default timeline lists no WAL for the
- * choice; RS_PLAN_WAL lists it once for the checks. */
+ * chain: range reads, no whole GET. An immediate target on the default timeline lists no
+ * WAL for the choice; RS_PLAN_WAL lists it once for the checks. */
 static void test_plan_set(repo *r)
 {
     counts c = {0};
