@@ -42,7 +42,6 @@ int rs_target_fix_owner(const rs_target *t, pb_error *err);
 /* A manifest entry may be created beneath a target: safe path, links only at
  * pg_tblspc/<oid> and pg_wal with a bounded target. PB_ECORRUPT names the path. */
 int rs_check_entry(const mf_file *f, pb_error *err);
-int rs_check_manifest(const mf_manifest *m, pb_error *err);
 /* Is path "pg_tblspc/<oid>"? Then *oid is the OID. */
 bool rs_link_oid(const char *path, unsigned *oid);
 /* PB_ESTATE when target_dir/postmaster.pid names a live process. */
