@@ -8,8 +8,11 @@
 #ifndef PB_ENGINE_BACKUP_PIPE_H
 #define PB_ENGINE_BACKUP_PIPE_H
 
+#include "engine/backup.h"
 #include "engine/pack.h"
 #include "manifest/manifest.h"
+
+#include <stdbool.h>
 
 #define BK_PIPE_JOBS 12
 
@@ -58,5 +61,61 @@ void bk_pipe_submit_runs(bk_pipe *p, bk_job *job, size_t len);
 int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err);
 /* Give an acquired but unsubmitted buffer back. */
 void bk_pipe_release(bk_pipe *p, bk_job *job);
+/* Compression levels (--compress-level is the ceiling; on = --compress-adapt): call once
+ * after the start, before the first submit. Without it frames keep the level they ask. */
+void bk_pipe_set_adapt(bk_pipe *p, bool on, int ceiling);
+/* What the pipe measured (queue waits, worker idle time, levels used) into io. */
+void bk_pipe_report(bk_pipe *p, bk_io_report *io);
+
+/* Lower the calling thread's CPU priority (bk_cpu_priority; Linux applies it to that thread
+ * alone and threads it starts later inherit it); applied receives what was applied. */
+void bk_cpu_lower(int prio, char *applied, size_t len);
+
+/* ---- adaptive compression (engine/backup_adapt.c): pure, no clock, no threads ----------
+ * In the spirit of zstd --adapt: when the reading thread waits for a free frame buffer
+ * (the queue is full: compression is behind the reads), step the level down, 1 and then
+ * zstd's negative "fast" levels; when a worker waits for a frame (compression is ahead),
+ * step back up towards the ceiling. Down is multiplicative (level / 2 above 1, x 2 below
+ * 0), up is one step (level + 1 above 0, level / 2 below): cut fast, creep back, as a
+ * congestion controller does. After each step the queue's length of frames is compressed
+ * before the next decision, so a step is judged on frames that used it. */
+#define BK_ADAPT_FLOOR (-32)    /* lower levels barely compress 8 kB pages */
+#define BK_ADAPT_BEHIND_STEPS 2 /* reader waits, with no worker idling between, for a down */
+#define BK_ADAPT_IDLE_STEPS 4   /* worker waits, with no reader waiting between, for an up */
+
+typedef enum bk_adapt_signal {
+    BK_ADAPT_BEHIND, /* the reader waited for a free frame buffer */
+    BK_ADAPT_IDLE,   /* a worker waited for a frame to compress */
+} bk_adapt_signal;
+
+typedef enum bk_adapt_event { BK_ADAPT_NONE = 0, BK_ADAPT_DOWN, BK_ADAPT_UP } bk_adapt_event;
+
+typedef struct bk_adapt {
+    bool on;
+    int ceiling, floor, level;
+    unsigned behind, idle;   /* evidence since the last step */
+    unsigned cooldown;       /* frames still to compress before the next decision */
+    unsigned settle;         /* cooldown after a step: the queue's length */
+    uint64_t downs, ups;
+} bk_adapt;
+
+/* ceiling: --compress-level; floor: the lowest level allowed (>= ZSTD_minCLevel()). */
+void bk_adapt_init(bk_adapt *a, bool on, int ceiling, int floor, unsigned settle);
+/* One observation of the queue; returns the step taken, if any (a->level is the new one). */
+bk_adapt_event bk_adapt_note(bk_adapt *a, bk_adapt_signal s);
+/* One frame was compressed (counts down the cooldown). */
+void bk_adapt_frame(bk_adapt *a);
+/* The level for a frame that asks for wanted (0 = the ceiling): wanted while the adaptation
+ * sits at the ceiling (or is off), else the adapted level when that is lower. */
+int bk_adapt_frame_level(const bk_adapt *a, int wanted);
+int bk_level_down(int level, int floor);
+int bk_level_up(int level, int ceiling);
+/* Count one frame at level into u[0..*n) (kept sorted, highest level first; when all cap
+ * entries are taken, the frame is counted in the last). */
+void bk_levels_add(bk_level_use *u, unsigned *n, unsigned cap, int level, uint64_t raw,
+                   uint64_t stored, double seconds);
+/* The reading thread's own work: what its scan time leaves after waiting for reads,
+ * pausing and waiting for compression (never below 0: the clocks are read apart). */
+void bk_stages_close(bk_stages *st);
 
 #endif
