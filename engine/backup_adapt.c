@@ -8,14 +8,13 @@
 
 #include <string.h>
 
-void bk_adapt_init(bk_adapt *a, bool on, int ceiling, int floor, unsigned settle)
+void bk_adapt_init(bk_adapt *a, bool on, int ceiling, int floor)
 {
     memset(a, 0, sizeof(*a));
     a->on = on;
     a->ceiling = ceiling;
     a->floor = floor < ceiling ? floor : ceiling;
     a->level = ceiling;
-    a->settle = settle;
 }
 
 /* Level 0 is zstd's default (3), not a step between 1 and -1: the ladder skips it. */
@@ -31,34 +30,22 @@ int bk_level_up(int level, int ceiling)
     return next > ceiling ? ceiling : next;
 }
 
-bk_adapt_event bk_adapt_note(bk_adapt *a, bk_adapt_signal s)
+bk_adapt_event bk_adapt_decide(bk_adapt *a, const bk_adapt_window *w)
 {
-    if (!a->on || a->cooldown)
+    if (!a->on || w->elapsed <= 0)
         return BK_ADAPT_NONE;
-    /* Evidence counts only while it is one-sided: a reader wait after a worker idled (or
-     * the reverse) says the two keep pace, and starts the count again. */
-    if (s == BK_ADAPT_BEHIND) {
-        a->idle = 0;
-        if (++a->behind < BK_ADAPT_BEHIND_STEPS || a->level == a->floor)
-            return BK_ADAPT_NONE;
+    double waited = w->reader_wait / w->elapsed, idled = w->worker_idle / w->elapsed;
+    if (waited > BK_ADAPT_BEHIND_FRAC && idled < BK_ADAPT_IDLE_FRAC && a->level > a->floor) {
         a->level = bk_level_down(a->level, a->floor);
         a->downs++;
-    } else {
-        a->behind = 0;
-        if (++a->idle < BK_ADAPT_IDLE_STEPS || a->level == a->ceiling)
-            return BK_ADAPT_NONE;
+        return BK_ADAPT_DOWN;
+    }
+    if (waited < BK_ADAPT_AHEAD_FRAC && idled > BK_ADAPT_IDLE_FRAC && a->level < a->ceiling) {
         a->level = bk_level_up(a->level, a->ceiling);
         a->ups++;
+        return BK_ADAPT_UP;
     }
-    a->behind = a->idle = 0;
-    a->cooldown = a->settle;
-    return s == BK_ADAPT_BEHIND ? BK_ADAPT_DOWN : BK_ADAPT_UP;
-}
-
-void bk_adapt_frame(bk_adapt *a)
-{
-    if (a->cooldown)
-        a->cooldown--;
+    return BK_ADAPT_NONE;
 }
 
 int bk_adapt_frame_level(const bk_adapt *a, int wanted)

@@ -35,9 +35,10 @@ struct bk_pipe {
     uint32_t nsubmitted;
     size_t done_cap;
     bk_adapt adapt;      /* the level policy, under mu */
-    bool draining;       /* the reader waits for the queue to empty (a file's end) */
     double reader_wait;  /* the reader blocked: no free buffer, or draining */
     double idle_s;       /* workers waiting for frames, summed */
+    double win_start, win_wait, win_idle; /* the policy's window: start, sums at its start */
+    unsigned win_frames; /* frames compressed in it */
     unsigned nlevels;
     bk_level_use levels[BK_LEVELS_MAX];
     bk_job jobs[BK_PIPE_JOBS];
@@ -76,12 +77,30 @@ static void wait_for_work(bk_pipe *p)
 {
     if (p->head || p->stop)
         return;
-    if (!p->draining && bk_adapt_note(&p->adapt, BK_ADAPT_IDLE) == BK_ADAPT_UP)
-        pb_debug("compression keeps up: level %d", p->adapt.level);
     double t0 = pb_now();
     while (!p->head && !p->stop)
         pthread_cond_wait(&p->work, &p->mu);
     p->idle_s += pb_now() - t0;
+}
+
+/* A frame was compressed: close the policy's window when it is long enough. Lock held. */
+static void window_frame(bk_pipe *p)
+{
+    double now = pb_now();
+    if (++p->win_frames < p->njobs || now - p->win_start < BK_ADAPT_WINDOW_MIN)
+        return;
+    bk_adapt_window w = {now - p->win_start, p->reader_wait - p->win_wait,
+                         (p->idle_s - p->win_idle) / (p->nthreads ? p->nthreads : 1)};
+    bk_adapt_event ev = bk_adapt_decide(&p->adapt, &w);
+    if (ev != BK_ADAPT_NONE)
+        pb_debug("compression %s the reads (reader waited %.0f%%, workers idle %.0f%% of "
+                 "%.2f s): level %d", ev == BK_ADAPT_DOWN ? "behind" : "ahead of",
+                 100 * w.reader_wait / w.elapsed, 100 * w.worker_idle / w.elapsed, w.elapsed,
+                 p->adapt.level);
+    p->win_start = now;
+    p->win_wait = p->reader_wait;
+    p->win_idle = p->idle_s;
+    p->win_frames = 0;
 }
 
 /* Compress and store one job at the level the policy gives it; count it by level. */
@@ -92,7 +111,7 @@ static int store_job(bk_pipe *p, pack_writer *packs, bk_job *job, int level, pb_
     int rc = pack_write_runs(packs, job->data, job->len, job->runs, job->nruns, level, err);
     pack_writer_times(packs, &c1, &w);
     pthread_mutex_lock(&p->mu);
-    bk_adapt_frame(&p->adapt);
+    window_frame(p);
     if (rc == 0)
         bk_levels_add(p->levels, &p->nlevels, BK_LEVELS_MAX, level, job->len,
                       job->runs[0].clen, c1 - c0);
@@ -225,9 +244,6 @@ bk_job *bk_pipe_acquire(bk_pipe *p)
 {
     pthread_mutex_lock(&p->mu);
     if (!p->free_list) {
-        /* Every buffer is queued or being compressed: compression is behind the reads. */
-        if (bk_adapt_note(&p->adapt, BK_ADAPT_BEHIND) == BK_ADAPT_DOWN)
-            pb_debug("compression behind the reads: level %d", p->adapt.level);
         double t0 = pb_now();
         while (!p->free_list)
             pthread_cond_wait(&p->freed, &p->mu);
@@ -276,10 +292,8 @@ int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err)
 {
     pthread_mutex_lock(&p->mu);
     double t0 = pb_now();
-    p->draining = true;
     while (p->inflight)
         pthread_cond_wait(&p->idle, &p->mu);
-    p->draining = false;
     p->reader_wait += pb_now() - t0;
     int rc = p->rc;
     if (rc && err)
@@ -309,7 +323,11 @@ void bk_pipe_set_adapt(bk_pipe *p, bool on, int ceiling)
 {
     int floor = pack_level_min() > BK_ADAPT_FLOOR ? pack_level_min() : BK_ADAPT_FLOOR;
     pthread_mutex_lock(&p->mu);
-    bk_adapt_init(&p->adapt, on, ceiling, floor, p->njobs);
+    bk_adapt_init(&p->adapt, on, ceiling, floor);
+    p->win_start = pb_now();
+    p->win_wait = p->reader_wait;
+    p->win_idle = p->idle_s;
+    p->win_frames = 0;
     pthread_mutex_unlock(&p->mu);
 }
 

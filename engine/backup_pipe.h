@@ -72,39 +72,45 @@ void bk_pipe_report(bk_pipe *p, bk_io_report *io);
 void bk_cpu_lower(int prio, char *applied, size_t len);
 
 /* ---- adaptive compression (engine/backup_adapt.c): pure, no clock, no threads ----------
- * In the spirit of zstd --adapt: when the reading thread waits for a free frame buffer
- * (the queue is full: compression is behind the reads), step the level down, 1 and then
- * zstd's negative "fast" levels; when a worker waits for a frame (compression is ahead),
- * step back up towards the ceiling. Down is multiplicative (level / 2 above 1, x 2 below
- * 0), up is one step (level + 1 above 0, level / 2 below): cut fast, creep back, as a
- * congestion controller does. After each step the queue's length of frames is compressed
- * before the next decision, so a step is judged on frames that used it. */
-#define BK_ADAPT_FLOOR (-32)    /* lower levels barely compress 8 kB pages */
-#define BK_ADAPT_BEHIND_STEPS 2 /* reader waits, with no worker idling between, for a down */
-#define BK_ADAPT_IDLE_STEPS 4   /* worker waits, with no reader waiting between, for an up */
-
-typedef enum bk_adapt_signal {
-    BK_ADAPT_BEHIND, /* the reader waited for a free frame buffer */
-    BK_ADAPT_IDLE,   /* a worker waited for a frame to compress */
-} bk_adapt_signal;
+ * In the spirit of zstd --adapt: the pipe measures, over windows of a queue's length of
+ * frames (and at least BK_ADAPT_WINDOW_MIN s), how long the reading thread waited for
+ * compression (a full queue, or a file's frames still compressing at its end) and how long
+ * the workers waited for frames. When the reader waited more than BK_ADAPT_BEHIND_FRAC of
+ * the window while the workers were busy (idle under BK_ADAPT_IDLE_FRAC), compression is
+ * behind the reads: the level steps down (1, then zstd's negative "fast" levels). A reader
+ * that waits while the workers idle waits for one frame's latency (small files: each
+ * file's last frame), which a faster level does not shorten much: the level holds. When
+ * the reader hardly waited and the workers idled more than BK_ADAPT_IDLE_FRAC,
+ * compression is ahead: one step back up towards the ceiling. Down is
+ * multiplicative (level / 2 above 1, x 2 below 0), up is one step (level + 1 above 0,
+ * level / 2 below): cut fast, creep back, as a congestion controller does. A window with
+ * waits on both sides holds the level: reader and workers keep pace. */
+#define BK_ADAPT_FLOOR (-32)        /* lower levels barely compress 8 kB pages */
+#define BK_ADAPT_WINDOW_MIN 0.05    /* seconds: shorter windows are noise */
+#define BK_ADAPT_BEHIND_FRAC 0.10   /* the reader waited this share of the window: down */
+#define BK_ADAPT_AHEAD_FRAC 0.05    /* ... under this share, and */
+#define BK_ADAPT_IDLE_FRAC 0.25     /* the workers idled over this share (each): up; under
+                                     * it they count as busy */
 
 typedef enum bk_adapt_event { BK_ADAPT_NONE = 0, BK_ADAPT_DOWN, BK_ADAPT_UP } bk_adapt_event;
+
+/* One window's measurements, in seconds. */
+typedef struct bk_adapt_window {
+    double elapsed;
+    double reader_wait;  /* the reading thread waiting for compression */
+    double worker_idle;  /* a worker waiting for frames (the workers' mean) */
+} bk_adapt_window;
 
 typedef struct bk_adapt {
     bool on;
     int ceiling, floor, level;
-    unsigned behind, idle;   /* evidence since the last step */
-    unsigned cooldown;       /* frames still to compress before the next decision */
-    unsigned settle;         /* cooldown after a step: the queue's length */
     uint64_t downs, ups;
 } bk_adapt;
 
 /* ceiling: --compress-level; floor: the lowest level allowed (>= ZSTD_minCLevel()). */
-void bk_adapt_init(bk_adapt *a, bool on, int ceiling, int floor, unsigned settle);
-/* One observation of the queue; returns the step taken, if any (a->level is the new one). */
-bk_adapt_event bk_adapt_note(bk_adapt *a, bk_adapt_signal s);
-/* One frame was compressed (counts down the cooldown). */
-void bk_adapt_frame(bk_adapt *a);
+void bk_adapt_init(bk_adapt *a, bool on, int ceiling, int floor);
+/* Decide on one window; returns the step taken, if any (a->level is the new one). */
+bk_adapt_event bk_adapt_decide(bk_adapt *a, const bk_adapt_window *w);
 /* The level for a frame that asks for wanted (0 = the ceiling): wanted while the adaptation
  * sits at the ceiling (or is off), else the adapted level when that is lower. */
 int bk_adapt_frame_level(const bk_adapt *a, int wanted);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/integration/compress_adapt.sh — compression that keeps up (issue 10): with
-# --compress-level 19 (a ceiling far slower than the reads) the adaptive level steps down
+# --compress-level 12 (a ceiling slower than the reads) the adaptive level steps down
 # while the reader waits on a full compression queue; the report names every level used
 # (frames, bytes, seconds) and where the backup's time went (stages), the log says both,
 # and the backup restores byte-exact. --compress-adapt off pins the level. pgbench -s 1.
@@ -29,18 +29,20 @@ PY
     then pb_test_ok "$3"; else pb_test_fail "$3 ($(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("compression", "stages")}))' "$1" 2>&1 | head -c 1500))"; fi
 }
 
-# 1. Adaptive (the default) under a ceiling of 19.
+# 1. Adaptive (the default) under a ceiling of 12. Normal CPU priority: on a busy test machine
+# SCHED_IDLE threads may barely run (polite_io.sh checks the priorities themselves).
 B1=$PB_WORK/b1.log
-pb_check "full backup, --compress-level 19, adaptive" \
-    backup_to "$B1" --type full --compress-level 19 --report "$OUT/r1.json"
+pb_check "full backup, --compress-level 12, adaptive" \
+    backup_to "$B1" --type full --compress-level 12 --cpu-priority normal --nice 0 \
+    --report "$OUT/r1.json"
 ID1=$(pb_last_id)
 DIGEST1=$(pg_digest_all "$SRC")
 R1=$OUT/r1.json
-check "$R1" 'c["compress_adapt"] is True and c["level_ceiling"] == 19 and c["level_floor"] <= -1' \
-    "the report says the level adapts, under ceiling 19"
+check "$R1" 'c["compress_adapt"] is True and c["level_ceiling"] == 12 and c["level_floor"] <= -1' \
+    "the report says the level adapts, under ceiling 12"
 check "$R1" 'c["level_downs"] >= 1 and len(lv) >= 2' \
     "compression behind the reads stepped the level down: more than one level used"
-check "$R1" 'lv[0]["level"] == 19 and all(c["level_floor"] <= l["level"] <= 19 for l in lv)' \
+check "$R1" 'lv[0]["level"] == 12 and all(c["level_floor"] <= l["level"] <= 12 for l in lv)' \
     "the levels used lie between the floor and the ceiling, the ceiling first"
 check "$R1" 'all(l["frames"] > 0 and l["raw_bytes"] > 0 and l["stored_bytes"] > 0 and l["seconds"] >= 0 for l in lv)' \
     "each level has its frames, raw and stored bytes, and seconds"
@@ -53,18 +55,19 @@ check "$R1" 'st["queue_wait_seconds"] > 0 and st["compress_seconds"] > 0 and st[
 check "$R1" 'd["io_applied"]["cpu_reader_applied"] != ""' "the report says the reading thread's CPU priority"
 log_has "$B1" "stages: reading thread [0-9.]+ s = read wait [0-9.]+ s \+ pauses [0-9.]+ s \+ compression queue full [0-9.]+ s \+ page checks and hashing [0-9.]+ s; [0-9]+ workers: compression [0-9.]+ s" \
     "the log's summary says where the time went"
-log_has "$B1" "compression levels \(adaptive, ceiling 19, floor -?[0-9]+, [1-9][0-9]* down, [0-9]+ up, final -?[0-9]+\): 19: " \
+log_has "$B1" "compression levels \(adaptive, ceiling 12, floor -?[0-9]+, [1-9][0-9]* down, [0-9]+ up, final -?[0-9]+\): 12: " \
     "the log names the levels used"
-log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) (SCHED_IDLE|nice 19)" \
+log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) at the process's priority \(--cpu-priority normal\)" \
     "the log says the reading thread's CPU priority"
 
 # 2. --compress-adapt off pins the level.
 B2=$PB_WORK/b2.log
-pb_check "full backup, --compress-level 19 --compress-adapt off" \
-    backup_to "$B2" --type full --compress-level 19 --compress-adapt off --report "$OUT/r2.json"
-check "$OUT/r2.json" 'c["compress_adapt"] is False and c["level_downs"] == 0 and [l["level"] for l in lv] == [19]' \
-    "pinned: every frame at level 19"
-log_has "$B2" "compression levels \(pinned, ceiling 19" "the log says the level was pinned"
+pb_check "full backup, --compress-level 9 --compress-adapt off" \
+    backup_to "$B2" --type full --compress-level 9 --compress-adapt off --cpu-priority normal \
+    --nice 0 --report "$OUT/r2.json"
+check "$OUT/r2.json" 'c["compress_adapt"] is False and c["level_downs"] == 0 and [l["level"] for l in lv] == [9]' \
+    "pinned: every frame at level 9"
+log_has "$B2" "compression levels \(pinned, ceiling 9" "the log says the level was pinned"
 
 # 3. The adaptive backup restores byte-exact (frames at fast levels are ordinary zstd).
 pb_check "restore of the adaptive backup starts" pb_restore_start "$PB_WORK/r1" --set "$ID1"

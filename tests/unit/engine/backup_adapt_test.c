@@ -20,100 +20,90 @@ static void test_ladder(void)
     PBT_CHECK(bk_level_up(-1, -1) == -1);    /* a negative ceiling holds */
 }
 
-static void test_steps_and_cooldown(void)
+static bk_adapt_event window(bk_adapt *a, double reader_wait, double worker_idle)
+{
+    bk_adapt_window w = {1.0, reader_wait, worker_idle};
+    return bk_adapt_decide(a, &w);
+}
+
+static void test_steps(void)
 {
     bk_adapt a;
-    bk_adapt_init(&a, true, 1, -32, 3);
+    bk_adapt_init(&a, true, 1, -32);
     PBT_CHECK(a.level == 1);
-    PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_IDLE) == BK_ADAPT_NONE); /* at the ceiling already */
-    PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_BEHIND) == BK_ADAPT_NONE); /* one wait is not enough */
-    PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_BEHIND) == BK_ADAPT_DOWN);
+    PBT_CHECK(window(&a, 0.0, 0.9) == BK_ADAPT_NONE);  /* at the ceiling already */
+    PBT_CHECK(window(&a, 0.08, 0.0) == BK_ADAPT_NONE); /* under a tenth waiting: enough */
+    PBT_CHECK(window(&a, 0.5, 0.0) == BK_ADAPT_DOWN);  /* half the time waiting */
     PBT_CHECK(a.level == -1 && a.downs == 1);
-    /* Until the queue's length of frames used the new level, nothing is decided. */
-    for (int i = 0; i < 5; i++)
-        PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_BEHIND) == BK_ADAPT_NONE);
-    PBT_CHECK(a.level == -1);
-    for (int i = 0; i < 3; i++)
-        bk_adapt_frame(&a);
-    PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_BEHIND) == BK_ADAPT_NONE);
-    PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_BEHIND) == BK_ADAPT_DOWN);
+    PBT_CHECK(window(&a, 0.3, 0.1) == BK_ADAPT_DOWN);
     PBT_CHECK(a.level == -2);
-    for (int i = 0; i < 3; i++)
-        bk_adapt_frame(&a);
-    /* Alternating evidence: the two sides keep pace, the level holds. */
-    for (int i = 0; i < 20; i++)
-        PBT_CHECK(bk_adapt_note(&a, i % 2 ? BK_ADAPT_BEHIND : BK_ADAPT_IDLE) == BK_ADAPT_NONE);
+    /* The reader waits while the workers idle: a frame's latency (small files), not the
+     * level's throughput: the level holds. */
+    PBT_CHECK(window(&a, 0.4, 0.6) == BK_ADAPT_NONE);
+    PBT_CHECK(window(&a, 0.4, 0.3) == BK_ADAPT_NONE);
+    /* A little waiting, or a little idling: the two keep pace, the level holds. */
+    PBT_CHECK(window(&a, 0.07, 0.5) == BK_ADAPT_NONE);
+    PBT_CHECK(window(&a, 0.0, 0.2) == BK_ADAPT_NONE);
     PBT_CHECK(a.level == -2);
-    /* Idle workers, four times in a row: one step back up. */
-    for (int i = 0; i < 3; i++)
-        PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_IDLE) == BK_ADAPT_NONE);
-    PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_IDLE) == BK_ADAPT_UP);
+    /* The reader never waited and the workers idled: one step back up. */
+    PBT_CHECK(window(&a, 0.01, 0.6) == BK_ADAPT_UP);
     PBT_CHECK(a.level == -1 && a.ups == 1);
+    PBT_CHECK(window(&a, 0.0, 0.6) == BK_ADAPT_UP);
+    PBT_CHECK(a.level == 1);
+    PBT_CHECK(window(&a, 0.0, 0.6) == BK_ADAPT_NONE);
+    for (int i = 0; i < 10; i++)
+        window(&a, 0.9, 0.0);
+    PBT_CHECK(a.level == -32); /* the floor holds */
+    PBT_CHECK(window(&a, 0.9, 0.0) == BK_ADAPT_NONE);
+    bk_adapt_window empty = {0, 0, 0};
+    PBT_CHECK(bk_adapt_decide(&a, &empty) == BK_ADAPT_NONE);
 }
 
 static void test_off_and_frame_levels(void)
 {
     bk_adapt a;
-    bk_adapt_init(&a, false, 1, -32, 0);
+    bk_adapt_init(&a, false, 1, -32);
     for (int i = 0; i < 10; i++)
-        PBT_CHECK(bk_adapt_note(&a, BK_ADAPT_BEHIND) == BK_ADAPT_NONE);
+        PBT_CHECK(window(&a, 0.9, 0.0) == BK_ADAPT_NONE);
     PBT_CHECK(a.level == 1 && a.downs == 0);
     PBT_CHECK(bk_adapt_frame_level(&a, 0) == 1);
     PBT_CHECK(bk_adapt_frame_level(&a, 9) == 9); /* scattered frames keep their level */
-    bk_adapt_init(&a, true, 3, -32, 0);
+    bk_adapt_init(&a, true, 3, -32);
     PBT_CHECK(bk_adapt_frame_level(&a, 0) == 3);
     PBT_CHECK(bk_adapt_frame_level(&a, 9) == 9);
-    bk_adapt_note(&a, BK_ADAPT_BEHIND);
-    bk_adapt_note(&a, BK_ADAPT_BEHIND);
+    window(&a, 0.9, 0.0);
     PBT_CHECK(a.level == 1);
     PBT_CHECK(bk_adapt_frame_level(&a, 0) == 1);
     PBT_CHECK(bk_adapt_frame_level(&a, 9) == 1); /* below the ceiling, all frames follow */
-    bk_adapt_init(&a, true, 5, -64, 0);
+    bk_adapt_init(&a, true, 5, -64);
     PBT_CHECK(a.floor == -64);
-    bk_adapt_init(&a, true, -40, -32, 0);
+    bk_adapt_init(&a, true, -40, -32);
     PBT_CHECK(a.floor == -40 && a.level == -40); /* a floor above the ceiling is the ceiling */
 }
 
-/* A reader producing one frame per tick into a queue of 12; workers compressing at a speed
- * that grows as the level falls. The level must settle where compression keeps up (-2 or
- * -4 here) rather than run to the floor or back to the ceiling. */
-static double speed(int level)
+/* A reader producing frames at 1 per time unit; workers (2) each compressing at a speed
+ * that grows as the level falls. Over a window, whoever is slower waits for the other: the
+ * reader waits 1 - capacity (when compression is behind), the workers idle 1 - 1/capacity
+ * (when ahead). The level must settle at the first level whose capacity covers the reads
+ * with the reader waiting under a tenth (-4 here) and stay there, not run to the floor or back up. */
+static double capacity(int level)
 {
-    return level >= 1 ? 0.5 / level : level == -1 ? 0.7 : level == -2 ? 0.95 : level == -4
-               ? 1.25 : 1.6;
+    double one = level >= 1 ? 0.25 / level : level == -1 ? 0.3 : level == -2 ? 0.4
+                 : level == -4 ? 0.55 : 0.9;
+    return 2 * one;
 }
 
 static void test_settles(void)
 {
     bk_adapt a;
-    const unsigned njobs = 12;
-    bk_adapt_init(&a, true, 1, -32, njobs);
-    unsigned queued = 0, in_band = 0, at_floor = 0;
-    double credit = 0;
-    for (int tick = 0; tick < 4000; tick++) {
-        if (queued < njobs)
-            queued++;
-        else
-            bk_adapt_note(&a, BK_ADAPT_BEHIND);
-        credit += speed(a.level);
-        while (credit >= 1) {
-            credit -= 1;
-            if (queued == 0) {
-                bk_adapt_note(&a, BK_ADAPT_IDLE);
-                credit = 0;
-                break;
-            }
-            queued--;
-            bk_adapt_frame(&a);
-        }
-        if (tick >= 2000) {
-            in_band += a.level >= -4 && a.level <= -1;
-            at_floor += a.level == a.floor;
-        }
+    bk_adapt_init(&a, true, 3, -32);
+    for (int i = 0; i < 200; i++) {
+        double cap = capacity(a.level);
+        window(&a, cap < 1 ? 1 - cap : 0, cap > 1 ? 1 - 1 / cap : 0);
+        if (i >= 20)
+            PBT_CHECK(a.level == -4);
     }
-    PBT_CHECK(in_band >= 1800);
-    PBT_CHECK(at_floor == 0);
-    PBT_CHECK(a.downs >= 2);
+    PBT_CHECK(a.ups == 0 && a.downs == 4); /* 3 -> 1 -> -1 -> -2 -> -4 */
 }
 
 static void test_levels_add(void)
@@ -187,7 +177,7 @@ static void test_fast_level_round_trip(void)
 int main(void)
 {
     PBT_RUN(test_ladder);
-    PBT_RUN(test_steps_and_cooldown);
+    PBT_RUN(test_steps);
     PBT_RUN(test_off_and_frame_levels);
     PBT_RUN(test_settles);
     PBT_RUN(test_levels_add);
