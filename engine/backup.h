@@ -74,6 +74,10 @@ typedef struct bk_io_report {
     uint64_t level_downs, level_ups; /* the adaptation's steps */
     unsigned nlevels;              /* levels[0..nlevels): frames per level, by level */
     bk_level_use levels[BK_LEVELS_MAX];
+    /* Page cache the reads left behind (engine/backup_cache.c): bytes of the files read
+     * that became resident while they were read (mincore before and after), and files. */
+    uint64_t page_cache_left_bytes;
+    uint64_t page_cache_files;
 } bk_io_report;
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;
@@ -87,11 +91,14 @@ typedef enum bk_incr_mode {
 } bk_incr_mode;
 
 /* What a running backup has done so far, for a progress display: bytes of data files
- * read against their size at the walk, files, pages scanned and changed. */
+ * read against the bytes it plans to read, files, pages scanned and changed. */
 typedef struct bk_progress {
     uint64_t bytes_done, bytes_total;
     uint64_t files_done, files_total;
     uint64_t pages_scanned, pages_changed;
+    /* bytes_total is what the backup plans to read (after the skip decision, corrected file
+     * by file by what was read); bytes_skipped the walk's bytes it plans not to read. */
+    uint64_t bytes_skipped;
 } bk_progress;
 
 /* Called on the backup's own thread after each read chunk and each file. It must be

@@ -62,7 +62,7 @@ static const opts_help_row rows[] = {
     {"max-memory", "backup", "BYTES", "unbounded", "bound on read and compression buffers"},
     {"compress-adapt", "backup", "on|off", "on",
      "lower the zstd level while compression is behind the reads (--compress-level: the top)"},
-    {"progress-interval", "backup restore", "SECONDS", "10",
+    {"progress-interval", "backup restore verify rebase", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */
     {"target-dir", "restore", "DIR", "", "where to restore (required)"},
