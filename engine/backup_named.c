@@ -5,69 +5,70 @@
 #include "engine/backup_rel_internal.h"
 
 #include <stdlib.h>
-#include <sys/stat.h>
 
-#define WG_GAP_PAGES 4u   /* read through gaps this small: one request beats two */
-#define WG_RUN_PAGES 128u /* at most 1 MiB per request */
+#define WG_GAP_PAGES 4u /* read through gaps this small: one request beats two */
 
-/* Read [first, end) pages of the segment (clamped to size) and hash them as a scan does.
- * A segment truncated meanwhile ends the read early (*size shrinks), as scan_file does. */
-static int read_range(rel_scan *s, uint8_t *buf, uint32_t first, uint32_t end,
-                      uint64_t *size)
+static int add_pages(scan_range **r, size_t *cap, size_t *k, uint32_t first, uint32_t count)
 {
-    uint64_t off = (uint64_t)first * PB_PAGE_SIZE;
-    if (off >= *size)
+    if (*k && (*r)[*k - 1].first + (*r)[*k - 1].count == first) {
+        (*r)[*k - 1].count += count; /* extends the run */
         return 0;
-    uint64_t want = (uint64_t)(end - first) * PB_PAGE_SIZE;
-    size_t len = (size_t)(off + want > *size ? *size - off : want);
+    }
+    if (PB_GROW(*r, cap, *k + 1))
+        return PB_ENOMEM;
+    (*r)[(*k)++] = (scan_range){first, count};
+    return 0;
+}
+
+/* The runs of blocks[0..n) (sorted) below tail, then [tail, npages): the pages past the
+ * parent's end are all read. */
+static int named_ranges(const uint32_t *blocks, size_t n, uint32_t tail, uint32_t npages,
+                        scan_range **out, size_t *nout)
+{
+    size_t cap = 0, k = 0;
+    scan_range *r = NULL;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n && blocks[i] < tail; i++)
+        if (!k || blocks[i] >= r[k - 1].first + r[k - 1].count) /* skip a duplicate */
+            rc = add_pages(&r, &cap, &k, blocks[i], 1);
+    if (rc == 0 && tail < npages)
+        rc = add_pages(&r, &cap, &k, tail, npages - tail);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    *out = r;
+    *nout = k;
+    return 0;
+}
+
+int bk_read_named(rel_scan *s, const uint32_t *blocks, size_t n, uint64_t *size_out)
+{
+    uint64_t size = s->e->size;
+    uint32_t npages = (uint32_t)((size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE);
+    uint32_t tail = s->old.npages < npages ? s->old.npages : npages;
+    scan_range *r = NULL;
+    size_t nr = 0;
+    if (named_ranges(blocks, n, tail, npages, &r, &nr))
+        return pb_fail(s->err, PB_ENOMEM, "out of memory reading %s", s->e->path);
+    scan_ranges_result res = {0, 0, 0};
     pb_error rerr = PB_ERROR_INIT;
-    if (scan_reread(s->ctx->scan, s->abspath, off, buf, len, &rerr) != 0) {
-        struct stat st;
-        if (stat(s->abspath, &st) == 0 && (uint64_t)st.st_size < off + len) {
-            *size = (uint64_t)st.st_size < off ? off : (uint64_t)st.st_size;
-            return 0; /* truncated during the backup: WAL replays the truncation */
-        }
+    int rc = scan_ranges(s->ctx->scan, s->abspath, r, nr, WG_GAP_PAGES, bk_rel_chunk, s,
+                         &res, &rerr);
+    free(r);
+    mf_header(s->ctx->m)->bytes_read += res.bytes;
+    if (rc == PB_ENOENT)
+        return rc; /* dropped since the walk */
+    if (rc) {
+        if (rerr.code == 0)
+            return rc; /* the page callback failed and filled s->err */
         *s->err = rerr;
         return pb_error_wrap(s->err, "reading the WAL-named blocks of %s", s->e->path);
     }
-    mf_header(s->ctx->m)->bytes_read += len;
-    return bk_rel_chunk(s, off, buf, len);
-}
-
-/* Read only the named blocks (sorted) and every page past the parent's end, coalesced. */
-int bk_read_named(rel_scan *s, const uint32_t *blocks, size_t n, uint64_t *size_out)
-{
-    struct stat st;
-    if (stat(s->abspath, &st) != 0)
-        return PB_ENOENT; /* dropped since the walk */
-    uint64_t size = s->e->size < (uint64_t)st.st_size ? s->e->size : (uint64_t)st.st_size;
-    uint32_t npages = (uint32_t)((size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE);
-    uint8_t *buf = malloc((size_t)WG_RUN_PAGES * PB_PAGE_SIZE);
-    if (!buf)
-        return pb_fail(s->err, PB_ENOMEM, "out of memory reading %s", s->e->path);
-    uint32_t tail = s->old.npages < npages ? s->old.npages : npages;
-    uint32_t start = 0, end = 0;
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i <= n; i++) {
-        uint32_t b = i < n ? blocks[i] : UINT32_MAX;
-        if (b >= tail)
-            b = UINT32_MAX; /* the tail is read below */
-        if (end && b != UINT32_MAX && b < end + WG_GAP_PAGES && b + 1 - start <= WG_RUN_PAGES) {
-            end = b + 1;
-            continue;
-        }
-        if (end)
-            rc = read_range(s, buf, start, end, &size);
-        if (b == UINT32_MAX)
-            break;
-        start = b;
-        end = b + 1;
-    }
-    for (uint32_t p = tail; rc == 0 && p < npages; p += WG_RUN_PAGES)
-        rc = read_range(s, buf, p, npages - p < WG_RUN_PAGES ? npages : p + WG_RUN_PAGES, &size);
-    free(buf);
-    *size_out = size;
-    return rc;
+    /* A segment truncated meanwhile ends where the read found its end; WAL replays the
+     * truncation. One grown since the walk is recorded at the walk's size, as before. */
+    *size_out = res.size < size ? res.size : size;
+    return 0;
 }
 
 /* The blocks WAL names in e's segment: *guided false to read it whole (WAL cannot vouch
