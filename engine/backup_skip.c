@@ -59,9 +59,13 @@ const char *bk_skip_verdict_name(bk_skip_verdict v)
 }
 
 /* Did this backup read and hash every page? */
+/* A synthetic full ('S', rebase) read nothing itself: it carries the read mode of the
+ * newest backup it folds in, so it counts as a full scan only when that one was; else it
+ * counts as one cheap backup, and with the chain ending there the last full scan's time
+ * is unknown (a --verify-scan DURATION is then due at once). */
 static bool read_every_page(const mf_backup *h)
 {
-    return h->type != 'I' || h->verify_scan || h->read_mode == 0 ||
+    return h->type == 'F' || h->verify_scan || h->read_mode == 0 ||
            h->read_mode == MF_READ_SCAN;
 }
 

@@ -46,6 +46,8 @@ static int copy_entry(mf_file *dst, const mf_file *src, const char *id)
     dst->mode = src->mode;
     dst->size = src->size;
     dst->mtime = src->mtime;
+    dst->inode = src->inode; /* with the size, mtime and the header's horizon: the skip rule's
+                              * record (docs/DESIGN.md, "Rooms and arrows", issue 11) */
     dst->hash = src->hash;
     dst->npages = src->npages;
     snprintf(dst->stored_in, sizeof(dst->stored_in), "%s", id);
@@ -103,7 +105,11 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     if (rc)
         goto out;
     /* The id only has to be unique (after the last id); the header keeps the source's
-     * start/stop LSN and time, so history order places the copy at the state it holds. */
+     * start/stop LSN and time, so history order places the copy at the state it holds.
+     * It keeps the source's mtime horizon and read mode too: the copy holds exactly the
+     * pages the source's walk vouched for, so the next incremental's file-level skip may
+     * trust the source's size, mtime and inode records against that horizon; the read
+     * mode tells the verify-scan cadence whether the source read every page. */
     chain_new_id(hdr.id, 'S', ids.count ? ids.ids[ids.count - 1] : NULL);
     chain_ids_free(&ids);
     hdr.parent[0] = '\0';
