@@ -113,6 +113,11 @@ int64_t bk_server_now(const bk_ctx *ctx);
  * prev is the parent's entry for e (NULL if none). The test fault backup.skip-miss turns
  * a "changed" verdict into a skip. */
 bk_skip_verdict bk_skip_file(bk_ctx *ctx, const walk_entry *e, const mf_file *prev);
+/* The bytes of e this backup expects to read, for the progress total: 0 for a segment
+ * the skip rule will skip, the named blocks (and any growth) of a WAL-guided one when the
+ * block set is in memory, else the whole size. Pure prediction (counts nothing); the
+ * backup corrects the total by what each file really read. */
+uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e);
 
 
 /* Full or incremental, decided before the server's backup state is touched
@@ -131,6 +136,12 @@ typedef struct bk_plan {
 int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
                  pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
+
+/* Page-cache residue (backup_cache.c): the resident bytes of the file at path now (0 when
+ * it cannot be mapped); after reading it, add what became resident since before to
+ * ctx->io.page_cache_left_bytes. */
+uint64_t bk_cache_resident(const char *path);
+void bk_cache_left(bk_ctx *ctx, const char *path, uint64_t before);
 
 /* Tell opts->progress (if any) that bytes more were read. */
 void bk_progress_note(bk_ctx *ctx, uint64_t bytes);
