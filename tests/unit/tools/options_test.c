@@ -125,6 +125,12 @@ static void test_polite_flags(void)
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--io-class", "default") == 0);
     PBT_CHECK(o.backup.io_class == SCAN_IO_DEFAULT);
+    PBT_CHECK(o.backup.compress_adapt); /* adaptive compression is the default */
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--compress-adapt", "off") == 0);
+    PBT_CHECK(!o.backup.compress_adapt);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--compress-adapt", "yes") != 0);
     opts_free(&o);
 }
 
