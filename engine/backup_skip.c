@@ -60,9 +60,13 @@ const char *bk_skip_verdict_name(bk_skip_verdict v)
 }
 
 /* Did this backup read and hash every page? */
+/* A synthetic full ('S', rebase) read nothing itself: it carries the read mode of the
+ * newest backup it folds in, so it counts as a full scan only when that one was; else it
+ * counts as one cheap backup, and with the chain ending there the last full scan's time
+ * is unknown (a --verify-scan DURATION is then due at once). */
 static bool read_every_page(const mf_backup *h)
 {
-    return h->type != 'I' || h->verify_scan || h->read_mode == 0 ||
+    return h->type == 'F' || h->verify_scan || h->read_mode == 0 ||
            h->read_mode == MF_READ_SCAN;
 }
 
@@ -100,8 +104,11 @@ bool bk_verify_due(const chain *c, unsigned every, int64_t after_secs, int64_t n
 /* Why WAL cannot vouch for this backup before anything is decoded; NULL when it may. */
 static const char *wal_unavailable(const bk_ctx *ctx)
 {
-    if (ctx->standby)
-        return "a backup from a standby: its WAL window is not decoded yet";
+    /* From a hot standby the window is the primary's WAL as the standby replayed it: the
+     * archive (fed by the primary, or by the standby with archive_mode = always) holds it
+     * up to this start, the segment holding the start is in the standby's pg_wal, and a
+     * standby with checksums or wal_log_hints never writes a hint bit without WAL (it
+     * leaves such pages clean in recovery). So nothing here differs from a primary. */
     if (ctx->wal_minimal)
         return "wal_level is minimal: WAL does not log every change";
     if (!ctx->checksums && !ctx->wal_log_hints)
@@ -137,6 +144,12 @@ static int wal_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
 {
     const mf_backup *h = mf_header_c(ctx->m), *ph = mf_header_c(ctx->parent);
     uint64_t seg = h->start_lsn / h->wal_segment_size;
+    if (h->start_lsn < ph->start_lsn) {
+        /* A standby's restartpoint before the parent's start (bk_standby_before_start
+         * waits past the parent's end, so it should not happen): no window to decode. */
+        snprintf(why, why_len, "this backup starts before its parent");
+        return 0;
+    }
     if (seg > ph->start_lsn / h->wal_segment_size) {
         int rc = wait_archived(ctx, seg - 1, err);
         if (rc < 0)

@@ -49,6 +49,8 @@ static int copy_entry(mf_file *dst, const mf_file *src, const char *id)
     dst->mode = src->mode;
     dst->size = src->size;
     dst->mtime = src->mtime;
+    dst->inode = src->inode; /* with the size, mtime and the header's horizon: the skip rule's
+                              * record (docs/DESIGN.md, "Rooms and arrows", issue 11) */
     dst->hash = src->hash;
     dst->npages = src->npages;
     snprintf(dst->stored_in, sizeof(dst->stored_in), "%s", id);
@@ -156,6 +158,10 @@ static int new_header(repo *r, const mf_backup *src, mf_backup *hdr, pb_error *e
     int rc = chain_list(r, &ids, err);
     if (rc)
         return rc;
+    /* The header keeps the source's mtime horizon and read mode: the copy holds exactly
+     * the pages the source's walk vouched for, so the next incremental's file-level skip
+     * may trust the source's size, mtime and inode records against that horizon; the read
+     * mode tells the verify-scan cadence whether the source read every page. */
     *hdr = *src;
     chain_new_id(hdr->id, 'S', ids.count ? ids.ids[ids.count - 1] : NULL);
     chain_ids_free(&ids);

@@ -3,7 +3,8 @@
 # standby made from it with pg_basebackup -R. While pgbench writes on the primary: a
 # full backup from the standby, an incremental from the primary on top of it, a full
 # from the primary and an incremental from the standby on top of that (one repository,
-# one system identifier, parents chosen by LSN). Each but the primary's full (which
+# one system identifier, parents chosen by LSN), WAL-guided, then a verify scan on top
+# that finds no page the WAL-guided read would have missed. Each but the primary's full (which
 # full_backup.sh covers) is restored to a restore point made after the writes and
 # compared with the primary there, and checked with amcheck and pg_checksums; the
 # standby's incremental also to its own end. Then the standby is promoted: its next
@@ -65,7 +66,10 @@ backup() {
     IDS+=("$id")
 }
 
-pgbench_run_bg "$PRI" 30 1
+# Writes go on until the standby's backups are taken (killed below): a standby backup
+# ends at its minimum recovery point, which only moves when the standby flushes pages
+# replayed after its parent's end (a quiet primary leaves it behind: refused, retried).
+pgbench_run_bg "$PRI" 600 1
 sleep 1
 backup "$STB" F --type full || give_up "no full backup from the standby"
 F_S=${IDS[-1]}
@@ -75,6 +79,9 @@ backup "$PRI" F --type full || give_up "no full backup from the primary"
 F_P=${IDS[-1]}
 backup "$STB" I || give_up "no incremental from the standby"
 I_S=${IDS[-1]}
+# WAL-guided from the standby, then a verify scan on top that counts what it would miss.
+backup "$STB" I --verify-scan 1 || give_up "no verify-scan incremental from the standby"
+I_V=${IDS[-1]}
 kill "$PB_PGBENCH_PID" 2>/dev/null
 wait "$PB_PGBENCH_PID" 2>/dev/null
 
@@ -82,6 +89,12 @@ pb_assert_eq "$(pb_info_field "$I_P" parent)" "$F_S" \
     "the primary's incremental builds on the standby's full"
 pb_assert_eq "$(pb_info_field "$I_S" parent)" "$F_P" \
     "the standby's incremental builds on the primary's full"
+pb_assert_eq "$(pb_info_field "$I_S" read_mode)" wal \
+    "the standby's incremental read the blocks the WAL names (not the file-level fallback)"
+pb_assert_eq "$(pb_info_field "$I_V" read_mode) $(pb_info_field "$I_V" verify_scan)" "wal True" \
+    "the standby's next incremental is a WAL-guided verify scan"
+pb_assert_eq "$(pb_info_field "$I_V" pages_missed)" 0 \
+    "the verify scan on the standby found no page the WAL-guided read would miss"
 for id in "${IDS[@]}"; do
     s=$(pb_info_field "$id" start_lsn) && e=$(pb_info_field "$id" stop_lsn)
     echo "  $id: $s .. $e"

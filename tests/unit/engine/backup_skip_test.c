@@ -51,7 +51,8 @@ static void test_skip_margin(void)
 }
 
 /* A chain of headers: types and read modes from spec ('F' full, 's' scan, 'f' file,
- * 'v' file + verify scan, '0' an incremental of an older version), one hour apart. */
+ * 'v' file + verify scan, '0' an incremental of an older version, 'S' a synthetic full
+ * rebased from a file-mode incremental, 'T' one rebased from a full), one hour apart. */
 static void make_chain(chain *c, const char *spec, int64_t now)
 {
     size_t n = strlen(spec);
@@ -61,8 +62,8 @@ static void make_chain(chain *c, const char *spec, int64_t now)
         mf_backup h;
         memset(&h, 0, sizeof(h));
         snprintf(h.id, sizeof(h.id), "20261201-0000%02u%c", (unsigned)(i % 100), spec[i] == 'F' ? 'F' : 'I');
-        h.type = spec[i] == 'F' ? 'F' : 'I';
-        h.read_mode = spec[i] == 'F' || spec[i] == 's' ? MF_READ_SCAN
+        h.type = spec[i] == 'F' ? 'F' : spec[i] == 'S' || spec[i] == 'T' ? 'S' : 'I';
+        h.read_mode = spec[i] == 'F' || spec[i] == 's' || spec[i] == 'T' ? MF_READ_SCAN
                     : spec[i] == '0' ? 0 : MF_READ_FILE;
         h.verify_scan = spec[i] == 'v';
         h.start_time = now - (int64_t)(n - i) * 3600;
@@ -100,6 +101,12 @@ static void test_verify_due(void)
     PBT_CHECK(!due("Fff", 0, 5 * 3600));
     PBT_CHECK(!due("F", 0, 60));             /* nothing cheap to check yet */
     PBT_CHECK(due("Fff", 7, 7 * 86400) == false);
+    /* A rebase of a cheap incremental read nothing: it does not reset the count, and the
+     * last full scan's time is unknown. One of a full does. */
+    PBT_CHECK(due("Sfffff", 7, 0));
+    PBT_CHECK(!due("Tfffff", 7, 0));
+    PBT_CHECK(due("Sf", 0, 7 * 86400));
+    PBT_CHECK(!due("Tf", 0, 7 * 86400));
 }
 
 int main(void)
