@@ -354,7 +354,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         goto out;
     if (plan.type == 'I') {
         bool rebuilt = false;
-        rc = chain_sync_catalog(ctx.cat, &plan.chain, &rebuilt, err);
+        rc = chain_sync_catalog(ctx.cat, r, &plan.chain, &rebuilt, err);
         if (rc)
             goto out;
         ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
@@ -368,23 +368,22 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (rc == 0)
         rc = init_manifest(&ctx, &plan, &info, err);
     if (rc == 0)
+        rc = bk_records_open(&ctx, err);
+    if (rc == 0)
         rc = run_backup(&ctx, conn, &plan, &info, err);
     if (rc == 0)
         rc = check_parent(r, mf_header(ctx.m), err);
-    if (rc == 0) {
-        mf_sort(ctx.m);
-        PB_FAULT_POINT("backup.before-manifest-commit");
-        rc = chain_commit(r, ctx.m, err);
-    }
+    if (rc == 0)
+        rc = bk_records_commit(&ctx, err); /* fault point backup.before-manifest-commit */
     ctx.cat = cat;
     if (rc == 0) {
         PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
-        if (mf_catalog_apply(ctx.cat, ctx.m, &cerr) != 0)
+        if (bk_records_apply(&ctx, ctx.cat, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);
         PB_FAULT_POINT("backup.after-catalog-update");
-        *out = ctx.m; /* the committed manifest: the caller's now */
+        *out = ctx.m; /* the committed manifest's header and counters: the caller's now */
         ctx.m = NULL;
     }
 out:
@@ -396,6 +395,7 @@ out:
      * backup is still being written while it is removed. */
     if (rc && ctx.m)
         drop_partial(r, mf_header(ctx.m)->id);
+    bk_records_free(ctx.rec);
     scan_free(ctx.scan);
     wg_set_free(ctx.wal);
     mf_free(ctx.m);
