@@ -126,8 +126,8 @@ static int spool_stream(spool *s, const char *what, mf_stream **out, pb_error *e
 
 static void note_held(bk_records *rec, uint64_t extra)
 {
-    uint64_t bytes = mf_writer_peak(rec->wa) + rec->late_bytes + mf_stream_peak(rec->prev) +
-                     extra;
+    uint64_t bytes = mf_writer_peak(rec->wa) + rec->late_bytes + extra +
+                     (rec->prev ? mf_stream_peak(rec->prev) : 0);
     if (bytes > rec->bytes_peak)
         rec->bytes_peak = bytes;
     if (rec->records_held > rec->records_peak)
@@ -234,7 +234,7 @@ static int merge_into(bk_records *rec, mf_writer *w, const char *id, pb_error *e
         bool late_first = j < rec->nlate &&
                           (more != 1 || strcmp(rec->late[j].path, f.path) < 0);
         rec->records_held = rec->nlate + 1; /* the late ones and the stream's */
-        note_held(rec, mf_stream_peak(s) + mf_writer_peak(w));
+        note_held(rec, mf_stream_peak(s) + mf_writer_peak(w) + rec->a.head.cap);
         if (late_first) {
             rc = mf_writer_add(w, &rec->late[j++], err);
             continue;
