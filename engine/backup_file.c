@@ -3,7 +3,7 @@
  * (verify, hash, diff against the chain head, pack what changed), other files
  * whole when their hash changed.
  */
-#include "engine/backup_internal.h"
+#include "engine/backup_rel_internal.h"
 #include "engine/page.h"
 #include "common/fault.h"
 
@@ -15,28 +15,6 @@
 #include <sys/stat.h>
 
 #define RELSEG_PAGES 131072u /* 1 GiB segments of 8 kB pages */
-
-typedef struct rel_scan {
-    bk_ctx *ctx;
-    const walk_entry *e;
-    char abspath[4096];
-    mf_head_entry old;
-    bool has_old;
-    uint32_t run_first, run_count; /* the run being collected */
-    bk_job *cur;     /* the frame being collected, a pipeline buffer */
-    uint32_t frame_pages; /* pages in cur (its runs and the open run) */
-    mf_file out;
-    size_t runs_cap, hashes_cap, nhashes;
-    uint8_t *reread; /* one aligned page for checksum retries */
-    bool cheap_skip; /* verify scan: the skip rule would not have read this segment */
-    uint64_t nmissed; /* ...yet these pages changed before the backup started */
-    uint32_t missed[8]; /* the first of them, for the log */
-    const uint32_t *named; /* verify scan, WAL-guided: the blocks the WAL window names */
-    size_t nnamed;
-    bool wal_check;      /* verify scan: a changed page outside named is a WAL miss */
-    bool untrusted;      /* inode or mtime say the file was replaced or the clock moved */
-    pb_error *err;
-} rel_scan;
 
 static int append_run(mf_file *f, size_t *cap, const mf_run *run)
 {
@@ -231,7 +209,7 @@ void bk_throttle(bk_ctx *ctx, size_t bytes)
         usleep((useconds_t)((due - now) * 1e6));
 }
 
-static int rel_chunk(void *vs, uint64_t offset, const uint8_t *data, size_t len)
+int bk_rel_chunk(void *vs, uint64_t offset, const uint8_t *data, size_t len)
 {
     rel_scan *s = vs;
     bk_throttle(s->ctx, len);
@@ -305,94 +283,6 @@ static void report_missed(rel_scan *s)
                (unsigned long long)(s->nmissed - shown));
 }
 
-/* ---- WAL-guided reads ---- */
-
-#define WG_GAP_PAGES 4u   /* read through gaps this small: one request beats two */
-#define WG_RUN_PAGES 128u /* at most 1 MiB per request */
-
-/* Read [first, end) pages of the segment (clamped to size) and hash them as a scan does.
- * A segment truncated meanwhile ends the read early (*size shrinks), as scan_file does. */
-static int read_range(rel_scan *s, uint8_t *buf, uint32_t first, uint32_t end,
-                      uint64_t *size)
-{
-    uint64_t off = (uint64_t)first * PB_PAGE_SIZE;
-    if (off >= *size)
-        return 0;
-    uint64_t want = (uint64_t)(end - first) * PB_PAGE_SIZE;
-    size_t len = (size_t)(off + want > *size ? *size - off : want);
-    pb_error rerr = PB_ERROR_INIT;
-    if (scan_reread(s->ctx->scan, s->abspath, off, buf, len, &rerr) != 0) {
-        struct stat st;
-        if (stat(s->abspath, &st) == 0 && (uint64_t)st.st_size < off + len) {
-            *size = (uint64_t)st.st_size < off ? off : (uint64_t)st.st_size;
-            return 0; /* truncated during the backup: WAL replays the truncation */
-        }
-        *s->err = rerr;
-        return pb_error_wrap(s->err, "reading the WAL-named blocks of %s", s->e->path);
-    }
-    mf_header(s->ctx->m)->bytes_read += len;
-    return rel_chunk(s, off, buf, len);
-}
-
-/* Read only the named blocks (sorted) and every page past the parent's end, coalesced. */
-static int read_named(rel_scan *s, const uint32_t *blocks, size_t n, uint64_t *size_out)
-{
-    struct stat st;
-    if (stat(s->abspath, &st) != 0)
-        return PB_ENOENT; /* dropped since the walk */
-    uint64_t size = s->e->size < (uint64_t)st.st_size ? s->e->size : (uint64_t)st.st_size;
-    uint32_t npages = (uint32_t)((size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE);
-    uint8_t *buf = malloc((size_t)WG_RUN_PAGES * PB_PAGE_SIZE);
-    if (!buf)
-        return pb_fail(s->err, PB_ENOMEM, "out of memory reading %s", s->e->path);
-    uint32_t tail = s->old.npages < npages ? s->old.npages : npages;
-    uint32_t start = 0, end = 0;
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i <= n; i++) {
-        uint32_t b = i < n ? blocks[i] : UINT32_MAX;
-        if (b >= tail)
-            b = UINT32_MAX; /* the tail is read below */
-        if (end && b != UINT32_MAX && b < end + WG_GAP_PAGES && b + 1 - start <= WG_RUN_PAGES) {
-            end = b + 1;
-            continue;
-        }
-        if (end)
-            rc = read_range(s, buf, start, end, &size);
-        if (b == UINT32_MAX)
-            break;
-        start = b;
-        end = b + 1;
-    }
-    for (uint32_t p = tail; rc == 0 && p < npages; p += WG_RUN_PAGES)
-        rc = read_range(s, buf, p, npages - p < WG_RUN_PAGES ? npages : p + WG_RUN_PAGES, &size);
-    free(buf);
-    *size_out = size;
-    return rc;
-}
-
-/* The blocks WAL names in e's segment: *guided false to read it whole (WAL cannot vouch
- * for it: not a main fork, marked by a create/truncate/database copy, or new). */
-static int wal_blocks(rel_scan *s, uint32_t **blocks, size_t *n, bool *guided)
-{
-    bk_ctx *ctx = s->ctx;
-    wg_key k;
-    *guided = false;
-    if (!ctx->wal || !s->has_old || s->untrusted)
-        return 0;
-    if (!wg_key_from_path(s->e->path, ctx->tblspc_dir, &k) || k.fork != 0) {
-        ctx->wal_whole++; /* free space map, visibility map: not fully WAL-logged */
-        return 0;
-    }
-    int rc = wg_set_blocks(ctx->wal, &k, blocks, n, s->err);
-    if (rc == PB_ENOENT) {
-        ctx->wal_whole++;
-        return 0;
-    }
-    if (rc == 0)
-        *guided = true;
-    return rc;
-}
-
 static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
 {
     rel_scan s;
@@ -433,16 +323,16 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     uint32_t *named = NULL;
     size_t nnamed = 0;
     bool guided = false;
-    if (!s.cheap_skip && (rc = wal_blocks(&s, &named, &nnamed, &guided)))
+    if (!s.cheap_skip && (rc = bk_wal_blocks(&s, &named, &nnamed, &guided)))
         goto out;
     s.named = named;
     s.nnamed = nnamed;
     s.wal_check = guided && ctx->verify;
     if (guided && !ctx->verify) {
         ctx->wal_guided++;
-        rc = read_named(&s, named, nnamed, &size);
+        rc = bk_read_named(&s, named, nnamed, &size);
     } else {
-        rc = scan_file(ctx->scan, s.abspath, rel_chunk, &s, &size, err);
+        rc = scan_file(ctx->scan, s.abspath, bk_rel_chunk, &s, &size, err);
         if (rc == 0)
             mf_header(ctx->m)->bytes_read += size;
     }

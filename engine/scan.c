@@ -17,6 +17,7 @@
  */
 #include "engine/scan.h"
 #include "engine/scan_ctl_internal.h"
+#include "engine/scan_internal.h"
 
 #include <assert.h>
 
@@ -66,6 +67,9 @@ typedef struct scan_fd {
     int fd;
     bool direct;   /* opened with O_DIRECT */
     uint64_t size; /* st_size at open: the scan never reads past it */
+    const scan_span *spans; /* the requests of a ranged read (scan_ranges.c); NULL: the
+                             * whole file in read_size chunks */
+    uint64_t nspans;        /* spans that start before size */
 } scan_fd;
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -88,6 +92,8 @@ static int open_for_scan(scanner *s, const char *path, bool warn, scan_fd *out, 
     const int base = O_RDONLY | O_CLOEXEC | O_NOATIME;
     out->fd = -1;
     out->direct = false;
+    out->spans = NULL;
+    out->nspans = 0;
     if (s->direct) {
         out->fd = open_flags(base | O_DIRECT, path);
         if (out->fd >= 0) {
@@ -165,11 +171,18 @@ static chunk_plan plan_chunk(const scanner *s, const scan_fd *f, uint64_t index)
 {
     chunk_plan p;
     assert(s->read_size % PB_PAGE_SIZE == 0); /* chunks start on page boundaries */
-    p.off = index * s->read_size;
+    p.off = f->spans ? f->spans[index].off : index * s->read_size;
+    size_t most = f->spans ? f->spans[index].len : s->read_size;
     uint64_t left = f->size - p.off;
-    p.want = left < s->read_size ? (size_t)left : s->read_size;
+    p.want = left < most ? (size_t)left : most;
     p.cap = round_up(p.want, PB_ALIGN);
     return p;
+}
+
+/* The requests a scan of f makes (the last may end short at the file's end). */
+static uint64_t chunk_count(const scanner *s, const scan_fd *f)
+{
+    return f->spans ? f->nspans : (f->size + s->read_size - 1) / s->read_size;
 }
 
 /* Hand one chunk to the callback; got < want means the file shrank: deliver what is
@@ -240,7 +253,7 @@ static void pace(scanner *s)
 static int scan_pread(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb, void *ctx,
                       uint64_t *delivered, pb_error *err)
 {
-    uint64_t nchunks = (f->size + s->read_size - 1) / s->read_size;
+    uint64_t nchunks = chunk_count(s, f);
     for (uint64_t i = 0; i < nchunks; i++) {
         chunk_plan p = plan_chunk(s, f, i);
         pace(s);
@@ -343,7 +356,7 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
                       uint64_t *delivered, pb_error *err)
 {
     int res[QUEUE_DEPTH_MAX];
-    uring_scan u = {.nchunks = (f->size + s->read_size - 1) / s->read_size, .res = res};
+    uring_scan u = {.nchunks = chunk_count(s, f), .res = res};
     int rc = 0;
 
     while (u.completed_upto < u.nchunks) {
@@ -503,6 +516,32 @@ out:
     return rc;
 }
 
+int scan_read_spans(scanner *s, const char *path, const scan_span *spans, size_t n,
+                    scan_chunk_cb cb, void *ctx, uint64_t *size_at_open, pb_error *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (spans[i].len == 0 || spans[i].len > s->read_size || spans[i].off % PB_PAGE_SIZE ||
+            (i && spans[i].off < spans[i - 1].off + spans[i - 1].len))
+            return pb_fail(err, PB_EINVAL, "%s: read request %zu is not page-aligned, in "
+                           "order and within the read size", path, i);
+    scan_fd f;
+    int rc = open_for_scan(s, path, true, &f, err);
+    if (rc != 0)
+        return rc;
+    *size_at_open = f.size;
+    f.spans = spans; /* n == 0: nothing to read (NULL spans would be the whole file) */
+    while (f.nspans < n && spans[f.nspans].off < f.size)
+        f.nspans++;
+    s->method = !f.direct ? METHOD_BUFFERED : s->ring_ok ? METHOD_URING : METHOD_PREAD;
+    uint64_t delivered = 0;
+    if (n && s->ring_ok)
+        rc = scan_uring(s, path, &f, cb, ctx, &delivered, err);
+    else if (n)
+        rc = scan_pread(s, path, &f, cb, ctx, &delivered, err);
+    close(f.fd);
+    return rc;
+}
+
 int scan_reread(scanner *s, const char *path, uint64_t offset, void *buf, size_t len,
                 pb_error *err)
 {
@@ -548,6 +587,8 @@ out:
 const char *scan_method(const scanner *s) { return s->method; }
 
 uint64_t scan_bytes_read(const scanner *s) { return s->bytes_read; }
+
+size_t scan_read_size(const scanner *s) { return s->read_size; }
 
 void scan_get_io_stats(const scanner *s, scan_io_stats *out)
 {

@@ -68,6 +68,31 @@ typedef int (*scan_chunk_cb)(void *ctx, uint64_t offset, const uint8_t *data, si
 int scan_file(scanner *s, const char *path, scan_chunk_cb cb, void *ctx, uint64_t *size_out,
               pb_error *err);
 
+/* A run of whole pages of a file: pages [first, first + count). */
+typedef struct scan_range {
+    uint32_t first, count;
+} scan_range;
+
+/* What scan_ranges did. */
+typedef struct scan_ranges_result {
+    uint64_t size;     /* the file's size as read: at open, or where a short read found
+                        * its end (the file shrank meanwhile) */
+    uint64_t bytes;    /* bytes delivered: the ranges' pages and the gaps read through */
+    uint64_t requests; /* read requests made */
+} scan_ranges_result;
+
+/* Read only the pages of ranges r[0..n) of path (sorted, not overlapping), as few
+ * requests as sensible: ranges fewer than gap_pages pages apart are read as one request
+ * (reading a few unneeded pages costs less than another request; they are delivered
+ * too), and no request exceeds the read size. The requests go through the scanner's
+ * queue exactly as scan_file's do: O_DIRECT, the controller's depth, I/O priority,
+ * yielding, own-device-read accounting. cb receives the chunks in file order (offset
+ * ascending, not back to back). Pages past the file's size at open are not read. A file
+ * that vanished returns PB_ENOENT. out may be NULL. */
+int scan_ranges(scanner *s, const char *path, const scan_range *r, size_t n,
+                uint32_t gap_pages, scan_chunk_cb cb, void *ctx, scan_ranges_result *out,
+                pb_error *err);
+
 /* Re-read len bytes at offset of path (for a checksum retry), bypassing the cache. */
 int scan_reread(scanner *s, const char *path, uint64_t offset, void *buf, size_t len,
                 pb_error *err);
