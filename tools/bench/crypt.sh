@@ -81,6 +81,7 @@ t = json.load(open(sys.argv[1]))["summary"]["tools"]
 for what in ("backup", "restore"):
     p, e = t.get(f"{what} (plain)", {}), t.get(f"{what} (encrypted)", {})
     if p.get("mib_s_wall") and e.get("mib_s_wall"):
+        cost = 100 * (1 - e["mib_s_wall"] / p["mib_s_wall"])
         print(f"{what}: encrypted {e['mib_s_wall']:.1f} MiB/s vs {p['mib_s_wall']:.1f} MiB/s "
-              f"unencrypted = {100 * (1 - e['mib_s_wall'] / p['mib_s_wall']):+.1f}% slower")
+              f"unencrypted = {abs(cost):.1f}% {'slower' if cost > 0 else 'faster'}")
 PY
