@@ -63,18 +63,39 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
 {
     walk_list list = {0};
     int rc = walk_pgdata_cluster(ctx->pgdata, ctx->tblspc_dir, &list, err);
-    ctx->progress.files_total = list.count;
-    for (size_t i = 0; i < list.count; i++)
-        ctx->progress.bytes_total += list.items[i].kind == WALK_REL ||
-                                     list.items[i].kind == WALK_FILE ? list.items[i].size : 0;
+    bk_progress *pg = &ctx->progress;
+    pg->files_total = list.count;
+    uint64_t *plan = ctx->opts->progress && list.count ? calloc(list.count, sizeof(*plan)) : NULL;
+    /* The parent's records for the plan come from a stream of their own along the walk
+     * (the backup's own cursor follows below): a failure to read them only costs the
+     * estimate, the backup reads them again and fails there. */
+    bk_cursor pc = BK_CURSOR_INIT;
+    for (size_t i = 0; plan && i < list.count; i++) {
+        const walk_entry *e = &list.items[i];
+        const mf_file *prev = NULL;
+        pb_error perr = PB_ERROR_INIT;
+        if (e->kind == WALK_REL && bk_cursor_find(ctx, &pc, e->path, &prev, &perr) != 0)
+            prev = NULL;
+        plan[i] = bk_planned_read(ctx, e, prev);
+        pg->bytes_total += plan[i];
+        pg->bytes_skipped += (e->kind == WALK_REL || e->kind == WALK_FILE ? e->size : 0) - plan[i];
+    }
+    bk_cursor_close(&pc);
     for (size_t i = 0; rc == 0 && i < list.count; i++) {
+        uint64_t done0 = pg->bytes_done;
         rc = repo_lock_renew(ctx->lock, err);
         if (rc == 0)
             rc = bk_file(ctx, &list.items[i], err);
-        /* Relation bytes were counted chunk by chunk; other files count whole. */
-        ctx->progress.files_done = i + 1;
-        bk_progress_note(ctx, list.items[i].kind == WALK_FILE ? list.items[i].size : 0);
+        /* Relation bytes were counted chunk by chunk; other files count whole. The total
+         * follows what the file really read instead of the plan. */
+        pg->files_done = i + 1;
+        if (ctx->opts->progress && list.items[i].kind == WALK_FILE)
+            pg->bytes_done += list.items[i].size;
+        if (plan)
+            pg->bytes_total += pg->bytes_done - done0 - plan[i];
+        bk_progress_note(ctx, 0);
     }
+    free(plan);
     mf_header(ctx->m)->files = list.count;
     walk_list_free(&list);
     return rc;

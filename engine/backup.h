@@ -40,6 +40,10 @@ typedef struct bk_io_report {
     uint64_t peak_rss_bytes;       /* getrusage ru_maxrss at the end */
     uint64_t buffer_bytes;         /* read buffers + worker queues allocated */
     unsigned pipe_jobs;            /* compression queue: frame buffers of 1 MiB */
+    /* Page cache the reads left behind (engine/backup_cache.c): bytes of the files read
+     * that became resident while they were read (mincore before and after), and files. */
+    uint64_t page_cache_left_bytes;
+    uint64_t page_cache_files;
     uint64_t manifest_records_peak; /* file records held in memory at once (issue 12) */
     uint64_t manifest_bytes_peak;  /* bytes of manifest held at once: chunks, index, records */
 } bk_io_report;
@@ -55,11 +59,14 @@ typedef enum bk_incr_mode {
 } bk_incr_mode;
 
 /* What a running backup has done so far, for a progress display: bytes of data files
- * read against their size at the walk, files, pages scanned and changed. */
+ * read against the bytes it plans to read, files, pages scanned and changed. */
 typedef struct bk_progress {
     uint64_t bytes_done, bytes_total;
     uint64_t files_done, files_total;
     uint64_t pages_scanned, pages_changed;
+    /* bytes_total is what the backup plans to read (after the skip decision, corrected file
+     * by file by what was read); bytes_skipped the walk's bytes it plans not to read. */
+    uint64_t bytes_skipped;
 } bk_progress;
 
 /* Called on the backup's own thread after each read chunk and each file. It must be

@@ -328,6 +328,7 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     s.named = named;
     s.nnamed = nnamed;
     s.wal_check = guided && ctx->verify;
+    uint64_t cached = bk_cache_resident(s.abspath);
     if (guided && !ctx->verify) {
         ctx->wal_guided++;
         rc = bk_read_named(&s, named, nnamed, &size);
@@ -338,6 +339,7 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     }
     s.named = NULL;
     free(named);
+    bk_cache_left(ctx, s.abspath, cached);
     if (rc == 0)
         flush_rel_run(&s);
     bk_pipe_release(ctx->pipe, s.cur);
@@ -414,7 +416,7 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         goto out;
     }
     bool has_old = false;
-    uint64_t size = 0;
+    uint64_t size = 0, cached = bk_cache_resident(abspath);
     if (ctx->cat) {
         rc = mf_catalog_lookup(ctx->cat, e->path, &old, err);
         free(old.hashes);
@@ -445,6 +447,7 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         f.hash = pb_hasher_digest(w.hasher);
         snprintf(f.stored_in, sizeof(f.stored_in), "%s", mf_header(ctx->m)->id);
     }
+    bk_cache_left(ctx, abspath, cached);
     if (rc == PB_ENOENT) {
         pb_debug("%s vanished during the backup: skipped", e->path);
         rc = 0;

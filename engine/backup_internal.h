@@ -117,6 +117,12 @@ int64_t bk_server_now(const bk_ctx *ctx);
  * prev is the parent's entry for e (NULL if none). The test fault backup.skip-miss turns
  * a "changed" verdict into a skip. */
 bk_skip_verdict bk_skip_file(bk_ctx *ctx, const walk_entry *e, const mf_file *prev);
+/* The bytes of e this backup expects to read, for the progress total: 0 for a segment
+ * the skip rule will skip, the named blocks (and any growth) of a WAL-guided one when the
+ * block set is in memory, else the whole size. prev is the parent's record of e (NULL:
+ * none; bk_cursor_find). Pure prediction (counts nothing); the backup corrects the total
+ * by what each file really read. */
+uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev);
 
 
 /* Full or incremental, decided before the server's backup state is touched
@@ -135,6 +141,12 @@ typedef struct bk_plan {
 int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
                  pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
+
+/* Page-cache residue (backup_cache.c): the resident bytes of the file at path now (0 when
+ * it cannot be mapped); after reading it, add what became resident since before to
+ * ctx->io.page_cache_left_bytes. */
+uint64_t bk_cache_resident(const char *path);
+void bk_cache_left(bk_ctx *ctx, const char *path, uint64_t before);
 
 /* Tell opts->progress (if any) that bytes more were read. */
 void bk_progress_note(bk_ctx *ctx, uint64_t bytes);
@@ -164,6 +176,17 @@ int bk_records_apply(bk_ctx *ctx, mf_catalog *cat, pb_error *err);
 /* The parent's record of path (*out NULL when it has none), read forward along the
  * walk's path order; *out is valid until the next call. */
 int bk_parent_find(bk_ctx *ctx, const char *path, const mf_file **out, pb_error *err);
+/* A cursor of its own over the parent's records (the progress plan's pass over the walk
+ * before the backup's): the same forward-only find. Start with BK_CURSOR_INIT. */
+typedef struct bk_cursor {
+    mf_stream *s;
+    mf_file cur;  /* the record at the cursor */
+    int state;    /* 1: cur holds one; 0: past the end (or closed); -1: not opened */
+} bk_cursor;
+#define BK_CURSOR_INIT {NULL, {0}, -1}
+int bk_cursor_find(bk_ctx *ctx, bk_cursor *c, const char *path, const mf_file **out,
+                   pb_error *err);
+void bk_cursor_close(bk_cursor *c); /* what a cursor holds; it reads nothing more */
 void bk_records_free(bk_records *rec); /* accepts NULL */
 
 /* Back up one walked entry into ctx->rec. A file that vanished is skipped (not an error). */

@@ -194,6 +194,8 @@ void bk_finish_report(bk_ctx *ctx)
             "%.1f MiB (buffers %.1f MiB)", io->repo_flushes,
             (double)io->repo_bytes_written / 1048576.0, io->flushes_per_gb,
             (double)io->peak_rss_bytes / 1048576.0, (double)io->buffer_bytes / 1048576.0);
+    pb_info("page cache: %.1f MiB of the %" PRIu64 " files read became resident while they "
+            "were read", (double)io->page_cache_left_bytes / 1048576.0, io->page_cache_files);
     if (ctx->opts->report)
         *ctx->opts->report = *io;
 }

@@ -44,9 +44,7 @@ struct bk_records {
     mf_file late[BK_LATE_MAX];
     size_t nlate;
     uint64_t late_bytes;
-    mf_stream *prev;      /* the parent's records */
-    mf_file prev_cur;     /* the parent's record at the cursor */
-    int prev_state;       /* 1: prev_cur holds one; 0: past the end; -1: not opened */
+    bk_cursor prev;       /* the parent's records along the walk */
     uint64_t records_held, records_peak, bytes_peak;
 };
 
@@ -127,7 +125,7 @@ static int spool_stream(spool *s, const char *what, mf_stream **out, pb_error *e
 static void note_held(bk_records *rec, uint64_t extra)
 {
     uint64_t bytes = mf_writer_peak(rec->wa) + rec->late_bytes + extra +
-                     (rec->prev ? mf_stream_peak(rec->prev) : 0);
+                     (rec->prev.s ? mf_stream_peak(rec->prev.s) : 0);
     if (bytes > rec->bytes_peak)
         rec->bytes_peak = bytes;
     if (rec->records_held > rec->records_peak)
@@ -140,7 +138,7 @@ int bk_records_open(bk_ctx *ctx, pb_error *err)
     if (!rec)
         return pb_fail(err, PB_ENOMEM, "out of memory for the manifest writer");
     rec->a.fd = rec->b.fd = -1;
-    rec->prev_state = -1;
+    rec->prev = (bk_cursor)BK_CURSOR_INIT;
     ctx->rec = rec;
     const mf_backup *h = mf_header_c(ctx->m);
     int rc = spool_open(&rec->a, ctx->opts->state_dir, h->id, "records", err);
@@ -159,8 +157,7 @@ void bk_records_free(bk_records *rec)
     free(rec->last);
     for (size_t i = 0; i < rec->nlate; i++)
         mf_file_clear(&rec->late[i]);
-    mf_file_clear(&rec->prev_cur);
-    mf_stream_close(rec->prev);
+    bk_cursor_close(&rec->prev);
     free(rec);
 }
 
@@ -283,10 +280,7 @@ int bk_records_commit(bk_ctx *ctx, pb_error *err)
     chain_backup_dir(key, sizeof(key), h->id);
     strcat(key, "/manifest");
     /* The parent's stream is done with: the walk is over. */
-    mf_file_clear(&rec->prev_cur);
-    mf_stream_close(rec->prev);
-    rec->prev = NULL;
-    rec->prev_state = 0;
+    bk_cursor_close(&rec->prev);
     int rc = spool_open(&rec->b, ctx->opts->state_dir, h->id, "object", err);
     if (rc == 0)
         rc = mf_writer_new(&w, h, chain_manifest_codec(), spool_sink, &rec->b, err);
@@ -318,29 +312,47 @@ int bk_records_apply(bk_ctx *ctx, mf_catalog *cat, pb_error *err)
     return rc;
 }
 
-int bk_parent_find(bk_ctx *ctx, const char *path, const mf_file **out, pb_error *err)
+void bk_cursor_close(bk_cursor *c)
 {
-    bk_records *rec = ctx->rec;
+    mf_file_clear(&c->cur);
+    mf_stream_close(c->s);
+    c->s = NULL;
+    c->state = 0;
+}
+
+int bk_cursor_find(bk_ctx *ctx, bk_cursor *c, const char *path, const mf_file **out,
+                   pb_error *err)
+{
     *out = NULL;
     if (!ctx->parent)
         return 0;
     int rc = 0;
-    if (rec->prev_state < 0) {
-        rc = chain_stream_open(ctx->repo, mf_header_c(ctx->parent)->id, &rec->prev, err);
-        rec->prev_state = rc ? 0 : mf_stream_next(rec->prev, &rec->prev_cur, err);
-        if (rec->prev_state < 0)
-            rc = rec->prev_state;
+    if (c->state < 0) {
+        rc = chain_stream_open(ctx->repo, mf_header_c(ctx->parent)->id, &c->s, err);
+        c->state = rc ? 0 : mf_stream_next(c->s, &c->cur, err);
+        if (c->state < 0) {
+            rc = c->state;
+            c->state = 0; /* failed: finds nothing more */
+        }
     }
     /* Forward only: a path before the cursor (out of walk order) finds nothing and is
      * read, which is always safe. */
-    while (rc == 0 && rec->prev_state == 1 && strcmp(rec->prev_cur.path, path) < 0) {
-        mf_file_clear(&rec->prev_cur);
-        rec->prev_state = mf_stream_next(rec->prev, &rec->prev_cur, err);
-        if (rec->prev_state < 0)
-            rc = rec->prev_state;
+    while (rc == 0 && c->state == 1 && strcmp(c->cur.path, path) < 0) {
+        mf_file_clear(&c->cur);
+        c->state = mf_stream_next(c->s, &c->cur, err);
+        if (c->state < 0) {
+            rc = c->state;
+            c->state = 0;
+        }
     }
-    note_held(rec, 0);
-    if (rc == 0 && rec->prev_state == 1 && strcmp(rec->prev_cur.path, path) == 0)
-        *out = &rec->prev_cur;
+    if (rc == 0 && c->state == 1 && strcmp(c->cur.path, path) == 0)
+        *out = &c->cur;
+    return rc;
+}
+
+int bk_parent_find(bk_ctx *ctx, const char *path, const mf_file **out, pb_error *err)
+{
+    int rc = bk_cursor_find(ctx, &ctx->rec->prev, path, out, err);
+    note_held(ctx->rec, 0);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include "common/fault.h"
 #include "engine/wal/wal.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <inttypes.h>
@@ -235,6 +236,36 @@ bk_skip_verdict bk_skip_file(bk_ctx *ctx, const walk_entry *e, const mf_file *pr
     if (v != BK_SKIP && v != BK_READ_CHANGED && v != BK_READ_NEW)
         pb_debug("%s is read: %s", e->path, bk_skip_verdict_name(v));
     return v;
+}
+
+/* The named blocks of e's segment and its growth past prev, bounded by its size; its size
+ * when WAL cannot vouch for it or the set is spilled (a lookup there reads a file). */
+static uint64_t planned_guided(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev)
+{
+    wg_key k;
+    uint32_t *blocks = NULL;
+    size_t n = 0;
+    pb_error err = PB_ERROR_INIT;
+    if (wg_set_spilled(ctx->wal) || !wg_key_from_path(e->path, ctx->tblspc_dir, &k) ||
+        k.fork != 0 || wg_set_blocks(ctx->wal, &k, &blocks, &n, &err) != 0)
+        return e->size;
+    free(blocks);
+    uint64_t est = (uint64_t)n * PB_PAGE_SIZE + (e->size > prev->size ? e->size - prev->size : 0);
+    return est < e->size ? est : e->size;
+}
+
+uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev)
+{
+    if (e->kind != WALK_REL)
+        return e->kind == WALK_FILE ? e->size : 0;
+    if (!prev || prev->kind != MF_REL || ctx->verify)
+        return e->size;
+    bk_skip_stat cur = {e->size, e->mtime, e->inode}, old = {prev->size, prev->mtime,
+                                                              prev->inode};
+    if (ctx->skip_on && bk_skip_decide(&cur, &old, mf_header_c(ctx->parent)->mtime_horizon,
+                                       bk_server_now(ctx)) == BK_SKIP)
+        return 0;
+    return ctx->wal ? planned_guided(ctx, e, prev) : e->size;
 }
 
 void bk_report_read(const bk_ctx *ctx)

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define IDENTITY_KEY "pageback.repo"
+#define IDENTITY_KEY CHAIN_IDENTITY_KEY
 #define IDENTITY_MAGIC "PAGEBACK-REPO 1"
 
 void chain_backup_dir(char *out, size_t cap, const char *id)

@@ -95,6 +95,7 @@ int chain_sync_catalog(mf_catalog *cat, repo *r, const chain *c, bool *rebuilt,
 
 /* Repository identity file "pageback.repo": the cluster's system identifier. A
  * repository holding another cluster's backups is refused. */
+#define CHAIN_IDENTITY_KEY "pageback.repo"
 int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err);
 /* The identity file names the cluster of backup id (system_id from its manifest): any
  * other answer (missing, unreadable, another cluster) is PB_ECORRUPT naming the file;

@@ -5,6 +5,7 @@
  */
 #include "restore/plan_internal.h"
 #include "common/fault.h"
+#include "engine/wal/wal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,10 +55,26 @@ static int copy_entry(mf_file *dst, const mf_file *src, const char *id)
     return dst->path && (!src->link_target || dst->link_target) ? 0 : PB_ENOMEM;
 }
 
+/* Files rebuilt so far, as a restore counts them (regular files and their sizes). */
+static void rebase_progress(const rs_progress_hook *hook, rs_progress *p, const mf_file *f)
+{
+    if (!hook || !hook->fn || (f->kind != MF_REL && f->kind != MF_FILE))
+        return;
+    p->files_done++;
+    p->bytes_done += f->size;
+    hook->fn(hook->ctx, p);
+}
+
 static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, mf_manifest *dst,
-                        repo_lock *lock, pb_error *err)
+                        repo_lock *lock, const rs_progress_hook *hook, pb_error *err)
 {
     const char *id = mf_header_c(dst)->id;
+    rs_progress prog = {0, 0, 0, 0};
+    for (size_t i = 0; i < mf_count(src); i++) {
+        const mf_file *f = mf_at(src, i);
+        prog.files_total += f->kind == MF_REL || f->kind == MF_FILE;
+        prog.bytes_total += f->kind == MF_REL || f->kind == MF_FILE ? f->size : 0;
+    }
     for (size_t i = 0; i < mf_count(src); i++) {
         const mf_file *f = mf_at(src, i);
         mf_file nf;
@@ -76,13 +93,65 @@ static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, 
             mf_file_clear(&nf);
             return rc;
         }
+        rebase_progress(hook, &prog, f);
         PB_FAULT_POINT("rebase.mid-pack");
     }
     return 0;
 }
 
+/* Key rotation (docs/GUIDE.md, "Encryption"): the synthetic full's packs are sealed by the
+ * first key as they are written; the WAL it needs (its start to stop segment), the history
+ * files and the identity file are sealed again by that key too, so the new key alone
+ * restores it. */
+typedef struct reseal_count {
+    repo *r;
+    unsigned n;
+    pb_error *err;
+} reseal_count;
+
+static int reseal_one(reseal_count *c, const char *name)
+{
+    char key[64];
+    bool done = false;
+    arch_key(key, sizeof(key), name);
+    int rc = repo_reseal(c->r, key, &done, c->err);
+    if (rc == PB_ENOENT)
+        return pb_fail(c->err, PB_ESTATE, "WAL file %s is not in repository %s",
+                       name, repo_location(c->r));
+    c->n += done;
+    return rc;
+}
+
+static int reseal_history(void *ctx, const char *name)
+{
+    return reseal_one(ctx, name);
+}
+
+static int reseal_wal(repo *r, const mf_backup *h, pb_error *err)
+{
+    reseal_count c = {r, 0, err};
+    uint64_t seg = h->wal_segment_size;
+    if (!repo_is_encrypted(r) || seg == 0)
+        return 0;
+    bool done = false; /* the identity file, which restore and verify read too */
+    int rc = repo_reseal(r, CHAIN_IDENTITY_KEY, &done, err);
+    c.n += done;
+    if (rc == 0)
+        rc = arch_list(r, ARCH_LIST_HISTORY, reseal_history, &c, err);
+    for (uint64_t s = h->start_lsn / seg; rc == 0 && s <= (h->stop_lsn - 1) / seg; s++) {
+        char name[25];
+        arch_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
+        rc = reseal_one(&c, name);
+    }
+    if (rc == 0 && c.n)
+        pb_info("rebase: %u WAL, history and identity object(s) sealed again with the first "
+                "key", c.n);
+    return rc ? pb_error_wrap(err, "sealing the WAL of backup %s with the first key", h->id)
+              : 0;
+}
+
 int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
-              char out_id[MF_ID_LEN], pb_error *err)
+              const rs_progress_hook *progress, char out_id[MF_ID_LEN], pb_error *err)
 {
     rs_opts o = RS_OPTS_INIT;
     o.set = set;
@@ -121,7 +190,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     if (rc == 0)
         rc = rs_ctx_buffers(&ctx, err);
     if (rc == 0)
-        rc = rebase_files(&ctx, &sink, src, dst, lock, err);
+        rc = rebase_files(&ctx, &sink, src, dst, lock, progress, err);
     if (rc == 0)
         rc = pack_writer_finish(sink.packs, err);
     if (rc == 0) {
@@ -129,6 +198,8 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
         mf_sort(dst);
         rc = rs_db_list_copy(r, p->id, hdr.id, err);
     }
+    if (rc == 0)
+        rc = reseal_wal(r, &hdr, err);
     if (rc == 0) {
         PB_FAULT_POINT("rebase.before-manifest-commit");
         rc = chain_commit(r, dst, err);

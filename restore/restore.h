@@ -39,6 +39,13 @@ typedef struct rs_progress {
 /* Called from the restore's workers, one call at a time, after each file. It must be
  * quick and must not call back into the restore; restore/ itself prints nothing. */
 typedef void (*rs_progress_fn)(void *ctx, const rs_progress *p);
+/* A progress hook for the commands without an rs_opts (verify, rebase); NULL or fn NULL:
+ * none. verify of the whole repository counts backups as its files and the stored bytes
+ * of their own frames as its bytes; verify --set and rebase count files and their sizes. */
+typedef struct rs_progress_hook {
+    rs_progress_fn fn;
+    void *ctx;
+} rs_progress_hook;
 
 typedef struct rs_opts {
     const char *target_dir;
@@ -99,12 +106,13 @@ typedef void (*rs_verify_note)(void *ctx, const char *id, bool problem, const ch
  * PB_ECORRUPT when there were (stats->problems), another code when verify could not
  * run (err). */
 int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
-                   void *note_ctx, rs_verify_stats *stats, pb_error *err);
+                   void *note_ctx, const rs_progress_hook *progress, rs_verify_stats *stats,
+                   pb_error *err);
 
 /* Build a synthetic full backup from the chain ending at set (no database read). lock is
  * the writer lock the caller holds, renewed file by file (NULL: nothing to renew). */
 int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
-              char out_id[MF_ID_LEN], pb_error *err);
+              const rs_progress_hook *progress, char out_id[MF_ID_LEN], pb_error *err);
 
 /* Pick the backup for a point-in-time target: the newest whose stop point precedes it
  * (the restore plan's choice, restore/plan.c: its chain is resolved too). */

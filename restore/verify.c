@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
+static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress_hook *hook,
+                      rs_stats *stats, pb_error *err)
 {
     rs_plan *p = NULL;
     rs_ctx ctx;
@@ -39,6 +40,8 @@ int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error
     ctx.repo = r;
     ctx.chain = &p->chain;
     ctx.stats = stats;
+    ctx.progress = hook ? hook->fn : NULL; /* file by file, as a restore */
+    ctx.progress_ctx = hook ? hook->ctx : NULL;
     rc = rs_plan_check(p, &o, err); /* the manifest, and WAL start..stop: one listing */
     if (rc == 0)
         rc = rs_rebuild_parallel(&ctx, m, jobs, err);
@@ -50,6 +53,19 @@ int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error
     rs_ctx_free_buffers(&ctx);
     rs_plan_free(p);
     return rc;
+}
+
+int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
+{
+    return verify_set(r, set, jobs, NULL, stats, err);
+}
+
+void vfy_progress(vfy_run *v, uint64_t bytes)
+{
+    if (!v->progress || !v->progress->fn)
+        return;
+    v->prog.bytes_done += bytes;
+    v->progress->fn(v->progress->ctx, &v->prog);
 }
 
 void vfy_problem(vfy_run *v, const char *id, const char *fmt, ...)
@@ -250,13 +266,20 @@ static int verify_all(vfy_run *v, pb_error *err)
         rc = PB_ENOMEM;
     if (rc == 0)
         rc = rs_view_load(&w, v->r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
+    v->prog.files_total = l.n;
+    for (size_t i = 0; i < l.n; i++)
+        v->prog.bytes_total += mf_header_c(l.ms[i])->bytes_stored;
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         size_t before = v->stats->problems;
-        uint64_t f0 = v->stats->frames_read;
+        uint64_t f0 = v->stats->frames_read, b0 = v->prog.bytes_done;
         v->subject_problems = 0;
         rc = vfy_own_frames(v, l.ms[i], rd, frame);
         found[i] = v->stats->problems - before;
         frames[i] = v->stats->frames_read - f0;
+        /* the backup's stored bytes are done, pack headers and damaged frames included */
+        v->prog.files_done = i + 1;
+        v->prog.bytes_done = b0;
+        vfy_progress(v, mf_header_c(l.ms[i])->bytes_stored);
     }
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         size_t before = v->stats->problems;
@@ -286,7 +309,7 @@ static int verify_one(vfy_run *v, const char *set, unsigned jobs, pb_error *err)
 {
     rs_stats st;
     pb_error e = PB_ERROR_INIT;
-    int rc = rs_verify(v->r, set, jobs, &st, &e);
+    int rc = verify_set(v->r, set, jobs, v->progress, &st, &e);
     v->stats->backups = 1;
     v->stats->frames_read = st.frames_read;
     if (rc == PB_ENOMEM || rc == PB_EREMOTE || rc == PB_EINVAL)
@@ -304,10 +327,11 @@ static int verify_one(vfy_run *v, const char *set, unsigned jobs, pb_error *err)
 }
 
 int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
-                   void *note_ctx, rs_verify_stats *stats, pb_error *err)
+                   void *note_ctx, const rs_progress_hook *progress, rs_verify_stats *stats,
+                   pb_error *err)
 {
     memset(stats, 0, sizeof(*stats));
-    vfy_run v = {r, note, note_ctx, stats, 0, NULL, 0, 0};
+    vfy_run v = {r, note, note_ctx, stats, 0, NULL, 0, 0, progress, {0, 0, 0, 0}};
     double t0 = pb_now();
     int rc = set ? verify_one(&v, set, jobs, err) : verify_all(&v, err);
     stats->seconds = pb_now() - t0;

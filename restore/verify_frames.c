@@ -98,6 +98,7 @@ static int check_frame(own_ctx *o, const frame_ref *ref, const uint8_t *data)
         return vfy_add_bad(o->v, o->m, run);
     }
     o->v->stats->frames_read++;
+    vfy_progress(o->v, run->clen);
     const uint8_t *pages = o->frame + (size_t)run->frame_page * PB_PAGE_SIZE;
     for (uint32_t k = 0; k < run->count; k++)
         if (pb_hash64(pages + (size_t)k * PB_PAGE_SIZE, PB_PAGE_SIZE) !=
@@ -209,6 +210,7 @@ static int check_whole(own_ctx *o, const mf_file *f)
             break;
         if (ok) {
             o->v->stats->frames_read++;
+            vfy_progress(o->v, run->clen);
             pb_hasher_update(hs, o->frame, run->rlen);
         } else {
             vfy_problem(o->v, o->id, "%s (frame of %s): %s", o->dir, f->path, e.msg);

@@ -22,7 +22,12 @@ typedef struct vfy_run {
     size_t subject_problems; /* problems of the backup (or archive part) being checked */
     vfy_bad *bad;            /* every failed frame, so chains that need one are named */
     size_t nbad, bad_cap;
+    const rs_progress_hook *progress; /* NULL: none */
+    rs_progress prog;                 /* backups and their own frames' stored bytes */
 } vfy_run;
+
+/* bytes more of stored frames were read and checked: tell the progress hook. */
+void vfy_progress(vfy_run *v, uint64_t bytes);
 
 /* Note a problem of subject id (NULL: the WAL archive): counted always, passed to the
  * note callback up to VFY_NOTES_PER_SUBJECT times per subject. */

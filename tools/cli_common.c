@@ -15,9 +15,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Without a key, an encrypted repository is refused here, before the command reads or
+ * lists anything (decided by its key-check objects, not by a failed read). */
 int cmd_open_repo(repo **out, const pb_options *o, pb_error *err)
 {
-    return repo_open(out, &o->repo, err);
+    int rc = repo_open(out, &o->repo, err);
+    if (rc == 0 && (rc = repo_refuse_encrypted(*out, err))) {
+        repo_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int cmd_report(cmd_outcome *res, const pb_error *err)

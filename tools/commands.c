@@ -161,7 +161,7 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
 /* One report line per backup and per problem; problems also go to stderr's log. */
 static void verify_note(void *ctx, const char *id, bool problem, const char *msg)
 {
-    (void)ctx;
+    cmd_progress_clear(ctx);
     if (problem)
         printf("  problem in %s: %s\n", id ? id : "the WAL archive", msg);
     else
@@ -173,9 +173,15 @@ int cmd_verify(pb_options *o, cmd_outcome *res)
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     rs_verify_stats st;
+    cmd_progress prog;
+    cmd_progress_init(&prog, o);
+    prog.whole_repo = !o->restore.set;
+    rs_progress_hook hook = {prog.enabled ? cmd_progress_verify : NULL, &prog};
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
-        rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, NULL, &st, &err);
+        rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, &prog, &hook, &st,
+                            &err);
+    cmd_progress_end(&prog);
     if (rc == 0 || rc == PB_ECORRUPT) {
         res->verify = st;
         res->have_verify = true;
@@ -207,8 +213,12 @@ int cmd_rebase(pb_options *o, cmd_outcome *res)
     pb_error cerr = PB_ERROR_INIT;
     if (rc == 0 && chain_cleanup(r, lock, &cerr) != 0)
         pb_warn("could not clean up after earlier interrupted runs: %s", cerr.msg);
+    cmd_progress prog;
+    cmd_progress_init(&prog, o);
+    rs_progress_hook hook = {prog.enabled ? cmd_progress_rebase : NULL, &prog};
     if (rc == 0)
-        rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, lock, id, &err);
+        rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, lock, &hook, id, &err);
+    cmd_progress_end(&prog);
     if (rc == 0)
         memcpy(res->rebase_id, id, sizeof(res->rebase_id));
     if (rc == 0 && !o->quiet)

@@ -62,12 +62,17 @@ int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *e
 typedef struct cmd_progress {
     bool tty, enabled, drew, pending;
     unsigned interval;
-    double start, last;
+    double start, last, first_byte; /* first_byte: when bytes were first counted */
     char latest[320]; /* the newest live line, drawn or not: the end draws it */
+    bool whole_repo;  /* verify of every backup: its files are backups */
 } cmd_progress;
 void cmd_progress_init(cmd_progress *p, const pb_options *o);
 void cmd_progress_backup(void *ctx, const bk_progress *b); /* a bk_progress_fn */
 void cmd_progress_restore(void *ctx, const rs_progress *r); /* an rs_progress_fn */
+void cmd_progress_verify(void *ctx, const rs_progress *r); /* an rs_progress_fn */
+void cmd_progress_rebase(void *ctx, const rs_progress *r); /* an rs_progress_fn */
+/* Before a line on stdout: take a drawn live line off the terminal (redrawn later). */
+void cmd_progress_clear(cmd_progress *p);
 /* End the live line: on a terminal, draw the newest state (so even a run shorter than
  * one redraw shows its totals) and a newline. */
 void cmd_progress_end(cmd_progress *p);

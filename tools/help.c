@@ -60,7 +60,7 @@ static const opts_help_row rows[] = {
     {"cpu-weight", "backup", "1..10000", "none", "run in a cgroup with this CPU weight"},
     {"checkpoint", "backup", "spread|fast", "spread", "how pg_backup_start checkpoints"},
     {"max-memory", "backup", "BYTES", "unbounded", "bound on read and compression buffers"},
-    {"progress-interval", "backup restore", "SECONDS", "10",
+    {"progress-interval", "backup restore verify rebase", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */
     {"target-dir", "restore", "DIR", "", "where to restore (required)"},

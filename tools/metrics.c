@@ -251,6 +251,12 @@ static void run_metrics(mw *m, const cmd_outcome *res)
         mw_head(m, "run_checksum_errors", "gauge", "page checksum failures in this backup");
         mw_raw(m, "pageback_run_checksum_errors %" PRIu64 "\n", b->checksum_errors);
     }
+    if (res->have_io) {
+        mw_head(m, "run_page_cache_left_bytes", "gauge",
+                "page cache this backup's reads left behind in the files they read");
+        mw_raw(m, "pageback_run_page_cache_left_bytes %" PRIu64 "\n",
+               res->io.page_cache_left_bytes);
+    }
 }
 
 int cmd_write_metrics(const char *path, pb_options *o, const cmd_outcome *res, pb_error *err)

@@ -198,8 +198,11 @@ static void report_resources(jw *j, const cmd_outcome *res)
     jw_raw(j, "%.3f", (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
     jw_key(j, "peak_rss_bytes");
     jw_raw(j, "%" PRIu64, (uint64_t)ru.ru_maxrss * 1024); /* Linux: KiB */
-    jw_key(j, "page_cache_bytes_left");
-    jw_raw(j, "null");
+    jw_key(j, "page_cache_bytes_left"); /* measured by a backup (engine/backup_cache.c) */
+    if (res->have_io)
+        jw_raw(j, "%" PRIu64, res->io.page_cache_left_bytes);
+    else
+        jw_raw(j, "null");
     if (!res->have_io) {
         jw_key(j, "adaptive_io");
         jw_raw(j, "null");

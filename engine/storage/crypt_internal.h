@@ -87,6 +87,10 @@ int cio_refuse_encrypted(const repo_driver *drv, void *impl, const char *loc, pb
 int cio_ensure_keycheck(const repo_driver *drv, void *impl, repo_crypt *c, pb_error *err);
 int cio_get(const repo_driver *drv, void *impl, repo_crypt *c, const char *key, void **out,
             size_t *out_len, pb_error *err);
+/* Seal key's object again with the first key when another key sealed it (opened and
+ * authenticated first; the driver's put replaces it whole). *resealed says whether. */
+int cio_reseal(const repo_driver *drv, void *impl, repo_crypt *c, const char *key,
+               bool *resealed, pb_error *err);
 int cio_get_range(const repo_driver *drv, void *impl, repo_crypt *c, const char *key,
                   uint64_t off, size_t len, void *buf, pb_error *err);
 int cio_stat(const repo_driver *drv, void *impl, const char *key, uint64_t *size,

@@ -174,6 +174,30 @@ int cio_get(const repo_driver *drv, void *impl, repo_crypt *c, const char *key, 
     return rc;
 }
 
+int cio_reseal(const repo_driver *drv, void *impl, repo_crypt *c, const char *key,
+               bool *resealed, pb_error *err)
+{
+    *resealed = false;
+    uint8_t hdr[CRYPT_HEADER];
+    int rc = drv->get_range(impl, key, 0, CRYPT_HEADER, hdr, err);
+    if (rc || (memcmp(hdr, CRYPT_MAGIC, 8) == 0 && pb_get_u64(hdr + 8) == crypt_key_id(c, 0)))
+        return rc; /* already sealed by the first key (a bad magic fails in cio_get) */
+    void *plain = NULL, *sealed = NULL;
+    size_t plain_len = 0, sealed_len = 0;
+    rc = cio_get(drv, impl, c, key, &plain, &plain_len, err); /* authenticated first */
+    if (rc == 0)
+        rc = cio_ensure_keycheck(drv, impl, c, err);
+    if (rc == 0)
+        rc = crypt_seal(c, key, plain, plain_len, &sealed, &sealed_len, err);
+    if (rc == 0)
+        rc = drv->put(impl, key, sealed, sealed_len, err); /* replaces it whole, atomically */
+    if (rc == 0)
+        *resealed = true;
+    free(plain);
+    free(sealed);
+    return rc;
+}
+
 static int range_header(const repo_driver *drv, void *impl, repo_crypt *c, const char *key,
                         uint8_t *hdr, uint64_t *stored, pb_error *err)
 {

@@ -220,6 +220,21 @@ static int check_plain_write(repo *r, const char *key, pb_error *err)
     return rc ? pb_error_wrap(err, "before writing %s/%s", r->location, key) : 0;
 }
 
+int repo_refuse_encrypted(repo *r, pb_error *err)
+{
+    if (r->crypt)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&r->plain_lock);
+    if (!r->plain_checked) {
+        count(r, REPO_REQ_LIST);
+        if ((rc = cio_refuse_encrypted(r->drv, r->impl, r->location, err)) == 0)
+            r->plain_checked = true; /* the first write need not look again */
+    }
+    pthread_mutex_unlock(&r->plain_lock);
+    return rc;
+}
+
 static int seal_for_write(repo *r, const char *key, const void **data, size_t *len,
                           void **sealed, pb_error *err)
 {
@@ -354,6 +369,27 @@ int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *er
         *out_len = 0;
         rc = pb_fail(err, PB_EAUTH, "repository %s is encrypted (object %s is sealed): give "
                      "--encrypt-key-file (or PAGEBACK_ENCRYPT_KEY)", r->location, key);
+    }
+    return rc;
+}
+
+bool repo_is_encrypted(const repo *r)
+{
+    return r->crypt != NULL;
+}
+
+int repo_reseal(repo *r, const char *key, bool *resealed, pb_error *err)
+{
+    *resealed = false;
+    int rc = check_key(key, err);
+    if (rc || !r->crypt)
+        return rc;
+    count(r, REPO_REQ_GET_RANGE);
+    crypt_cache_drop(r->crypt, key);
+    rc = cio_reseal(r->drv, r->impl, r->crypt, key, resealed, err);
+    if (rc == 0 && *resealed) {
+        count(r, REPO_REQ_GET);
+        count(r, REPO_REQ_PUT);
     }
     return rc;
 }

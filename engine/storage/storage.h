@@ -56,7 +56,18 @@ typedef struct repo_opts {
 
 /* Open a repository location. Does not create anything. */
 int repo_open(repo **out, const repo_opts *opts, pb_error *err);
+/* Without a key: PB_EAUTH when r is an encrypted repository (it holds a key-check
+ * object, docs/FORMAT.md), so a command can refuse up front instead of at its first
+ * sealed read or write; one listing of keycheck/. With keys: 0 (repo_open checked). */
+int repo_refuse_encrypted(repo *r, pb_error *err);
 void repo_free(repo *r);
+/* Opened with keys (an encrypted repository). */
+bool repo_is_encrypted(const repo *r);
+/* Key rotation (docs/GUIDE.md, "Encryption"): when key's object was sealed by another of
+ * the given keys, open it (authenticated) and store it again sealed by the first key,
+ * replacing it whole (*resealed true). Its content is unchanged, so readers see the same
+ * bytes before and after. A no-op in an unencrypted repository. PB_ENOENT when absent. */
+int repo_reseal(repo *r, const char *key, bool *resealed, pb_error *err);
 /* Human-readable location for messages ("/srv/repo" or "s3://b/p"). */
 const char *repo_location(const repo *r);
 bool repo_is_local(const repo *r);

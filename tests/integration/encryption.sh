@@ -4,8 +4,12 @@
 # archiving; no stored byte shows a known plaintext row; info, verify, rebase, expire,
 # archive-get and restore work with the key, restore byte-exact (digests); no key, a wrong
 # key, a key file readable by others fail clearly and write nothing; an unencrypted
-# repository refuses a key; a flipped byte in a pack, a manifest and a WAL object is named
-# by verify; key rotation keeps old backups readable with the old key given second.
+# repository refuses a key; without a key every command on an encrypted repository is
+# refused up front, a WAL-only one too; a flipped byte in a pack, a manifest, a WAL segment,
+# a history file and a key check (posix, and on the S3 server through signed GET/PUT) is
+# named by verify / restore / archive-get, which fail and write nothing; key rotation keeps
+# old backups readable with the old key given second, and a rebase under the new key gives
+# a synthetic full that the new key alone restores.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 KEY=$PB_WORK/repo.key
@@ -44,6 +48,32 @@ stored_count() {
     else find "$PB_REPO" -type f | wc -l; fi
 }
 empty_dir() { [ -z "$(ls -A "$1" 2>/dev/null)" ]; }
+# Stored objects by repository key, on either kind: ROOT is a posix directory or
+# s3://bucket/prefix (the S3 test server's signed GET/PUT/LIST, tests/s3server/s3tool.py).
+s3tool() { (set -a && . "$PB_S3_DIR/env" && /usr/bin/python3 "$PB_SRCDIR/tests/s3server/s3tool.py" "$@"); }
+obj_get() { # ROOT KEY FILE
+    if [ "$PB_REPO_KIND" = s3 ]; then s3tool get "$S3_ENDPOINT/${1#s3://}/$2" "$3"
+    else cp "$1/$2" "$3"; fi
+}
+obj_put() { # ROOT KEY FILE (replaces the object)
+    if [ "$PB_REPO_KIND" = s3 ]; then s3tool put "$S3_ENDPOINT/${1#s3://}/$2" "$3"
+    else cat "$3" >"$1/$2"; fi
+}
+obj_list() { # ROOT PREFIX: the keys under PREFIX, sorted
+    if [ "$PB_REPO_KIND" = s3 ]; then
+        local b=${1#s3://} p
+        p=${b#*/}
+        s3tool request GET "$S3_ENDPOINT/${b%%/*}?list-type=2&prefix=${p//\//%2F}%2F${2//\//%2F}" |
+            grep -o '<Key>[^<]*</Key>' | sed -e 's|<Key>||' -e 's|</Key>||' -e "s|^$p/||" | sort
+    else
+        (cd "$1" && find "$2" -type f | sort)
+    fi
+}
+flip_byte() { # FILE: invert the byte in the middle
+    /usr/bin/python3 -c 'import sys
+b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 0xff
+open(sys.argv[1], "wb").write(bytes(b))' "$1"
+}
 
 pb_check "encrypted full backup" pb backup --type full >/dev/null
 FULL=$(pb_last_id)
@@ -103,6 +133,31 @@ out=$(pb_raw info --encrypt-key-file "$PB_WORK/open.key" 2>&1) &&
     pb_check "a key file of mode 0644 is refused (names the mode)" grep -q "mode 644" <<<"$out"
 pb_assert_eq "$(stored_count)" "$BEFORE" "the refused commands wrote nothing into the repository"
 
+# A repository that holds only WAL: without the key every command is refused up front
+# (decided by its key-check object), and a flipped byte in its history file is named.
+if [ "$PB_REPO_KIND" = s3 ]; then W=${PB_REPO%/repo}/walonly; else W=$PB_WORK/walonly; mkdir -p "$W" && _pb_chown_pg "$W"; fi
+W_ARGS=()
+for a in "${PLAIN_ARGS[@]}"; do [ "$a" = "$PB_REPO" ] && W_ARGS+=("$W") || W_ARGS+=("$a"); done
+printf '1\t0/3000000\tno recovery target specified\n' >"$PB_WORK/00000002.history"
+_pb_chown_pg "$PB_WORK/00000002.history"
+pb_check "a WAL-only encrypted repository (one history file pushed with the key)" \
+    _pb_as_pg "$PB_BIN" archive-push "$PB_WORK/00000002.history" "${W_ARGS[@]}" --encrypt-key-file "$KEY"
+for c in info "info --json" verify "expire --retain-full 1" rebase "archive-get 00000002.history $PB_WORK/h.out"; do
+    # shellcheck disable=SC2086
+    out=$(_pb_as_pg "$PB_BIN" $c "${W_ARGS[@]}" --state-dir "$PB_STATE" 2>&1) &&
+        pb_test_fail "$c without the key on a WAL-only encrypted repository succeeds: $out" ||
+        pb_check "$c without the key on a WAL-only encrypted repository: refused up front" \
+            grep -q "repository $W is encrypted: give --encrypt-key-file" <<<"$out"
+done
+pb_check "archive-get without the key wrote nothing" test ! -e "$PB_WORK/h.out"
+HIST=wal/history/00000002.history.zst
+obj_get "$W" "$HIST" "$PB_WORK/hist.obj" && flip_byte "$PB_WORK/hist.obj" &&
+    obj_put "$W" "$HIST" "$PB_WORK/hist.obj" || pb_test_fail "damaging $HIST"
+out=$(_pb_as_pg "$PB_BIN" archive-get 00000002.history "$PB_WORK/h.out" "${W_ARGS[@]}" \
+      --encrypt-key-file "$KEY" 2>&1) && pb_test_fail "archive-get of a damaged history file succeeds" ||
+    pb_check "a flipped byte in $HIST: archive-get fails naming it, writes nothing" \
+        bash -c "grep -q '${HIST%.zst}' <<<'$out' && test ! -e '$PB_WORK/h.out'"
+
 # restore with the key: byte-exact, WAL through archive-get (restore_command carries the key file)
 R=$PB_WORK/restored
 if pb_restore_start "$R" --set "$LAST"; then
@@ -114,21 +169,41 @@ else
 fi
 pb_check "restore_command carries the key file" grep -q -- "--encrypt-key-file" "$R/postgresql.auto.conf"
 
-# flipped bytes: verify names the object (posix: the stored bytes are ours to damage)
-if [ "$PB_REPO_KIND" != s3 ]; then
-    WALOBJ=$(cd "$PB_REPO" && ls wal/00000001/*.zst | head -n 1)
-    PACK=backup/$LAST/pack/$(ls "$PB_REPO/backup/$LAST/pack" | head -n 1)
-    for obj in "$PACK" "backup/$LAST/manifest" "$WALOBJ"; do
-        D=$PB_WORK/damaged
-        rm -rf "$D" && cp -a "$PB_REPO" "$D" && _pb_chown_pg "$D"
-        f=$D/$obj size=$(stat -c %s "$D/$obj")
-        printf '\x5a' | dd of="$f" bs=1 seek=$((size / 2)) conv=notrunc status=none
-        out=$(_pb_as_pg "$PB_BIN" verify --repo "$D" --encrypt-key-file "$KEY" --state-dir "$PB_STATE" 2>&1) &&
-            pb_test_fail "verify passes with a flipped byte in $obj" ||
-            pb_check "a flipped byte in $obj: verify fails naming it" grep -q "$obj" <<<"$out"
-    done
-    rm -rf "$PB_WORK/damaged"
-fi
+# flipped bytes in each kind of object (posix and S3): verify, restore and archive-get name
+# the object and fail, restore writes nothing into its target; then the object is put back
+WALOBJ=$(obj_list "$PB_REPO" wal/00000001/ | grep '\.zst$' | head -n 1)
+WALNAME=$(basename "$WALOBJ" .zst)
+PACK=$(obj_list "$PB_REPO" "backup/$LAST/pack/" | head -n 1)
+KC=$(obj_list "$PB_REPO" keycheck/ | head -n 1)
+for obj in "$PACK" "backup/$LAST/manifest" "$WALOBJ" "$KC"; do
+    [ -n "$obj" ] || { pb_test_fail "an object to damage is missing ($PACK, $WALOBJ, $KC)"; continue; }
+    obj_get "$PB_REPO" "$obj" "$PB_WORK/orig.obj" && cp "$PB_WORK/orig.obj" "$PB_WORK/bad.obj" &&
+        flip_byte "$PB_WORK/bad.obj" && obj_put "$PB_REPO" "$obj" "$PB_WORK/bad.obj" ||
+        pb_test_fail "damaging $obj"
+    out=$(pb verify 2>&1) && pb_test_fail "verify passes with a flipped byte in $obj" ||
+        pb_check "a flipped byte in $obj: verify fails naming it" grep -q "${obj%.zst}" <<<"$out"
+    if [ "$obj" = "$WALOBJ" ]; then
+        out=$(pb archive-get "$WALNAME" "$PB_WORK/seg.out" 2>&1) &&
+            pb_test_fail "archive-get of $WALNAME passes with a flipped byte" ||
+            pb_check "a flipped byte in $obj: archive-get fails naming it, writes nothing" \
+                bash -c "grep -q '${obj%.zst}' <<<'$out' && test ! -e '$PB_WORK/seg.out'"
+    else
+        T=$PB_WORK/t-flip
+        rm -rf "$T" && mkdir -p "$T" && chmod 700 "$T" && _pb_chown_pg "$T"
+        out=$(pb restore --target-dir "$T" --set "$LAST" 2>&1)
+        rrc=$?
+        if [ "$obj" = "$PACK" ]; then
+            # found mid-restore: the files rebuilt before it are written, recovery settings not
+            pb_check "a flipped byte in $obj: restore fails naming it, no recovery settings written" \
+                bash -c "[ $rrc != 0 ] && grep -q '$obj' <<<'$out' && test ! -e '$T/recovery.signal'"
+        else
+            pb_check "a flipped byte in $obj: restore fails naming it, writes nothing" \
+                bash -c "[ $rrc != 0 ] && grep -q '$obj' <<<'$out' && [ -z \"\$(ls -A '$T')\" ]"
+        fi
+    fi
+    obj_put "$PB_REPO" "$obj" "$PB_WORK/orig.obj" || pb_test_fail "putting $obj back"
+done
+pb_check "verify passes again with every object put back" pb verify >/dev/null 2>&1
 
 # rebase and expire on the encrypted repository, then verify again
 pb_check "rebase" pb rebase >/dev/null
@@ -145,6 +220,23 @@ pb_check "verify of old and new backups with both keys" pb_rot verify >/dev/null
 out=$(_pb_as_pg "$PB_BIN" verify "${PLAIN_ARGS[@]}" --encrypt-key-file "$NEWKEY" --state-dir "$PB_STATE" --set "$REBASED" 2>&1) &&
     pb_test_fail "the new key alone opens the old backup" ||
     pb_check "the new key alone: the old backup names its key id" grep -q "key id" <<<"$out"
+# rotation by rebase: a synthetic full under the new key, restored with the new key alone
+# (its WAL, archived under the old key, is sealed again by the rebase)
+pb_check "rebase with the new key first" pb_rot rebase >/dev/null
+SYN=$(pb_rot info --json | /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['backups'][-1]['id'])")
+ROT_ARGS=("${PB_REPO_ARGS[@]}")
+PB_REPO_ARGS=("${PLAIN_ARGS[@]}" --encrypt-key-file "$NEWKEY")
+pb_check "the new key alone verifies the synthetic full $SYN" pb verify --set "$SYN" >/dev/null 2>&1
+R2=$PB_WORK/restored-newkey
+if pb_restore_start "$R2" --set "$SYN"; then
+    pb_assert_eq "$(pg_digest_all "$R2")" "$DIGEST_LAST" "restore of $SYN with the new key alone: digests equal the source"
+    pg_stop "$R2"
+else
+    pb_test_fail "restore of the rebased $SYN with the new key alone"
+fi
+pb_assert_eq "$(grep -o -- '--encrypt-key-file' "$R2/postgresql.auto.conf" | wc -l)" 1 \
+    "its restore_command carries the new key file alone"
+PB_REPO_ARGS=("${ROT_ARGS[@]}")
 
 # an unencrypted repository refuses a key
 if [ "$PB_REPO_KIND" != s3 ]; then

@@ -3,8 +3,9 @@
 # PostgreSQL 15: --report JSON of backup (full and incremental), restore and verify,
 # also of a failed backup; --metrics-file in Prometheus text with the last backup per
 # type, the WAL archive lag (from the server) and the archive-push failure counter;
-# progress lines off a terminal (--progress-interval) and the live line on one;
-# --quiet and --log-file. pgbench -s 1, so it stays fast.
+# progress lines off a terminal (--progress-interval) and the live line on one, of backup
+# (an incremental's total is what it plans to read), verify and rebase; the page cache the
+# backup left behind; --quiet and --log-file. pgbench -s 1, so it stays fast.
 source "$(dirname "$0")/pb_lib.sh"
 pb_tmpdir
 trap '_pb_rc=$?; _pb_s3_cleanup; (exit $_pb_rc); _pb_cleanup' EXIT
@@ -92,6 +93,16 @@ grep -q "^pageback_backup_last_success_timestamp_seconds{type=\"full\"} $stop$" 
 grep -Eq '^pageback_wal_archive_lag_segments [0-9]+$' "$OUT/full.prom" &&
     pb_test_ok "metrics: WAL archive lag measured against the server" ||
     pb_test_fail "no lag: $(grep wal "$OUT/full.prom")"
+# the page cache the reads left behind is measured (mincore), in the report and the metrics;
+# O_DIRECT reads leave next to nothing (at most what the database itself read meanwhile)
+left=$(json "$OUT/full.json" '["page_cache_bytes_left"]')
+read=$(json "$OUT/full.json" '["backup"]["bytes_read"]')
+[[ "$left" =~ ^[0-9]+$ ]] && [ "$left" -le $((read / 10)) ] &&
+    pb_test_ok "report: page_cache_bytes_left = $left (of $read bytes read)" ||
+    pb_test_fail "report: page_cache_bytes_left = $left (of $read bytes read)"
+grep -q "^pageback_run_page_cache_left_bytes $left$" "$OUT/full.prom" &&
+    pb_test_ok "metrics: pageback_run_page_cache_left_bytes" ||
+    pb_test_fail "metrics: $(grep page_cache "$OUT/full.prom")"
 grep -Eq '^pageback_run_read_rate_bytes_per_second [1-9][0-9]*$' "$OUT/full.prom" &&
     grep -q '^pageback_archive_push_failures_total 0$' "$OUT/full.prom" &&
     pb_test_ok "metrics: the backup's read rate; no archive failures" ||
@@ -106,6 +117,17 @@ pb_assert_eq "$(json "$OUT/incr.json" '["backup"]["type"]')" incr "the report na
 grep -q $'\rbackup: .* MiB (.*%), .* MB/s, files .* pages changed .*, ETA' "$PB_WORK/tty.out" &&
     pb_test_ok "on a terminal, a live progress line" ||
     pb_test_fail "no live line: $(head -c 600 "$PB_WORK/tty.out" | cat -v)"
+# the incremental skips unchanged segments: its progress counts the bytes it plans to read
+# (the last state drawn is 100%) and shows the skipped bytes apart
+last=$(tr '\r' '\n' <"$PB_WORK/tty.out" | grep '^backup: ' | tail -n 1)
+skipped=$(json "$OUT/incr.json" '["backup"]["bytes_skipped"]' 2>/dev/null)
+if [ "${skipped:-0}" -gt 0 ]; then
+    grep -q '(100%).*, skipped [0-9.]* MiB, ETA' <<<"$last" &&
+        pb_test_ok "an incremental's progress ends at 100% of what it read, skipped bytes apart" ||
+        pb_test_fail "progress of a skipping incremental (skipped $skipped bytes): $last"
+else
+    pb_test_fail "the incremental skipped nothing (report: $(json "$OUT/incr.json" '["backup"]'))"
+fi
 pb backup --quiet >"$PB_WORK/quiet.out" 2>"$PB_WORK/quiet.err"
 pb_assert_eq "$?:$(grep -c 'INFO' "$PB_WORK/quiet.err"):$(wc -c <"$PB_WORK/quiet.out")" "0:0:0" \
     "--quiet: no info or progress lines, no summary line"
@@ -133,6 +155,22 @@ w=$(json "$OUT/restore.json" '["restore"]["files_written"]')
 pb verify --report "$OUT/verify.json" >/dev/null 2>&1
 pb_assert_eq "$?:$(json "$OUT/verify.json" '["verify"]["problems"]')" "0:0" \
     "verify's report: no problems"
+
+# verify and rebase show progress as backup and restore do (on a terminal the live line;
+# --quiet none): verify of every backup counts backups, rebase counts files
+for c in verify rebase; do
+    _pb_as_pg script -qec "env PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=postgres PGDATABASE=postgres \
+        $PB_BIN $c ${PB_REPO_ARGS[*]} --state-dir $PB_STATE" /dev/null >"$PB_WORK/$c-tty.out" 2>&1
+    unit=files
+    [ $c = verify ] && unit=backups
+    grep -q $'\r'"$c: .* MiB (100%), .* MB/s, $unit [0-9]*/[0-9]*, ETA" "$PB_WORK/$c-tty.out" &&
+        pb_test_ok "$c: a live progress line on a terminal ($unit)" ||
+        pb_test_fail "$c: no live line: $(head -c 600 "$PB_WORK/$c-tty.out" | cat -v)"
+done
+_pb_as_pg script -qec "env PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=postgres PGDATABASE=postgres \
+    $PB_BIN verify --quiet ${PB_REPO_ARGS[*]} --state-dir $PB_STATE" /dev/null >"$PB_WORK/vq.out" 2>&1
+grep -q $'\r'"verify: " "$PB_WORK/vq.out" && pb_test_fail "verify --quiet draws a progress line" ||
+    pb_test_ok "verify --quiet: no progress line"
 
 # 5. info --json follows docs/info.schema.json (no field missing, none undocumented).
 pb info --json >"$PB_WORK/info.json"

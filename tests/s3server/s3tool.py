@@ -16,6 +16,8 @@ usage:
   s3tool.py request METHOD URL      send one SigV4-signed request with the credentials
                                     from the environment (AWS_ACCESS_KEY_ID, ...);
                                     prints status and body, exit 0 on 2xx
+  s3tool.py get URL FILE            signed GET of one object into FILE (bytes as stored)
+  s3tool.py put URL FILE            signed PUT of FILE as the object (replaces it)
 
 SigV4 is written out here because curl --user splits the access key "test:tester" at
 its colon; this is a test helper, the product signs through libcurl.
@@ -243,6 +245,22 @@ def fake(d, watch):
     return 0
 
 
+def transfer(how, url, path):
+    # Binary-safe object copies, for tests that damage a stored object and put it back.
+    if how == 'get':
+        st, body = request('GET', url)
+        if 200 <= st < 300:
+            with open(path, 'wb') as f:
+                f.write(body)
+    else:
+        with open(path, 'rb') as f:
+            st, body = request('PUT', url, f.read())
+    if not 200 <= st < 300:
+        sys.stderr.write('%s %s: %d %s\n' % (how.upper(), url, st, body[:200]))
+        return 1
+    return 0
+
+
 def main(argv):
     if len(argv) == 4 and argv[1] == 'setup':
         return setup(argv[2], argv[3])
@@ -255,6 +273,8 @@ def main(argv):
         print(st)
         sys.stdout.write(body.decode('utf-8', 'replace'))
         return 0 if 200 <= st < 300 else 1
+    if len(argv) == 4 and argv[1] in ('get', 'put'):
+        return transfer(argv[1], argv[2], argv[3])
     sys.stderr.write(__doc__)
     return 2
 

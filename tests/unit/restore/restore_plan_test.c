@@ -267,7 +267,7 @@ static void test_rebase_reads_once(repo *r)
     char out[MF_ID_LEN];
     pb_error err = PB_ERROR_INIT;
     repo_observe(r, observe, &c);
-    int rc = rs_rebase(r, NULL, 1, NULL, out, &err);
+    int rc = rs_rebase(r, NULL, 1, NULL, NULL, out, &err);
     repo_observe(r, NULL, NULL);
     PBT_CHECK(rc == 0);
     if (rc)

@@ -330,6 +330,25 @@ static void test_repository(void)
     PBT_CHECK(repo_get(r, "backup/a/manifest", &back, &blen, &e) == PB_EAUTH);
     repo_free(r);
 
+    /* rotation by reseal: the old object sealed again by the first key, then the new key
+     * alone opens it; an object already sealed by the first key is left as it is; without
+     * a key, repo_refuse_encrypted refuses the repository up front */
+    PBT_CHECK(open_with(&r, k21, 2, &e) == 0);
+    bool resealed = false;
+    PBT_CHECK(repo_reseal(r, "backup/a/manifest", &resealed, &e) == 0 && resealed);
+    PBT_CHECK(repo_reseal(r, "backup/a/manifest", &resealed, &e) == 0 && !resealed);
+    PBT_CHECK(repo_reseal(r, "backup/b/manifest", &resealed, &e) == 0 && !resealed);
+    PBT_CHECK(repo_reseal(r, "backup/none", &resealed, &e) == PB_ENOENT);
+    repo_free(r);
+    PBT_CHECK(open_with(&r, k2, 1, &e) == 0);
+    PBT_CHECK(repo_get(r, "backup/a/manifest", &back, &blen, &e) == 0);
+    PBT_CHECK(blen == strlen(secret) && memcmp(back, secret, blen) == 0);
+    free(back);
+    repo_free(r);
+    PBT_CHECK(open_with(&r, NULL, 0, &e) == 0);
+    PBT_CHECK(repo_refuse_encrypted(r, &e) == PB_EAUTH && strstr(e.msg, "is encrypted"));
+    repo_free(r);
+
     /* an unencrypted repository with objects refuses a key */
     pbt_rmtree(dir);
     PBT_CHECK(pbt_tmpdir(dir, sizeof(dir), "crypt") == 0);
