@@ -138,6 +138,11 @@ int mf_writer_finish(mf_writer *w, pb_buf *head, pb_error *err);
  * entries): bounded by a chunk, whatever the number of files. 0 for NULL. */
 uint64_t mf_writer_peak(const mf_writer *w);
 void mf_writer_free(mf_writer *w); /* accepts NULL */
+/* Close chunks at bytes instead of the format's target (at most that): tests make a
+ * small manifest many chunks long. Call before the first mf_writer_add. */
+void mf_writer_set_chunk_target(mf_writer *w, size_t bytes);
+/* The header mf_writer_finish will write: figures known only at the end go here. */
+mf_backup *mf_writer_header(mf_writer *w);
 
 /* ---- reading as a stream of file records in path order ----
  * The source reads len bytes at offset into dst (all of them, or fails); size is the
@@ -162,7 +167,7 @@ const mf_backup *mf_stream_header(const mf_stream *s);
 /* 1 and *out filled, 0 at the end (after checking the count the index promised), < 0. */
 int mf_stream_next(mf_stream *s, mf_file *out, pb_error *err);
 /* High-water mark of the bytes the stream held (index, chunk buffer, file last returned);
- * 0 for an in-memory stream. */
+ * an in-memory stream (version 1) holds its whole manifest, and says so. */
 uint64_t mf_stream_peak(const mf_stream *s);
 void mf_stream_close(mf_stream *s); /* accepts NULL */
 /* The header of a version 2 object alone (two small reads: no index, no chunk). */

@@ -176,6 +176,8 @@ static int rd_head(mf_stream *s, pb_error *err)
     return rc;
 }
 
+static uint64_t file_bytes(const mf_file *f);
+
 static void name_stream(mf_stream *s, const char *what)
 {
     snprintf(s->what, sizeof(s->what), "%.300s", what ? what : "(unnamed)");
@@ -213,6 +215,8 @@ int mf_stream_from_manifest(mf_stream **out, mf_manifest *m, pb_error *err)
     s->mem = m;
     s->hdr = m->hdr;
     s->nfiles = m->count;
+    for (size_t i = 0; i < m->count; i++) /* it holds the whole manifest */
+        s->peak += file_bytes(&m->files[i]);
     name_stream(s, m->hdr.id);
     *out = s;
     return 0;

@@ -27,6 +27,7 @@ struct mf_writer {
     uint64_t zero_hash;
     uint64_t peak;       /* high-water mark of the bytes held (mf_writer_peak) */
     bool failed;
+    size_t chunk_target; /* a chunk closes once it holds this much (MF_V2_CHUNK_TARGET) */
 };
 
 void mf_chunk_refs_free(mf_chunk_ref *c, size_t n)
@@ -54,8 +55,19 @@ int mf_writer_new(mf_writer **out, const mf_backup *hdr, const mf_codec *codec,
     w->sink = sink;
     w->ctx = ctx;
     w->zero_hash = mf_zero_page_hash();
+    w->chunk_target = MF_V2_CHUNK_TARGET;
     *out = w;
     return 0;
+}
+
+mf_backup *mf_writer_header(mf_writer *w)
+{
+    return &w->hdr;
+}
+
+void mf_writer_set_chunk_target(mf_writer *w, size_t bytes)
+{
+    w->chunk_target = bytes == 0 || bytes > MF_V2_CHUNK_TARGET ? MF_V2_CHUNK_TARGET : bytes;
 }
 
 void mf_writer_free(mf_writer *w)
@@ -130,7 +142,7 @@ int mf_writer_add(mf_writer *w, const mf_file *f, pb_error *err)
     uint64_t held = w->chunk.cap + w->packed.cap + w->cap * sizeof(*w->chunks);
     if (held > w->peak)
         w->peak = held;
-    if (rc == 0 && w->chunk.len >= MF_V2_CHUNK_TARGET)
+    if (rc == 0 && w->chunk.len >= w->chunk_target)
         rc = flush_chunk(w, err);
     w->failed = rc != 0;
     return rc;

@@ -54,16 +54,6 @@ int rs_check_entry(const mf_file *f, pb_error *err)
     return 0;
 }
 
-int rs_check_manifest(const mf_manifest *m, pb_error *err)
-{
-    for (size_t i = 0; i < mf_count(m); i++) {
-        int rc = rs_check_entry(mf_at(m, i), err);
-        if (rc)
-            return pb_error_wrap(err, "backup %s", mf_header_c(m)->id);
-    }
-    return 0;
-}
-
 /* The first line of postmaster.pid is the postmaster's PID (negative for a standalone
  * backend, see PostgreSQL's miscinit.c CreateLockFile). */
 static int read_pid(const char *path, long *pid, pb_error *err)

@@ -1,8 +1,9 @@
 /*
  * restore/parallel.c — files rebuilt by several workers at once. Each worker owns its
- * buffers and zstd context and takes the next file from a shared counter; the
- * repository handle is shared (both drivers are thread-safe). With object storage the
- * time of a restore is mostly request latency, which workers overlap.
+ * buffers and zstd context and takes the next files from the chain's merged manifest
+ * streams (restore/plan_merge.c), copying their records out under a lock; the repository
+ * handle is shared (both drivers are thread-safe). With object storage the time of a
+ * restore is mostly request latency, which workers overlap.
  */
 #include "restore/restore_internal.h"
 
@@ -12,11 +13,15 @@
 #include <string.h>
 
 #define FILES_PER_GRAB 32
+/* A batch also closes once its copied records hold this much (a 1 GiB segment of a full
+ * backup carries 1 MiB of page hashes): what a worker holds stays bounded. */
+#define BATCH_BYTES (4u << 20)
 
 typedef struct par_state {
     const rs_ctx *proto;
-    const mf_manifest *m;
-    atomic_size_t next;
+    mf_merge *mg;         /* under mg_mu: each worker copies its batch out of it */
+    pthread_mutex_t mg_mu;
+    bool end;             /* under mg_mu: the merge is exhausted */
     atomic_int failed;
     pthread_mutex_t mu;
     int rc;
@@ -27,6 +32,8 @@ typedef struct par_state {
 typedef struct par_worker {
     par_state *st;
     rs_stats stats;
+    rs_recs batch[FILES_PER_GRAB];
+    uint64_t peak; /* most record bytes its batch held */
     pthread_t thread;
     bool started;
 } par_worker;
@@ -54,6 +61,38 @@ static void note_progress(par_state *st, uint64_t size)
     pthread_mutex_unlock(&st->mu);
 }
 
+/* The next regular files of the restored backup, in path order, copied into w->batch:
+ * consecutive files go to one worker (a full backup's packs hold them in that order, so
+ * each worker reads its part of a pack sequentially). *n = 0 at the end. */
+static int grab(par_worker *w, size_t *n, pb_error *err)
+{
+    par_state *st = w->st;
+    size_t nchain = st->proto->nchain;
+    uint64_t bytes = 0;
+    int rc = 0;
+    *n = 0;
+    pthread_mutex_lock(&st->mg_mu);
+    while (!st->end && *n < FILES_PER_GRAB && bytes < BATCH_BYTES) {
+        const mf_file *const *files = NULL;
+        rc = mf_merge_next(st->mg, &files, err);
+        if (rc <= 0) {
+            st->end = true; /* the end, or a stream error: nothing more to hand out */
+            break;
+        }
+        rc = 0;
+        const mf_file *top = files[nchain - 1];
+        if (!top || (top->kind != MF_REL && top->kind != MF_FILE))
+            continue;
+        if ((rc = rs_recs_copy(&w->batch[*n], files, nchain, err)))
+            break;
+        bytes += w->batch[(*n)++].bytes;
+    }
+    pthread_mutex_unlock(&st->mg_mu);
+    if (bytes > w->peak)
+        w->peak = bytes;
+    return rc;
+}
+
 static void *par_run(void *vw)
 {
     par_worker *w = vw;
@@ -66,23 +105,21 @@ static void *par_run(void *vw)
     ctx.reader = NULL;
     pb_error err = PB_ERROR_INIT;
     int rc = rs_ctx_buffers(&ctx, &err);
-    /* Files are taken in runs of FILES_PER_GRAB in manifest order (which is pack order
-     * for a full backup), so each worker reads its part of a pack sequentially. */
-    while (rc == 0 && !atomic_load(&st->failed)) {
-        size_t first = atomic_fetch_add(&st->next, FILES_PER_GRAB);
-        if (first >= mf_count(st->m))
-            break;
-        for (size_t i = first; rc == 0 && i < first + FILES_PER_GRAB && i < mf_count(st->m);
-             i++) {
-            const mf_file *f = mf_at(st->m, i);
-            if (f->kind == MF_REL || f->kind == MF_FILE)
-                rc = rs_rebuild_file(&ctx, f, &err);
-            if (rc == 0 && (f->kind == MF_REL || f->kind == MF_FILE))
+    size_t n = 0;
+    while (rc == 0 && !atomic_load(&st->failed) && (rc = grab(w, &n, &err)) == 0 && n) {
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            const mf_file *f = w->batch[i].ptr[ctx.nchain - 1];
+            rc = rs_rebuild_file(&ctx, w->batch[i].ptr, &err);
+            if (rc == 0)
                 note_progress(st, f->size);
         }
+        for (size_t i = 0; i < n; i++)
+            rs_recs_clear(&w->batch[i]);
     }
     if (rc)
         record_failure(st, rc, &err);
+    for (size_t i = 0; i < FILES_PER_GRAB; i++)
+        rs_recs_free(&w->batch[i]);
     rs_ctx_free_buffers(&ctx);
     return NULL;
 }
@@ -98,8 +135,8 @@ static void add_stats(rs_stats *t, const rs_stats *s)
     t->bytes_written += s->bytes_written;
 }
 
-int rs_rebuild_parallel(const rs_ctx *proto, const mf_manifest *m, unsigned jobs,
-                        pb_error *err)
+int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *totals,
+                        unsigned jobs, pb_error *err)
 {
     if (jobs < 1)
         jobs = 1;
@@ -109,16 +146,13 @@ int rs_rebuild_parallel(const rs_ctx *proto, const mf_manifest *m, unsigned jobs
     par_state st;
     memset(&st, 0, sizeof(st));
     st.proto = proto;
-    st.m = m;
-    atomic_init(&st.next, 0);
+    st.mg = mg;
     atomic_init(&st.failed, 0);
     pthread_mutex_init(&st.mu, NULL);
-    for (size_t i = 0; i < mf_count(m); i++) {
-        const mf_file *f = mf_at(m, i);
-        if (f->kind == MF_REL || f->kind == MF_FILE) {
-            st.progress.files_total++;
-            st.progress.bytes_total += f->size;
-        }
+    pthread_mutex_init(&st.mg_mu, NULL);
+    if (totals) {
+        st.progress.files_total = totals->files_total;
+        st.progress.bytes_total = totals->bytes_total;
     }
     for (unsigned i = 0; i < jobs; i++) {
         w[i].st = &st;
@@ -133,11 +167,13 @@ int rs_rebuild_parallel(const rs_ctx *proto, const mf_manifest *m, unsigned jobs
         if (w[i].started)
             pthread_join(w[i].thread, NULL);
         add_stats(proto->stats, &w[i].stats);
+        proto->stats->manifest_peak += w[i].peak;
     }
     int rc = st.rc;
     if (rc)
         *err = st.err;
     pthread_mutex_destroy(&st.mu);
+    pthread_mutex_destroy(&st.mg_mu);
     free(w);
     return rc;
 }

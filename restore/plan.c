@@ -5,10 +5,11 @@
  *
  * Choosing a backup needs every manifest's header in history order (engine/chain_order.c):
  * a version 2 manifest gives its header with two small reads, no file record, so the
- * choice holds no manifest; only the chosen chain's manifests are then read whole (older
- * version 1 manifests are read whole for their header too). The WAL archive is listed
- * once, segments and history files together, and only when the choice or the checks
- * need it.
+ * choice holds no manifest, and the chosen chain is resolved from those headers too; the
+ * files are read later, as merged streams (plan_merge.c), and the chosen manifest's
+ * outline in one more pass (rs_plan_outline). Older version 1 manifests are read whole
+ * wherever they are read. The WAL archive is listed once, segments and history files
+ * together, and only when the choice or the checks need it.
  */
 #include "restore/plan_internal.h"
 
@@ -18,24 +19,58 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* --set names one backup: only its manifest is read for the choice (another backup's
- * damage is verify's to report), and kept in pool for the chain. */
-static int load_one(repo *r, const char *id, chain_history *hist, chain *pool,
-                    pb_error *err)
+/* --set names one backup: only its header is read for the choice (another backup's
+ * damage is verify's to report). */
+static int load_one(repo *r, const char *id, chain_history *hist, pb_error *err)
 {
-    mf_manifest *m = NULL;
-    int rc = chain_load(r, id, &m, err);
-    if (rc)
-        return rc;
-    hist->items = malloc(sizeof(*hist->items));
-    pool->items = malloc(sizeof(*pool->items));
-    if (!hist->items || !pool->items) {
-        mf_free(m);
+    if (!(hist->items = malloc(sizeof(*hist->items))))
         return pb_fail(err, PB_ENOMEM, "out of memory loading backup %s", id);
+    int rc = chain_load_header(r, id, &hist->items[0], err);
+    hist->count = rc == 0;
+    return rc;
+}
+
+/* Every backup of the chain is of the cluster the repository identity file names (as
+ * chain_resolve checks), so a foreign manifest stops the command before any read. */
+static int check_identity(repo *r, const rs_plan *p, pb_error *err)
+{
+    uint64_t sys = p->hdrs[p->nchain - 1].system_id;
+    for (size_t i = 0; i + 1 < p->nchain; i++)
+        if (p->hdrs[i].system_id != sys)
+            return pb_fail(err, PB_ECORRUPT, "backup %s is of the cluster with system "
+                           "identifier %llu, its chain's newest (%s) of %llu", p->hdrs[i].id,
+                           (unsigned long long)p->hdrs[i].system_id, p->id,
+                           (unsigned long long)sys);
+    return chain_verify_identity(r, sys, p->id, err);
+}
+
+/* The chain of p->id from headers: the history's when it has them, else read (two small
+ * reads of a version 2 manifest); parents walked back to the full, then oldest first. */
+static int resolve_headers(repo *r, const chain_history *hist, rs_plan *p, pb_error *err)
+{
+    char next[MF_ID_LEN];
+    size_t cap = 0;
+    int rc = 0;
+    snprintf(next, sizeof(next), "%s", p->id);
+    while (rc == 0 && next[0]) {
+        if (p->nchain >= 100000)
+            return pb_fail(err, PB_ECORRUPT, "backup chain of %s loops", p->id);
+        if (PB_GROW(p->hdrs, &cap, p->nchain + 1))
+            return pb_fail(err, PB_ENOMEM, "out of memory resolving the chain of %s", p->id);
+        const mf_backup *h = chain_history_find(hist, next);
+        if (h)
+            p->hdrs[p->nchain] = *h;
+        else if ((rc = chain_load_header(r, next, &p->hdrs[p->nchain], err)) && p->nchain)
+            pb_error_wrap(err, "backup %s needs its parent %s", p->id, next);
+        if (rc == 0)
+            snprintf(next, sizeof(next), "%s", p->hdrs[p->nchain++].parent);
     }
-    hist->items[hist->count++] = *mf_header(m);
-    pool->items[pool->count++] = m;
-    return 0;
+    for (size_t i = 0; rc == 0 && i < p->nchain / 2; i++) {
+        mf_backup t = p->hdrs[i];
+        p->hdrs[i] = p->hdrs[p->nchain - 1 - i];
+        p->hdrs[p->nchain - 1 - i] = t;
+    }
+    return rc ? rc : check_identity(r, p, err);
 }
 
 /* Does the choice or a check read the archive listing? */
@@ -50,14 +85,13 @@ static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_p
                               pb_error *err)
 {
     chain_history hist = {0};
-    chain pool = {0};
     int rc = rs_parse_target(opts, &p->tv, err);
     if (rc == 0)
         rc = rs_check_future(opts, &p->tv, err);
     if (rc == 0 && needs_wal(opts, needs))
         rc = rs_view_load(&p->wal, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
     if (rc == 0)
-        rc = rs_names_set(opts) ? load_one(r, opts->set, &hist, &pool, err)
+        rc = rs_names_set(opts) ? load_one(r, opts->set, &hist, err)
                                 : chain_history_load(r, &hist, err);
     if (rc == 0)
         rc = rs_place_target(r, opts, &p->wal, &hist, &p->tv, err);
@@ -65,9 +99,8 @@ static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_p
         rc = rs_choose_in(r, opts, &p->tv, &p->wal, &hist, p->id, p->why, sizeof(p->why),
                           err);
     if (rc == 0)
-        rc = chain_resolve_from(r, p->id, &pool, &p->chain, err);
+        rc = resolve_headers(r, &hist, p, err);
     chain_history_free(&hist);
-    chain_free(&pool);
     return rc;
 }
 
@@ -93,20 +126,73 @@ void rs_plan_free(rs_plan *p)
     if (!p)
         return;
     rs_view_free(&p->wal);
-    chain_free(&p->chain);
+    free(p->hdrs);
     free(p);
 }
 
 int rs_plan_check(rs_plan *p, const rs_opts *opts, pb_error *err)
 {
-    const mf_manifest *m = rs_plan_manifest(p);
-    int rc = rs_check_manifest(m, err);
-    return rc ? rc : rs_check_wal_in(&p->wal, opts, &p->tv, mf_header_c(m), &p->tl, err);
+    return rs_check_wal_in(&p->wal, opts, &p->tv, rs_plan_header(p), &p->tl, err);
 }
 
-const mf_manifest *rs_plan_manifest(const rs_plan *p)
+const mf_backup *rs_plan_header(const rs_plan *p)
 {
-    return p->chain.items[p->chain.count - 1];
+    return &p->hdrs[p->nchain - 1];
+}
+
+static uint64_t outline_bytes(const mf_file *f)
+{
+    return sizeof(*f) + strlen(f->path) + 1 + (f->link_target ? strlen(f->link_target) + 1 : 0);
+}
+
+/* f (the stream's record) into the outline: its runs and page hashes dropped. */
+static int keep_entry(rs_outline *o, mf_file *f, pb_error *err)
+{
+    free(f->runs);
+    free(f->page_hashes);
+    f->runs = NULL;
+    f->page_hashes = NULL;
+    f->nruns = 0;
+    uint64_t bytes = outline_bytes(f);
+    int rc = mf_add_file(o->m, f, err); /* takes f's pointers */
+    o->peak += rc ? 0 : bytes + sizeof(mf_file); /* the array slot as well */
+    return rc;
+}
+
+int rs_plan_outline(repo *r, const rs_plan *p, bool files, rs_outline *out, pb_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    const mf_backup *h = rs_plan_header(p);
+    mf_stream *s = NULL;
+    int rc = mf_new(&out->m, h, err);
+    if (rc == 0)
+        rc = chain_stream_open(r, h->id, &s, err);
+    mf_file f;
+    while (rc == 0 && (rc = mf_stream_next(s, &f, err)) == 1) {
+        rc = rs_check_entry(&f, err); /* what a restore refuses before writing */
+        bool regular = f.kind == MF_REL || f.kind == MF_FILE;
+        out->totals.files_total += regular;
+        out->totals.bytes_total += regular ? f.size : 0;
+        if (rc == 0 && (files || !regular || strcmp(f.path, "tablespace_map") == 0))
+            rc = keep_entry(out, &f, err);
+        mf_file_clear(&f);
+    }
+    if (rc)
+        pb_error_wrap(err, "backup %s", h->id);
+    if (s)
+        out->peak += mf_stream_peak(s);
+    mf_stream_close(s);
+    if (rc)
+        rs_outline_free(out);
+    return rc;
+}
+
+void rs_outline_free(rs_outline *o)
+{
+    if (!o)
+        return;
+    mf_free(o->m);
+    o->m = NULL;
 }
 
 int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,

@@ -18,7 +18,8 @@ typedef struct rs_plan {
     rs_wal_view wal;    /* the one listing of wal/ (empty when nothing needed it) */
     char id[MF_ID_LEN]; /* the chosen backup */
     char why[512];      /* why it was chosen (for the log) */
-    chain chain;        /* its chain, full backup first, id last */
+    mf_backup *hdrs;    /* its chain's manifest headers, full backup first, id last */
+    size_t nchain;
     rs_timeline tl;     /* after rs_plan_check: the timeline recovery follows */
 } rs_plan;
 
@@ -29,11 +30,25 @@ typedef struct rs_plan {
 int rs_plan_build(repo *r, const rs_opts *opts, unsigned needs, rs_plan **out,
                   pb_error *err);
 void rs_plan_free(rs_plan *p); /* accepts NULL */
-/* Before anything is read or written: the chosen manifest's entries (rs_check_manifest),
- * then the WAL its restore needs along the timeline recovery follows (rs_check_wal,
- * against the plan's listing: built with RS_PLAN_WAL); sets p->tl. */
+/* Before anything is read or written: the WAL the chosen backup's restore needs along
+ * the timeline recovery follows (rs_check_wal, against the plan's listing: built with
+ * RS_PLAN_WAL); sets p->tl. The manifest's entries are checked by rs_plan_outline. */
 int rs_plan_check(rs_plan *p, const rs_opts *opts, pb_error *err);
-/* The chosen backup's manifest: the chain's last. */
-const mf_manifest *rs_plan_manifest(const rs_plan *p);
+/* The chosen backup's manifest header: the chain's last. */
+const mf_backup *rs_plan_header(const rs_plan *p);
+
+/* What a restore needs of the chosen manifest besides the files it rebuilds, read in one
+ * pass over its stream: every entry checked (rs_check_entry) before anything is
+ * written, and kept in m without runs or page hashes: directories, links and
+ * tablespace_map always, with `files` every entry (a delta restore prunes what m does not
+ * name). So m grows with the number of directories (with files: of entries), never with
+ * the pages of the database. */
+typedef struct rs_outline {
+    mf_manifest *m;
+    rs_progress totals; /* regular files and their bytes */
+    uint64_t peak;      /* manifest bytes held building it: the stream's and m's */
+} rs_outline;
+int rs_plan_outline(repo *r, const rs_plan *p, bool files, rs_outline *out, pb_error *err);
+void rs_outline_free(rs_outline *o); /* accepts NULL */
 
 #endif

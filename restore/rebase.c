@@ -1,7 +1,9 @@
 /*
  * restore/rebase.c — a synthetic full backup built from a chain in the repository
  * (no database read): every file is rebuilt through the verified restore path and
- * its pages packed again into the new backup, so the chain before it can expire.
+ * its pages packed again into the new backup, so the chain before it can expire. The
+ * chain is read as merged manifest streams and the new manifest written through the
+ * streaming writer, file by file, so a rebase holds no manifest whole.
  */
 #include "restore/plan_internal.h"
 #include "common/fault.h"
@@ -55,6 +57,43 @@ static int copy_entry(mf_file *dst, const mf_file *src, const char *id)
     return dst->path && (!src->link_target || dst->link_target) ? 0 : PB_ENOMEM;
 }
 
+/* Chunks of the new manifest wait in a temporary file: its head (header and index)
+ * precedes them in the object and is known only once every file is added. */
+static int spool_chunk(void *ctx, const void *data, size_t len, pb_error *err)
+{
+    if (fwrite(data, 1, len, ctx) != len)
+        return pb_fail_errno(err, PB_EIO, "cannot spool a manifest chunk of %zu bytes", len);
+    return 0;
+}
+
+/* The manifest object: head, then the spooled chunks, committed atomically (the last
+ * object of the backup, docs/DESIGN.md rule 7). */
+static int commit_manifest(repo *r, const char *id, const pb_buf *head, FILE *spool,
+                           pb_error *err)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "backup/%s/manifest", id);
+    repo_writer *w = NULL;
+    int rc = fflush(spool) == 0 && fseek(spool, 0, SEEK_SET) == 0
+                 ? repo_writer_open(r, key, &w, err)
+                 : pb_fail_errno(err, PB_EIO, "cannot read back the spooled manifest of %s", id);
+    if (rc == 0)
+        rc = repo_writer_write(w, head->data, head->len, err);
+    uint8_t buf[65536];
+    size_t n;
+    while (rc == 0 && (n = fread(buf, 1, sizeof(buf), spool)) > 0)
+        rc = repo_writer_write(w, buf, n, err);
+    if (rc == 0 && ferror(spool))
+        rc = pb_fail_errno(err, PB_EIO, "cannot read back the spooled manifest of %s", id);
+    if (rc == 0) {
+        PB_FAULT_POINT("rebase.before-manifest-commit");
+        return repo_writer_commit(w, err);
+    }
+    if (w)
+        repo_writer_abort(w);
+    return rc;
+}
+
 /* Files rebuilt so far, as a restore counts them (regular files and their sizes). */
 static void rebase_progress(const rs_progress_hook *hook, rs_progress *p, const mf_file *f)
 {
@@ -65,37 +104,64 @@ static void rebase_progress(const rs_progress_hook *hook, rs_progress *p, const 
     hook->fn(hook->ctx, p);
 }
 
-static int rebase_files(rs_ctx *ctx, rebase_sink *sink, const mf_manifest *src, mf_manifest *dst,
-                        repo_lock *lock, const rs_progress_hook *hook, pb_error *err)
+/* One path of the merged chain: rebuilt into the new packs, its record to the writer. */
+static int rebase_one(rs_ctx *ctx, rebase_sink *sink, const mf_file *const *files,
+                      mf_writer *w, repo_lock *lock, pb_error *err)
 {
-    const char *id = mf_header_c(dst)->id;
-    rs_progress prog = {0, 0, 0, 0};
-    for (size_t i = 0; i < mf_count(src); i++) {
-        const mf_file *f = mf_at(src, i);
-        prog.files_total += f->kind == MF_REL || f->kind == MF_FILE;
-        prog.bytes_total += f->kind == MF_REL || f->kind == MF_FILE ? f->size : 0;
+    const mf_file *f = files[ctx->nchain - 1];
+    mf_file nf;
+    if (copy_entry(&nf, f, mf_writer_header(w)->id)) {
+        mf_file_clear(&nf);
+        return pb_fail(err, PB_ENOMEM, "out of memory rebasing %s", f->path);
     }
-    for (size_t i = 0; i < mf_count(src); i++) {
-        const mf_file *f = mf_at(src, i);
-        mf_file nf;
-        if (copy_entry(&nf, f, id)) {
-            mf_file_clear(&nf);
-            return pb_fail(err, PB_ENOMEM, "out of memory rebasing %s", f->path);
-        }
-        sink->out = &nf;
-        sink->runs_cap = sink->hashes_cap = sink->nhashes = 0;
-        int rc = repo_lock_renew(lock, err); /* a long rebase keeps its lease */
-        if (rc == 0 && (f->kind == MF_REL || f->kind == MF_FILE))
-            rc = rs_rebuild_file(ctx, f, err);
-        if (rc == 0)
-            rc = mf_add_file(dst, &nf, err);
-        if (rc) {
-            mf_file_clear(&nf);
-            return rc;
-        }
-        rebase_progress(hook, &prog, f);
+    sink->out = &nf;
+    sink->runs_cap = sink->hashes_cap = sink->nhashes = 0;
+    int rc = repo_lock_renew(lock, err); /* a long rebase keeps its lease */
+    if (rc == 0 && (f->kind == MF_REL || f->kind == MF_FILE))
+        rc = rs_rebuild_file(ctx, files, err);
+    if (rc == 0)
+        rc = mf_writer_add(w, &nf, err);
+    mf_file_clear(&nf);
+    return rc;
+}
+
+/* Every file of the restored backup, in path order from the chain's merged streams, so
+ * the new manifest is written chunk by chunk as the old ones are read. */
+static int rebase_files(rs_ctx *ctx, rebase_sink *sink, mf_writer *w, repo_lock *lock,
+                        const rs_progress_hook *hook, rs_progress *prog, pb_error *err)
+{
+    mf_merge *mg = NULL;
+    int rc = rs_merge_open(ctx->repo, ctx->hdrs, ctx->nchain, &mg, err);
+    const mf_file *const *files = NULL;
+    while (rc == 0 && (rc = mf_merge_next(mg, &files, err)) == 1) {
+        rc = 0;
+        if (files[ctx->nchain - 1])
+            rc = rebase_one(ctx, sink, files, w, lock, err);
+        if (rc == 0 && files[ctx->nchain - 1])
+            rebase_progress(hook, prog, files[ctx->nchain - 1]);
         PB_FAULT_POINT("rebase.mid-pack");
     }
+    if (mg)
+        ctx->stats->manifest_peak += mf_merge_peak(mg);
+    mf_merge_close(mg);
+    return rc;
+}
+
+/* The synthetic full's header: the source's, under a new id (after the last id, so it
+ * is unique; the start/stop LSN and time stay, so history order places the copy at the
+ * state it holds). */
+static int new_header(repo *r, const mf_backup *src, mf_backup *hdr, pb_error *err)
+{
+    chain_ids ids;
+    int rc = chain_list(r, &ids, err);
+    if (rc)
+        return rc;
+    *hdr = *src;
+    chain_new_id(hdr->id, 'S', ids.count ? ids.ids[ids.count - 1] : NULL);
+    chain_ids_free(&ids);
+    hdr->parent[0] = '\0';
+    hdr->type = 'S';
+    hdr->bytes_read = 0;
     return 0;
 }
 
@@ -157,59 +223,61 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     o.set = set;
     char dir[128];
     rs_plan *p = NULL;
-    mf_manifest *dst = NULL;
+    mf_writer *w = NULL;
+    FILE *spool = NULL;
+    pb_buf head = {0};
     rebase_sink sink = {0};
     rs_stats stats = {0};
     rs_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
+    mf_backup hdr;
+    memset(&hdr, 0, sizeof(hdr));
+    rs_outline ol = {0};
     int rc = rs_plan_build(r, &o, 0, &p, err); /* no WAL: a rebase reads only the chain */
     if (rc)
         return rc;
-    const mf_manifest *src = rs_plan_manifest(p);
-    mf_backup hdr = *mf_header_c(src);
-    chain_ids ids;
-    rc = chain_list(r, &ids, err);
-    if (rc)
-        goto out;
-    /* The id only has to be unique (after the last id); the header keeps the source's
-     * start/stop LSN and time, so history order places the copy at the state it holds. */
-    chain_new_id(hdr.id, 'S', ids.count ? ids.ids[ids.count - 1] : NULL);
-    chain_ids_free(&ids);
-    hdr.parent[0] = '\0';
-    hdr.type = 'S';
-    hdr.bytes_read = 0;
-    rc = mf_new(&dst, &hdr, err);
+    if (progress && progress->fn) /* the totals it counts against: one pass more */
+        rc = rs_plan_outline(r, p, false, &ol, err);
+    if (rc == 0)
+        rc = new_header(r, rs_plan_header(p), &hdr, err);
+    if (rc == 0 && !(spool = tmpfile()))
+        rc = pb_fail_errno(err, PB_EIO, "cannot create a temporary file for the manifest");
+    if (rc == 0)
+        rc = mf_writer_new(&w, &hdr, chain_manifest_codec(), spool_chunk, spool, err);
     chain_backup_dir(dir, sizeof(dir), hdr.id);
     if (rc == 0)
         rc = pack_writer_open(&sink.packs, r, dir, 256ull << 20, zstd_level, err);
     ctx.repo = r;
-    ctx.chain = &p->chain;
+    ctx.hdrs = p->hdrs;
+    ctx.nchain = p->nchain;
     ctx.stats = &stats;
     ctx.sink = sink_span;
     ctx.sink_ctx = &sink;
     if (rc == 0)
         rc = rs_ctx_buffers(&ctx, err);
     if (rc == 0)
-        rc = rebase_files(&ctx, &sink, src, dst, lock, progress, err);
+        rc = rebase_files(&ctx, &sink, w, lock, progress, &ol.totals, err);
     if (rc == 0)
         rc = pack_writer_finish(sink.packs, err);
     if (rc == 0) {
-        mf_header(dst)->bytes_stored = pack_writer_stored_bytes(sink.packs);
-        mf_sort(dst);
+        mf_writer_header(w)->bytes_stored = pack_writer_stored_bytes(sink.packs);
         rc = rs_db_list_copy(r, p->id, hdr.id, err);
     }
     if (rc == 0)
         rc = reseal_wal(r, &hdr, err);
-    if (rc == 0) {
-        PB_FAULT_POINT("rebase.before-manifest-commit");
-        rc = chain_commit(r, dst, err);
-    }
+    if (rc == 0)
+        rc = mf_writer_finish(w, &head, err);
+    if (rc == 0)
+        rc = commit_manifest(r, hdr.id, &head, spool, err);
     if (rc == 0)
         snprintf(out_id, MF_ID_LEN, "%s", hdr.id);
-out:
     pack_writer_free(sink.packs);
     rs_ctx_free_buffers(&ctx);
-    mf_free(dst);
+    mf_writer_free(w);
+    pb_buf_free(&head);
+    if (spool)
+        fclose(spool);
+    rs_outline_free(&ol);
     rs_plan_free(p);
     return rc;
 }

@@ -21,13 +21,15 @@ typedef struct page_src {
 } page_src;
 
 /* Newest-first walk of the chain until every page of f has a source. */
-static int map_sources(const rs_ctx *ctx, const mf_file *f, page_src *src, pb_error *err)
+static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *src,
+                       pb_error *err)
 {
+    const mf_file *f = recs[ctx->nchain - 1];
     uint32_t missing = f->npages;
     for (uint32_t p = 0; p < f->npages; p++)
         src[p].backup = NO_SOURCE;
-    for (size_t i = ctx->chain->count; i-- > 0 && missing;) {
-        const mf_file *fi = mf_find(ctx->chain->items[i], f->path);
+    for (size_t i = ctx->nchain; i-- > 0 && missing;) {
+        const mf_file *fi = recs[i];
         if (!fi || fi->kind != MF_REL)
             break;
         uint32_t h = 0;
@@ -50,8 +52,7 @@ static int map_sources(const rs_ctx *ctx, const mf_file *f, page_src *src, pb_er
             return pb_fail(err, PB_ECORRUPT,
                            "%s block %u has no source in the chain of backup %s "
                            "(%u blocks missing)",
-                           f->path, p, mf_header_c(ctx->chain->items[ctx->chain->count - 1])->id,
-                           missing);
+                           f->path, p, ctx->hdrs[ctx->nchain - 1].id, missing);
     return 0;
 }
 
@@ -98,7 +99,7 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                 return pb_fail(err, PB_ECORRUPT,
                                "%s block %u from backup %s (pack %u, frame at %llu) fails its "
                                "hash check",
-                               f->path, p, mf_header_c(ctx->chain->items[bidx])->id,
+                               f->path, p, ctx->hdrs[bidx].id,
                                run->pack_no, (unsigned long long)run->offset);
             if (span_len == 0)
                 span_start = k;
@@ -171,7 +172,7 @@ static int decode_into_frame(rs_ctx *ctx, const char *key, uint32_t bidx, const 
 /* One frame of a whole file, through the same source as relation frames. */
 static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *err)
 {
-    const char *id = mf_header_c(ctx->chain->items[bidx])->id;
+    const char *id = ctx->hdrs[bidx].id;
     char dir[128], key[256];
     chain_backup_dir(dir, sizeof(dir), id);
     pack_key(key, sizeof(key), dir, run->pack_no);
@@ -198,7 +199,7 @@ static int check_fit(const rs_ctx *ctx, const mf_file *f, const char *key, uint3
     return pb_fail(err, PB_ECORRUPT,
                    "%s in backup %s: run of %u pages from page %u of the frame at offset %llu "
                    "of %s, which holds %zu bytes (%zu pages)",
-                   f->path, mf_header_c(ctx->chain->items[bidx])->id, run->count,
+                   f->path, ctx->hdrs[bidx].id, run->count,
                    run->frame_page, (unsigned long long)run->offset, key, got,
                    got / PB_PAGE_SIZE);
 }
@@ -237,7 +238,7 @@ static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                       const mf_run **runs, size_t n, pack_loc *locs, pack_range *ranges,
                       uint32_t bidx, const page_src *src, pb_error *err)
 {
-    const char *id = mf_header_c(ctx->chain->items[bidx])->id;
+    const char *id = ctx->hdrs[bidx].id;
     char dir[128], key[256];
     chain_backup_dir(dir, sizeof(dir), id);
     pack_key(key, sizeof(key), dir, runs[0]->pack_no);
@@ -254,10 +255,10 @@ static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
 }
 
 /* Every frame of backup bidx that f needs, one read plan per pack. */
-static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *f, uint32_t bidx,
+static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_t bidx,
                         const page_src *src, pb_error *err)
 {
-    const mf_file *fi = mf_find(ctx->chain->items[bidx], f->path);
+    const mf_file *f = recs[ctx->nchain - 1], *fi = recs[bidx];
     if (!fi || fi->kind != MF_REL || fi->nruns == 0)
         return 0;
     const mf_run **need = malloc(sizeof(*need) * fi->nruns);
@@ -283,29 +284,30 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *f, uint32_t bidx,
     return rc;
 }
 
-static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
+static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error *err)
 {
+    const mf_file *f = recs[ctx->nchain - 1];
     page_src *src = calloc(f->npages ? f->npages : 1, sizeof(*src));
     if (!src)
         return pb_fail(err, PB_ENOMEM, "out of memory planning %s", f->path);
-    int rc = map_sources(ctx, f, src, err);
+    int rc = map_sources(ctx, recs, src, err);
     /* Oldest backup first, frames in pack order: each needed frame is read once. */
-    for (size_t i = 0; rc == 0 && i < ctx->chain->count; i++)
-        rc = rebuild_from(ctx, fd, f, (uint32_t)i, src, err);
+    for (size_t i = 0; rc == 0 && i < ctx->nchain; i++)
+        rc = rebuild_from(ctx, fd, recs, (uint32_t)i, src, err);
     free(src);
     return rc;
 }
 
-static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *f, pb_error *err)
+static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error *err)
 {
+    const mf_file *f = recs[ctx->nchain - 1], *fs = NULL;
     uint32_t bidx = 0;
-    const mf_manifest *holder = NULL;
-    for (size_t i = 0; i < ctx->chain->count && !holder; i++)
-        if (strcmp(mf_header_c(ctx->chain->items[i])->id, f->stored_in) == 0) {
-            holder = ctx->chain->items[i];
+    /* the holder's record of this path is the merge's record of it in that backup */
+    for (size_t i = 0; i < ctx->nchain && !fs; i++)
+        if (strcmp(ctx->hdrs[i].id, f->stored_in) == 0) {
+            fs = recs[i];
             bidx = (uint32_t)i;
         }
-    const mf_file *fs = holder ? mf_find(holder, f->path) : NULL;
     if (!fs || fs->kind != MF_FILE || fs->hash != f->hash)
         return pb_fail(err, PB_ECORRUPT, "%s: content recorded in backup %s is missing from "
                        "the chain", f->path, f->stored_in);
@@ -390,8 +392,9 @@ static bool whole_unchanged(rs_ctx *ctx, int fd, const mf_file *f)
     return same;
 }
 
-int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err)
+int rs_rebuild_file(rs_ctx *ctx, const mf_file *const *recs, pb_error *err)
 {
+    const mf_file *f = recs[ctx->nchain - 1];
     int fd = -1, rc = 0;
     if (ctx->target_dir) {
         rc = open_target(ctx, f, &fd, err);
@@ -405,7 +408,8 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err)
     } else if (f->kind == MF_FILE && ctx->delta && fd >= 0 && whole_unchanged(ctx, fd, f)) {
         ctx->stats->files_skipped++;
     } else {
-        rc = f->kind == MF_REL ? rebuild_rel(ctx, fd, f, err) : rebuild_whole(ctx, fd, f, err);
+        rc = f->kind == MF_REL ? rebuild_rel(ctx, fd, recs, err)
+                               : rebuild_whole(ctx, fd, recs, err);
         ctx->stats->files_written++;
     }
     if (rc == 0 && fd >= 0 && ftruncate(fd, stub ? 0 : (off_t)f->size) != 0)

@@ -437,20 +437,27 @@ static int prepare_target(const rs_opts *opts, rs_target **out, pb_error *err)
     return rc;
 }
 
-static int rebuild_all(rs_ctx *ctx, const mf_manifest *m, unsigned jobs, pb_error *err)
+/* Every regular file, planned and rebuilt file by file from the chain's merged
+ * manifest streams (plan_merge.c). */
+static int rebuild_all(rs_ctx *ctx, const rs_outline *ol, unsigned jobs, pb_error *err)
 {
-    int rc = rs_rebuild_parallel(ctx, m, jobs, err);
+    mf_merge *mg = NULL;
+    int rc = rs_merge_open(ctx->repo, ctx->hdrs, ctx->nchain, &mg, err);
+    if (rc == 0)
+        rc = rs_rebuild_parallel(ctx, mg, &ol->totals, jobs, err);
+    if (mg)
+        ctx->stats->manifest_peak += mf_merge_peak(mg);
+    mf_merge_close(mg);
     if (rc)
-        return pb_error_wrap(err, "restoring backup %s", mf_header_c(m)->id);
+        return pb_error_wrap(err, "restoring backup %s", ctx->hdrs[ctx->nchain - 1].id);
     return 0;
 }
 
 /* After the files: prune (delta), tablespace_map, recovery settings, owner, and
  * everything on stable storage before success is reported. */
-static int finish(rs_target *t, const rs_opts *opts, const rs_plan *p, rs_stats *stats,
-                  pb_error *err)
+static int finish(rs_target *t, const rs_opts *opts, const rs_plan *p, const mf_manifest *m,
+                  rs_stats *stats, pb_error *err)
 {
-    const mf_manifest *m = rs_plan_manifest(p);
     int rc = 0;
     if (opts->delta) {
         prune_ctx pc = {t, m, stats, err};
@@ -459,7 +466,7 @@ static int finish(rs_target *t, const rs_opts *opts, const rs_plan *p, rs_stats 
     if (rc == 0)
         rc = write_tablespace_map(t, opts, m, err);
     if (rc == 0)
-        rc = rs_write_recovery(opts->target_dir, opts, &p->tv, mf_header_c(m), &p->tl, err);
+        rc = rs_write_recovery(opts->target_dir, opts, &p->tv, rs_plan_header(p), &p->tl, err);
     if (rc == 0)
         rc = rs_target_fix_owner(t, err);
     if (rc == 0)
@@ -475,6 +482,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     rs_ctx ctx;
     rs_target *t = NULL;
     rs_db_filter dbf = {0};
+    rs_outline ol = {0};
     memset(&ctx, 0, sizeof(ctx));
     memset(stats, 0, sizeof(*stats));
     double t0 = pb_now();
@@ -487,8 +495,10 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     if (rc)
         return rc;
     pb_info("restoring backup %s: %s", p->id, p->why);
-    const mf_manifest *m = rs_plan_manifest(p);
     rc = rs_plan_check(p, opts, err);
+    if (rc == 0) /* a delta restore prunes what the backup does not name: it keeps names */
+        rc = rs_plan_outline(r, p, opts->delta, &ol, err);
+    const mf_manifest *m = ol.m;
     if (rc == 0)
         rc = rs_db_filter_build(r, opts, p->id, &dbf, err);
     if (rc == 0)
@@ -500,7 +510,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     if (rc)
         goto out;
     ctx.repo = r;
-    ctx.chain = &p->chain;
+    ctx.hdrs = p->hdrs;
+    ctx.nchain = p->nchain;
     ctx.target_dir = opts->target_dir;
     ctx.target = t;
     ctx.delta = opts->delta;
@@ -508,12 +519,13 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.stats = stats;
     ctx.progress = opts->progress;
     ctx.progress_ctx = opts->progress_ctx;
-    rc = rebuild_all(&ctx, m, opts->jobs, err);
+    stats->manifest_peak = ol.peak;
+    rc = rebuild_all(&ctx, &ol, opts->jobs, err);
     if (rc == 0)
-        rc = finish(t, opts, p, stats, err);
+        rc = finish(t, opts, p, m, stats, err);
     if (rc == 0) {
         snprintf(stats->id, sizeof(stats->id), "%s", p->id);
-        stats->chain_length = p->chain.count;
+        stats->chain_length = p->nchain;
     }
 out:
     stats->seconds = pb_now() - t0;
@@ -522,6 +534,7 @@ out:
     rs_ctx_free_buffers(&ctx);
     rs_db_filter_free(&dbf);
     rs_target_free(t);
+    rs_outline_free(&ol);
     rs_plan_free(p);
     return rc;
 }

@@ -78,6 +78,7 @@ typedef struct rs_stats {
     size_t chain_length;
     double seconds;
     repo_requests requests; /* object-store requests this restore made (storage.h) */
+    uint64_t manifest_peak; /* most manifest bytes held at once (streams, outline, copies) */
 } rs_stats;
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);
@@ -91,6 +92,7 @@ typedef struct rs_verify_stats {
     size_t backups, backups_failed, problems;
     uint64_t frames_read, wal_segments, wal_history;
     double seconds;
+    uint64_t manifest_peak; /* most manifest bytes one step held (a stream, a window, a merge) */
 } rs_verify_stats;
 
 /* One line of a verify report about backup id (NULL: the WAL archive): a problem (naming

@@ -42,7 +42,6 @@ int rs_target_fix_owner(const rs_target *t, pb_error *err);
 /* A manifest entry may be created beneath a target: safe path, links only at
  * pg_tblspc/<oid> and pg_wal with a bounded target. PB_ECORRUPT names the path. */
 int rs_check_entry(const mf_file *f, pb_error *err);
-int rs_check_manifest(const mf_manifest *m, pb_error *err);
 /* Is path "pg_tblspc/<oid>"? Then *oid is the OID. */
 bool rs_link_oid(const char *path, unsigned *oid);
 /* PB_ESTATE when target_dir/postmaster.pid names a live process. */
@@ -60,7 +59,8 @@ int rs_sync_recovery(const rs_target *t, pb_error *err);
 /* Where the rebuilt pages go. write == false verifies only (rs_verify, rebase reads). */
 typedef struct rs_ctx {
     repo *repo;
-    const chain *chain;
+    const mf_backup *hdrs; /* the chain's headers: its full backup first, the restored last */
+    size_t nchain;
     const char *target_dir; /* NULL when verifying */
     const rs_target *target; /* set when target_dir is */
     bool delta;
@@ -82,8 +82,10 @@ typedef struct rs_ctx {
     void *progress_ctx;
 } rs_ctx;
 
-/* Rebuild one regular file (MF_REL or MF_FILE) of the chain's last backup. */
-int rs_rebuild_file(rs_ctx *ctx, const mf_file *f, pb_error *err);
+/* Rebuild one regular file (MF_REL or MF_FILE) of the chain's last backup. recs[i] is
+ * backup i's record of the file (NULL: it has none), recs[nchain - 1] the file itself:
+ * one path of the chain's merged manifests (mf_merge_next), nothing else is looked up. */
+int rs_rebuild_file(rs_ctx *ctx, const mf_file *const *recs, pb_error *err);
 
 /* The timeline recovery will follow, and the recovery_target_timeline that says so. */
 typedef struct rs_timeline {
@@ -101,10 +103,28 @@ int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, rs_timeline *
                  pb_error *err);
 
 
-/* Rebuild every regular file of m with `jobs` workers copying proto's settings; the
- * workers' statistics are added to proto->stats. */
-int rs_rebuild_parallel(const rs_ctx *proto, const mf_manifest *m, unsigned jobs,
-                        pb_error *err);
+/* Rebuild every regular file of the restored backup with `jobs` workers copying proto's
+ * settings, taking the files from mg (the chain's manifests merged, proto->nchain
+ * streams; mg stays the caller's) in batches; totals: what progress counts against.
+ * The workers' statistics are added to proto->stats, and the most record bytes they
+ * held at once to proto->stats->manifest_peak. */
+int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *totals,
+                        unsigned jobs, pb_error *err);
+
+/* ---- the chain's manifests as merged streams (plan_merge.c) ---- */
+/* Open the stream of every backup of hdrs[0..n) (version 2: range reads, one chunk at a
+ * time; version 1: read whole) and merge them. *out is the caller's (mf_merge_close). */
+int rs_merge_open(repo *r, const mf_backup *hdrs, size_t n, mf_merge **out, pb_error *err);
+/* One path's records copied out of a merge, so they outlive the next mf_merge_next. */
+typedef struct rs_recs {
+    mf_file *files;      /* n slots; files[i].path NULL where backup i has none */
+    const mf_file **ptr; /* n pointers: &files[i] or NULL, as rs_rebuild_file takes them */
+    size_t n;
+    uint64_t bytes;      /* what the copies hold */
+} rs_recs;
+int rs_recs_copy(rs_recs *dst, const mf_file *const *src, size_t n, pb_error *err);
+void rs_recs_clear(rs_recs *r); /* frees the copies, keeps the arrays */
+void rs_recs_free(rs_recs *r);  /* accepts NULL */
 
 /* Allocate / free the buffers and decoder of a context. */
 int rs_ctx_buffers(rs_ctx *ctx, pb_error *err);

@@ -80,13 +80,13 @@ static uint64_t timeline_begin(rs_wal_view *w, uint32_t tli, uint32_t seg)
 /* Segments are sorted by name: per timeline, in position order. A timeline is checked
  * from the oldest backup's start, or from where it begins if that is later (its branch
  * point; else its first archived segment), or from an earlier start of a backup on it. */
-static void check_gaps(vfy_run *v, rs_wal_view *w, mf_manifest *const *ms, size_t n,
+static void check_gaps(vfy_run *v, rs_wal_view *w, const mf_backup *hs, size_t n,
                        uint32_t seg)
 {
     uint64_t oldest = UINT64_MAX;
     for (size_t i = 0; i < n; i++)
-        if (mf_header_c(ms[i])->start_lsn / seg < oldest)
-            oldest = mf_header_c(ms[i])->start_lsn / seg;
+        if (hs[i].start_lsn / seg < oldest)
+            oldest = hs[i].start_lsn / seg;
     uint32_t cur = 0;
     uint64_t prev = 0;
     for (size_t i = 0; i < w->nsegs; i++) {
@@ -99,7 +99,7 @@ static void check_gaps(vfy_run *v, rs_wal_view *w, mf_manifest *const *ms, size_
             if (begin && begin < lo)
                 lo = n && begin < oldest ? oldest : begin;
             for (size_t k = 0; k < n; k++) {
-                const mf_backup *h = mf_header_c(ms[k]);
+                const mf_backup *h = &hs[k];
                 if (h->timeline == tli && h->start_lsn / seg < lo)
                     lo = h->start_lsn / seg;
             }
@@ -162,18 +162,18 @@ static int check_histories(vfy_run *v, rs_wal_view *w, uint32_t seg, pb_error *e
     return rc;
 }
 
-int vfy_wal_archive(vfy_run *v, rs_wal_view *w, mf_manifest *const *ms, size_t n,
+int vfy_wal_archive(vfy_run *v, rs_wal_view *w, const mf_backup *hs, size_t n,
                     pb_error *err)
 {
     uint32_t seg = 16u << 20;
     for (size_t i = 0; i < n; i++)
-        if (arch_valid_seg_size(mf_header_c(ms[i])->wal_segment_size))
-            seg = mf_header_c(ms[i])->wal_segment_size;
+        if (arch_valid_seg_size(hs[i].wal_segment_size))
+            seg = hs[i].wal_segment_size;
     v->subject_problems = 0;
     size_t before = v->stats->problems;
     int rc = check_objects(v, w, err);
     if (rc == 0) {
-        check_gaps(v, w, ms, n, seg);
+        check_gaps(v, w, hs, n, seg);
         rc = check_histories(v, w, seg, err);
     }
     if (rc == 0) {

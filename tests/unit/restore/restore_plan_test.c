@@ -2,8 +2,9 @@
  * tests/unit/restore/restore_plan_test.c — restore/plan.c: the plan a restore, verify --set and
  * rebase build once. A posix repository holds a chain of three backups (a full and two
  * incrementals, each changing one page of base/1/100); a storage observer counts the
- * manifest GETs and WAL listings each command makes: each manifest is read once and
- * wal/ listed at most once. Also the choice itself: --set, time and LSN targets, and
+ * whole manifest GETs and WAL listings each command makes: no version 2 manifest is read
+ * whole (headers and merged streams are range reads, restore/plan_merge.c) and wal/ is
+ * listed at most once. Also the choice itself: --set, time and LSN targets, and
  * a target before every backup.
  */
 #include "engine/wal/wal.h"
@@ -160,7 +161,7 @@ static bool file_equals(const char *path, const void *data, size_t len)
     return same;
 }
 
-/* A restore of the chain's last backup: 3 manifest GETs, one listing of wal/. */
+/* A restore of the chain's last backup: no whole manifest GET, one listing of wal/. */
 static void test_restore_reads_once(repo *r)
 {
     counts c = {0};
@@ -180,9 +181,9 @@ static void test_restore_reads_once(repo *r)
     PBT_CHECK(st.chain_length == NBK && !strcmp(st.id, ids[NBK - 1]));
     snprintf(path, sizeof(path), "%s/base/1/100", target);
     PBT_CHECK(file_equals(path, expect, sizeof(expect)));
-    PBT_CHECK(c.manifest_gets == NBK);
+    PBT_CHECK(c.manifest_gets == 0);
     PBT_CHECK(c.wal_lists == 1);
-    if (c.manifest_gets != NBK || c.wal_lists != 1)
+    if (c.manifest_gets != 0 || c.wal_lists != 1)
         fprintf(stderr, "restore read %d manifests, listed wal/ %d times\n", c.manifest_gets,
                 c.wal_lists);
 }
@@ -197,12 +198,12 @@ static void test_verify_reads_once(repo *r)
     int rc = rs_verify(r, "latest", 2, &st, &err);
     repo_observe(r, NULL, NULL);
     PBT_CHECK(rc == 0 && st.chain_length == NBK);
-    PBT_CHECK(c.manifest_gets == NBK && c.wal_lists == 1);
+    PBT_CHECK(c.manifest_gets == 0 && c.wal_lists == 1);
 }
 
-/* --set of the middle backup reads its manifest for the choice and its parent for the
- * chain: 2 GETs. An immediate target on the default timeline lists no WAL for the
- * choice; RS_PLAN_WAL lists it once for the checks. */
+/* --set of the middle backup reads its header for the choice and its parent's for the
+ * chain: range reads, no whole GET. An immediate target on the default timeline lists no
+ * WAL for the choice; RS_PLAN_WAL lists it once for the checks. */
 static void test_plan_set(repo *r)
 {
     counts c = {0};
@@ -212,15 +213,15 @@ static void test_plan_set(repo *r)
     pb_error err = PB_ERROR_INIT;
     repo_observe(r, observe, &c);
     PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == 0);
-    PBT_CHECK(p && !strcmp(p->id, ids[1]) && p->chain.count == 2);
-    PBT_CHECK(p && !strcmp(mf_header_c(rs_plan_manifest(p))->id, ids[1]));
-    PBT_CHECK(c.manifest_gets == 2 && c.wal_lists == 0);
+    PBT_CHECK(p && !strcmp(p->id, ids[1]) && p->nchain == 2);
+    PBT_CHECK(p && !strcmp(rs_plan_header(p)->id, ids[1]));
+    PBT_CHECK(c.manifest_gets == 0 && c.wal_lists == 0);
     rs_plan_free(p);
     memset(&c, 0, sizeof(c));
     PBT_CHECK(rs_plan_build(r, &o, RS_PLAN_WAL, &p, &err) == 0);
     PBT_CHECK(p && rs_plan_check(p, &o, &err) == 0 && p->tl.tli == 1);
     PBT_CHECK(p && !strcmp(p->tl.setting, "current"));
-    PBT_CHECK(c.manifest_gets == 2 && c.wal_lists == 1);
+    PBT_CHECK(c.manifest_gets == 0 && c.wal_lists == 1);
     rs_plan_free(p);
     repo_observe(r, NULL, NULL);
     o.set = "20260101-000300I";
@@ -241,16 +242,16 @@ static void test_plan_targets(repo *r)
     repo_observe(r, observe, &c);
     PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == 0);
     repo_observe(r, NULL, NULL);
-    PBT_CHECK(p && !strcmp(p->id, ids[1]) && p->chain.count == 2 && p->tv.time == 2400);
+    PBT_CHECK(p && !strcmp(p->id, ids[1]) && p->nchain == 2 && p->tv.time == 2400);
     PBT_CHECK(p && strstr(p->tv.time_text, "00:40:00") != NULL);
-    /* the choice reads headers only (range reads of version 2 manifests, not counted
-     * here): only the chosen chain's 2 manifests are read whole, not all NBK */
-    PBT_CHECK(c.manifest_gets == 2 && c.wal_lists == 1);
+    /* the choice and the chain read headers only (range reads of version 2 manifests,
+     * not counted here): no manifest is read whole */
+    PBT_CHECK(c.manifest_gets == 0 && c.wal_lists == 1);
     rs_plan_free(p);
     o.target = RS_TARGET_LSN;
     o.target_value = "0/1000200"; /* after backup 0's stop (0/1000100), before 1's */
     PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == 0);
-    PBT_CHECK(p && !strcmp(p->id, ids[0]) && p->chain.count == 1 && p->tv.lsn == 0x1000200);
+    PBT_CHECK(p && !strcmp(p->id, ids[0]) && p->nchain == 1 && p->tv.lsn == 0x1000200);
     rs_plan_free(p);
     o.target_value = "0/100"; /* before every backup */
     PBT_CHECK(rs_plan_build(r, &o, 0, &p, &err) == PB_ENOENT && p == NULL);
@@ -260,7 +261,7 @@ static void test_plan_targets(repo *r)
     PBT_CHECK(strstr(err.msg, "--target-lsn") != NULL);
 }
 
-/* rebase reads the chain once and lists no WAL. */
+/* rebase streams the chain (no whole manifest GET) and lists no WAL. */
 static void test_rebase_reads_once(repo *r)
 {
     counts c = {0};
@@ -272,7 +273,7 @@ static void test_rebase_reads_once(repo *r)
     PBT_CHECK(rc == 0);
     if (rc)
         fprintf(stderr, "rebase: %s\n", err.msg);
-    PBT_CHECK(c.manifest_gets == NBK && c.wal_lists == 0);
+    PBT_CHECK(c.manifest_gets == 0 && c.wal_lists == 0);
 }
 
 /* Planning over manifest streams: the chain's manifests are range-read (no whole GET),

@@ -116,19 +116,21 @@ static int rebuild(uint32_t second_at, rs_stats *st, pb_error *e)
     mf_manifest *items[2] = {
         rel_backup(r, FULL, "", 'F', full[0], NPAGES, &frun, 1),
         rel_backup(r, INCR, FULL, 'I', changed[0], 5, irun, 2)};
-    chain c = {items, 2};
+    mf_backup hdrs[2] = {*mf_header(items[0]), *mf_header(items[1])};
+    const mf_file *recs[2] = {mf_find(items[0], "base/1/100"), mf_find(items[1], "base/1/100")};
     rs_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     memset(st, 0, sizeof(*st));
     ctx.repo = r;
-    ctx.chain = &c;
+    ctx.hdrs = hdrs;
+    ctx.nchain = 2;
     ctx.stats = st;
     ctx.sink = sink;
     memset(image, 0, sizeof(image));
     pages_in = 0;
     int rc = rs_ctx_buffers(&ctx, e);
     if (rc == 0)
-        rc = rs_rebuild_file(&ctx, mf_find(items[1], "base/1/100"), e);
+        rc = rs_rebuild_file(&ctx, recs, e);
     if (rc == 0) {
         for (uint32_t p = 0; p < NPAGES; p++) {
             const uint8_t *want = p == 1 || p == 2 ? changed[p - 1]
