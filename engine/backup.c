@@ -260,6 +260,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
                                 (int)ctx->opts->cpu_priority, ctx->io.pipe_jobs, err);
     if (rc)
         return rc;
+    bk_pipe_set_adapt(ctx->pipe, ctx->opts->compress_adapt, ctx->opts->zstd_level);
     snprintf(ctx->io.cpu_priority_applied, sizeof(ctx->io.cpu_priority_applied), "%s",
              bk_pipe_cpu_applied(ctx->pipe));
     pb_info("CPU priority: %s", ctx->io.cpu_priority_applied);
@@ -271,6 +272,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     double t0 = pb_now();
     rc = scan_all(ctx, err);
     double t1 = pb_now();
+    ctx->io.stages.scan_seconds = t1 - t0;
     if (rc == 0)
         rc = stop_and_finish(ctx, conn, err);
     if (rc == 0)

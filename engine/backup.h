@@ -22,6 +22,31 @@ typedef enum bk_cpu_priority {
     BK_CPU_NORMAL,   /* as the process */
 } bk_cpu_priority;
 
+/* Where the time of a backup went (the log's summary and --report's "stages"). The reading
+ * thread's seconds add up to scan_seconds: read_wait + pauses + queue_wait + page_work; the
+ * workers' are sums over all workers (docs/DESIGN.md, "Polite I/O"). */
+typedef struct bk_stages {
+    double scan_seconds;       /* the reading thread's walk and scan of every file */
+    double read_wait_seconds;  /* ... waiting for its reads (io_uring completions, preads) */
+    double pause_seconds;      /* ... pausing while yielding to others' reads */
+    double queue_wait_seconds; /* ... blocked on compression: a full queue, a file's drain */
+    double page_work_seconds;  /* ... the rest: page checks, hashing, diffing, framing */
+    double compress_seconds;   /* workers (and the last frames) compressing, summed */
+    double write_seconds;      /* workers writing and committing packs to the repository */
+    double worker_idle_seconds; /* workers waiting for frames to compress, summed */
+    unsigned workers;          /* compression workers */
+} bk_stages;
+
+/* Frames compressed at one zstd level (adaptive compression: --compress-adapt). */
+typedef struct bk_level_use {
+    int level;
+    uint64_t frames;
+    uint64_t raw_bytes;
+    uint64_t stored_bytes;     /* frame headers and payloads as stored */
+    double seconds;            /* compression time at this level */
+} bk_level_use;
+#define BK_LEVELS_MAX 32
+
 /* What a backup did to stay out of the database's way: the report (--report JSON) and
  * the log read these fields; the *_applied texts are for people and never parsed. */
 typedef struct bk_io_report {
@@ -40,6 +65,15 @@ typedef struct bk_io_report {
     uint64_t peak_rss_bytes;       /* getrusage ru_maxrss at the end */
     uint64_t buffer_bytes;         /* read buffers + worker queues allocated */
     unsigned pipe_jobs;            /* compression queue: frame buffers of 1 MiB */
+    bk_stages stages;              /* where the time went */
+    char cpu_reader_applied[160];  /* the reading thread's CPU priority ("SCHED_IDLE") */
+    bool compress_adapt;           /* --compress-adapt on: levels followed the queue */
+    int level_ceiling;             /* --compress-level: the highest level used */
+    int level_floor;               /* the lowest the adaptation may use */
+    int level_final;               /* the level at the end */
+    uint64_t level_downs, level_ups; /* the adaptation's steps */
+    unsigned nlevels;              /* levels[0..nlevels): frames per level, by level */
+    bk_level_use levels[BK_LEVELS_MAX];
     /* Page cache the reads left behind (engine/backup_cache.c): bytes of the files read
      * that became resident while they were read (mincore before and after), and files. */
     uint64_t page_cache_left_bytes;
@@ -106,11 +140,13 @@ typedef struct bk_opts {
     bool checkpoint_fast;    /* --checkpoint fast; spread (false) is the default */
     uint64_t max_memory;     /* --max-memory: bound on the buffers (0 = unbounded) */
     bk_io_report *report;    /* filled when not NULL (the caller's), on success and failure */
+    bool compress_adapt;     /* --compress-adapt: step the level down while compression is
+                              * behind the reads, back up to zstd_level when it idles */
 } bk_opts;
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
                       300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, NULL, NULL, \
-                      SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, NULL}
+                      SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, NULL, true}
 
 /* Run one backup into r. On success *out is the committed manifest's header and counters
  * without its file records (the caller's: free with mf_free), so a summary needs no second

@@ -1,4 +1,6 @@
-/* engine/backup_pipe.c — one compression worker fed by the scanning thread. */
+/* engine/backup_pipe.c — compression workers fed by the scanning thread; the level
+ * follows the queue (bk_adapt, engine/backup_adapt.c) and the waits on both sides are
+ * timed for the backup's stage report. */
 #include "engine/backup_pipe.h"
 #include "engine/backup.h"
 
@@ -32,6 +34,13 @@ struct bk_pipe {
     mf_run *done;        /* stored runs since the last take, indexed by submission order */
     uint32_t nsubmitted;
     size_t done_cap;
+    bk_adapt adapt;      /* the level policy, under mu */
+    double reader_wait;  /* the reader blocked: no free buffer, or draining */
+    double idle_s;       /* workers waiting for frames, summed */
+    double win_start, win_wait, win_idle; /* the policy's window: start, sums at its start */
+    unsigned win_frames; /* frames compressed in it */
+    unsigned nlevels;
+    bk_level_use levels[BK_LEVELS_MAX];
     bk_job jobs[BK_PIPE_JOBS];
 };
 
@@ -41,41 +50,87 @@ static int reserve_runs(bk_pipe *p, uint32_t n)
     return PB_GROW(p->done, &p->done_cap, (size_t)p->nsubmitted + n);
 }
 
-/* Rule of politeness (docs/DESIGN.md, "Polite I/O"): compression runs only on CPU the
- * database leaves idle. Linux applies both calls to the calling thread alone. */
-static void lower_cpu(int prio, char *applied, size_t len)
+/* Rule of politeness (docs/DESIGN.md, "Polite I/O"): compression and page checks run only
+ * on CPU the database leaves idle. Linux applies both calls to the calling thread alone. */
+void bk_cpu_lower(int prio, char *applied, size_t len)
 {
     if (prio == BK_CPU_NORMAL) {
-        snprintf(applied, len, "workers at the process's priority (--cpu-priority normal)");
+        snprintf(applied, len, "at the process's priority (--cpu-priority normal)");
         return;
     }
     struct sched_param sp = {0};
     if (prio == BK_CPU_IDLE && sched_setscheduler(0, SCHED_IDLE, &sp) == 0) {
-        snprintf(applied, len, "workers SCHED_IDLE");
+        snprintf(applied, len, "SCHED_IDLE");
         return;
     }
     int why = errno;
     if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0)
-        snprintf(applied, len, prio == BK_CPU_IDLE ? "workers nice 19 (SCHED_IDLE refused: %s)"
-                                                   : "workers nice 19%s",
+        snprintf(applied, len, prio == BK_CPU_IDLE ? "nice 19 (SCHED_IDLE refused: %s)"
+                                                   : "nice 19%s",
                  prio == BK_CPU_IDLE ? strerror(why) : "");
     else
         snprintf(applied, len, "none: nice 19 refused (%s)", strerror(errno));
 }
 
+/* Wait for work, timed and told to the level policy. Called with the lock held. */
+static void wait_for_work(bk_pipe *p)
+{
+    if (p->head || p->stop)
+        return;
+    double t0 = pb_now();
+    while (!p->head && !p->stop)
+        pthread_cond_wait(&p->work, &p->mu);
+    p->idle_s += pb_now() - t0;
+}
+
+/* A frame was compressed: close the policy's window when it is long enough. Lock held. */
+static void window_frame(bk_pipe *p)
+{
+    double now = pb_now();
+    if (++p->win_frames < p->njobs || now - p->win_start < BK_ADAPT_WINDOW_MIN)
+        return;
+    bk_adapt_window w = {now - p->win_start, p->reader_wait - p->win_wait,
+                         (p->idle_s - p->win_idle) / (p->nthreads ? p->nthreads : 1)};
+    bk_adapt_event ev = bk_adapt_decide(&p->adapt, &w);
+    if (ev != BK_ADAPT_NONE)
+        pb_debug("compression %s the reads (reader waited %.0f%%, workers idle %.0f%% of "
+                 "%.2f s): level %d", ev == BK_ADAPT_DOWN ? "behind" : "ahead of",
+                 100 * w.reader_wait / w.elapsed, 100 * w.worker_idle / w.elapsed, w.elapsed,
+                 p->adapt.level);
+    p->win_start = now;
+    p->win_wait = p->reader_wait;
+    p->win_idle = p->idle_s;
+    p->win_frames = 0;
+}
+
+/* Compress and store one job at the level the policy gives it; count it by level. */
+static int store_job(bk_pipe *p, pack_writer *packs, bk_job *job, int level, pb_error *err)
+{
+    double c0, c1, w;
+    pack_writer_times(packs, &c0, &w);
+    int rc = pack_write_runs(packs, job->data, job->len, job->runs, job->nruns, level, err);
+    pack_writer_times(packs, &c1, &w);
+    pthread_mutex_lock(&p->mu);
+    window_frame(p);
+    if (rc == 0)
+        bk_levels_add(p->levels, &p->nlevels, BK_LEVELS_MAX, level, job->len,
+                      job->runs[0].clen, c1 - c0);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
 static void *worker(void *vp)
 {
     bk_pipe *p = vp;
-    char applied[160];
-    lower_cpu(p->cpu_priority, applied, sizeof(applied));
+    char applied[140];
+    bk_cpu_lower(p->cpu_priority, applied, sizeof(applied));
     pthread_mutex_lock(&p->mu);
     if (p->ready++ == 0)
-        memcpy(p->cpu_applied, applied, sizeof(applied));
+        snprintf(p->cpu_applied, sizeof(p->cpu_applied), "workers %s", applied);
     pthread_cond_broadcast(&p->idle);
     pack_writer *packs = p->packs[p->next_worker++];
     for (;;) {
-        while (!p->head && !p->stop)
-            pthread_cond_wait(&p->work, &p->mu);
+        wait_for_work(p);
         if (!p->head)
             break;
         bk_job *job = p->head;
@@ -83,10 +138,10 @@ static void *worker(void *vp)
         if (!p->head)
             p->tail = NULL;
         bool failed = p->rc != 0;
+        int level = bk_adapt_frame_level(&p->adapt, job->level);
         pthread_mutex_unlock(&p->mu);
         pb_error err = PB_ERROR_INIT;
-        int rc = failed ? 0 : pack_write_runs(packs, job->data, job->len, job->runs, job->nruns,
-                                              job->level, &err);
+        int rc = failed ? 0 : store_job(p, packs, job, level, &err);
         pthread_mutex_lock(&p->mu);
         if (rc && !p->rc) {
             p->rc = rc;
@@ -188,8 +243,12 @@ void bk_pipe_free(bk_pipe *p)
 bk_job *bk_pipe_acquire(bk_pipe *p)
 {
     pthread_mutex_lock(&p->mu);
-    while (!p->free_list)
-        pthread_cond_wait(&p->freed, &p->mu);
+    if (!p->free_list) {
+        double t0 = pb_now();
+        while (!p->free_list)
+            pthread_cond_wait(&p->freed, &p->mu);
+        p->reader_wait += pb_now() - t0;
+    }
     bk_job *job = p->free_list;
     p->free_list = job->next;
     pthread_mutex_unlock(&p->mu);
@@ -232,8 +291,10 @@ void bk_pipe_submit_runs(bk_pipe *p, bk_job *job, size_t len)
 int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err)
 {
     pthread_mutex_lock(&p->mu);
+    double t0 = pb_now();
     while (p->inflight)
         pthread_cond_wait(&p->idle, &p->mu);
+    p->reader_wait += pb_now() - t0;
     int rc = p->rc;
     if (rc && err)
         *err = p->err;
@@ -255,5 +316,34 @@ void bk_pipe_release(bk_pipe *p, bk_job *job)
     job->next = p->free_list;
     p->free_list = job;
     pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void bk_pipe_set_adapt(bk_pipe *p, bool on, int ceiling)
+{
+    int floor = pack_level_min() > BK_ADAPT_FLOOR ? pack_level_min() : BK_ADAPT_FLOOR;
+    pthread_mutex_lock(&p->mu);
+    bk_adapt_init(&p->adapt, on, ceiling, floor);
+    p->win_start = pb_now();
+    p->win_wait = p->reader_wait;
+    p->win_idle = p->idle_s;
+    p->win_frames = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void bk_pipe_report(bk_pipe *p, bk_io_report *io)
+{
+    pthread_mutex_lock(&p->mu);
+    io->stages.queue_wait_seconds = p->reader_wait;
+    io->stages.worker_idle_seconds = p->idle_s;
+    io->stages.workers = p->nthreads;
+    io->compress_adapt = p->adapt.on;
+    io->level_ceiling = p->adapt.ceiling;
+    io->level_floor = p->adapt.floor;
+    io->level_final = p->adapt.level;
+    io->level_downs = p->adapt.downs;
+    io->level_ups = p->adapt.ups;
+    io->nlevels = p->nlevels;
+    memcpy(io->levels, p->levels, sizeof(io->levels));
     pthread_mutex_unlock(&p->mu);
 }

@@ -8,8 +8,11 @@
 #ifndef PB_ENGINE_BACKUP_PIPE_H
 #define PB_ENGINE_BACKUP_PIPE_H
 
+#include "engine/backup.h"
 #include "engine/pack.h"
 #include "manifest/manifest.h"
+
+#include <stdbool.h>
 
 #define BK_PIPE_JOBS 12
 
@@ -58,5 +61,67 @@ void bk_pipe_submit_runs(bk_pipe *p, bk_job *job, size_t len);
 int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err);
 /* Give an acquired but unsubmitted buffer back. */
 void bk_pipe_release(bk_pipe *p, bk_job *job);
+/* Compression levels (--compress-level is the ceiling; on = --compress-adapt): call once
+ * after the start, before the first submit. Without it frames keep the level they ask. */
+void bk_pipe_set_adapt(bk_pipe *p, bool on, int ceiling);
+/* What the pipe measured (queue waits, worker idle time, levels used) into io. */
+void bk_pipe_report(bk_pipe *p, bk_io_report *io);
+
+/* Lower the calling thread's CPU priority (bk_cpu_priority; Linux applies it to that thread
+ * alone and threads it starts later inherit it); applied receives what was applied. */
+void bk_cpu_lower(int prio, char *applied, size_t len);
+
+/* ---- adaptive compression (engine/backup_adapt.c): pure, no clock, no threads ----------
+ * In the spirit of zstd --adapt: the pipe measures, over windows of a queue's length of
+ * frames (and at least BK_ADAPT_WINDOW_MIN s), how long the reading thread waited for
+ * compression (a full queue, or a file's frames still compressing at its end) and how long
+ * the workers waited for frames. When the reader waited more than BK_ADAPT_BEHIND_FRAC of
+ * the window while the workers were busy (idle under BK_ADAPT_IDLE_FRAC), compression is
+ * behind the reads: the level steps down (1, then zstd's negative "fast" levels). A reader
+ * that waits while the workers idle waits for one frame's latency (small files: each
+ * file's last frame), which a faster level does not shorten much: the level holds. When
+ * the reader hardly waited and the workers idled more than BK_ADAPT_IDLE_FRAC,
+ * compression is ahead: one step back up towards the ceiling. Down is
+ * multiplicative (level / 2 above 1, x 2 below 0), up is one step (level + 1 above 0,
+ * level / 2 below): cut fast, creep back, as a congestion controller does. A window with
+ * waits on both sides holds the level: reader and workers keep pace. */
+#define BK_ADAPT_FLOOR (-32)        /* lower levels barely compress 8 kB pages */
+#define BK_ADAPT_WINDOW_MIN 0.05    /* seconds: shorter windows are noise */
+#define BK_ADAPT_BEHIND_FRAC 0.10   /* the reader waited this share of the window: down */
+#define BK_ADAPT_AHEAD_FRAC 0.05    /* ... under this share, and */
+#define BK_ADAPT_IDLE_FRAC 0.25     /* the workers idled over this share (each): up; under
+                                     * it they count as busy */
+
+typedef enum bk_adapt_event { BK_ADAPT_NONE = 0, BK_ADAPT_DOWN, BK_ADAPT_UP } bk_adapt_event;
+
+/* One window's measurements, in seconds. */
+typedef struct bk_adapt_window {
+    double elapsed;
+    double reader_wait;  /* the reading thread waiting for compression */
+    double worker_idle;  /* a worker waiting for frames (the workers' mean) */
+} bk_adapt_window;
+
+typedef struct bk_adapt {
+    bool on;
+    int ceiling, floor, level;
+    uint64_t downs, ups;
+} bk_adapt;
+
+/* ceiling: --compress-level; floor: the lowest level allowed (>= ZSTD_minCLevel()). */
+void bk_adapt_init(bk_adapt *a, bool on, int ceiling, int floor);
+/* Decide on one window; returns the step taken, if any (a->level is the new one). */
+bk_adapt_event bk_adapt_decide(bk_adapt *a, const bk_adapt_window *w);
+/* The level for a frame that asks for wanted (0 = the ceiling): wanted while the adaptation
+ * sits at the ceiling (or is off), else the adapted level when that is lower. */
+int bk_adapt_frame_level(const bk_adapt *a, int wanted);
+int bk_level_down(int level, int floor);
+int bk_level_up(int level, int ceiling);
+/* Count one frame at level into u[0..*n) (kept sorted, highest level first; when all cap
+ * entries are taken, the frame is counted in the last). */
+void bk_levels_add(bk_level_use *u, unsigned *n, unsigned cap, int level, uint64_t raw,
+                   uint64_t stored, double seconds);
+/* The reading thread's own work: what its scan time leaves after waiting for reads,
+ * pausing and waiting for compression (never below 0: the clocks are read apart). */
+void bk_stages_close(bk_stages *st);
 
 #endif

@@ -65,6 +65,11 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
     scan_io_class_apply(opts->io_class, opts->io_level, ctx->pgdata, &so.ioprio,
                         io->io_class_applied, sizeof(io->io_class_applied));
     pb_info("I/O class: %s", io->io_class_applied);
+    /* The page checks and hashing run on this thread, next to the database as much as the
+     * compression is: --cpu-priority lowers it too (the workers it starts inherit it). */
+    bk_cpu_lower((int)opts->cpu_priority, io->cpu_reader_applied,
+                 sizeof(io->cpu_reader_applied));
+    pb_info("CPU priority: reading thread (page checks, hashing) %s", io->cpu_reader_applied);
     if (so.adaptive)
         pb_info("reading %zu KiB requests, adaptive: 1 in flight to start, at most %u%s%s",
                 so.read_size / 1024, depth, plan.why[0] ? ": " : "", plan.why);
@@ -171,12 +176,60 @@ void bk_release_cpu_weight(bk_io_report *io)
     }
 }
 
+/* Where the time went: the reading thread's waits from the scanner and the pipe, the
+ * workers' from the pipe and their pack writers; the reading thread's own work is the rest. */
+static void collect_stages(bk_ctx *ctx)
+{
+    bk_io_report *io = &ctx->io;
+    bk_stages *st = &io->stages;
+    st->read_wait_seconds = io->scan.wait_seconds;
+    st->pause_seconds = io->scan.pause_seconds;
+    if (ctx->pipe)
+        bk_pipe_report(ctx->pipe, io);
+    st->compress_seconds = st->write_seconds = 0;
+    for (unsigned i = 0; i < ctx->nwriters; i++) {
+        double c, w;
+        pack_writer_times(ctx->writers[i], &c, &w);
+        st->compress_seconds += c;
+        st->write_seconds += w;
+    }
+    bk_stages_close(st);
+}
+
+static void log_stages(const bk_io_report *io)
+{
+    const bk_stages *st = &io->stages;
+    char lv[400];
+    size_t used = 0;
+    uint64_t raw = 0;
+    for (unsigned i = 0; i < io->nlevels; i++)
+        raw += io->levels[i].raw_bytes;
+    for (unsigned i = 0; i < io->nlevels && used < sizeof(lv); i++) {
+        const bk_level_use *u = &io->levels[i];
+        int n = snprintf(lv + used, sizeof(lv) - used, "%s%d: %.1f MiB (%.0f%%)", i ? ", " : "",
+                         u->level, (double)u->raw_bytes / 1048576.0,
+                         raw ? 100.0 * (double)u->raw_bytes / (double)raw : 0.0);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    pb_info("stages: reading thread %.2f s = read wait %.2f s + pauses %.2f s + compression "
+            "queue full %.2f s + page checks and hashing %.2f s; %u workers: compression %.2f s,"
+            " repository writes %.2f s, idle %.2f s", st->scan_seconds, st->read_wait_seconds,
+            st->pause_seconds, st->queue_wait_seconds, st->page_work_seconds, st->workers,
+            st->compress_seconds, st->write_seconds, st->worker_idle_seconds);
+    pb_info("compression levels (%s, ceiling %d, floor %d, %" PRIu64 " down, %" PRIu64 " up, "
+            "final %d): %s", io->compress_adapt ? "adaptive" : "pinned", io->level_ceiling,
+            io->level_floor, io->level_downs, io->level_ups, io->level_final,
+            io->nlevels ? lv : "no frames");
+}
+
 void bk_finish_report(bk_ctx *ctx)
 {
     bk_io_report *io = &ctx->io;
     struct rusage ru;
     if (ctx->scan)
         scan_get_io_stats(ctx->scan, &io->scan);
+    collect_stages(ctx);
+    log_stages(io);
     repo_io_counts(ctx->repo, &io->repo_flushes, &io->repo_bytes_written);
     io->flushes_per_gb = io->repo_bytes_written
                              ? (double)io->repo_flushes / ((double)io->repo_bytes_written / 1e9)

@@ -38,6 +38,8 @@ struct pack_writer {
     uint64_t stored;  /* bytes written to all packs */
     uint32_t packs;   /* packs started */
     int failed;       /* a write failed: the pack stream is unusable */
+    double compress_s; /* time in zstd (bk_stages) */
+    double write_s;    /* time writing and committing packs */
 };
 
 void pack_key(char *out, size_t cap, const char *dir, uint32_t pack_no)
@@ -96,6 +98,17 @@ uint32_t pack_writer_packs(const pack_writer *w)
     return w->packs;
 }
 
+void pack_writer_times(const pack_writer *w, double *compress, double *write)
+{
+    *compress = w->compress_s;
+    *write = w->write_s;
+}
+
+int pack_level_min(void)
+{
+    return ZSTD_minCLevel();
+}
+
 static int start_pack(pack_writer *w, pb_error *err)
 {
     char key[1024];
@@ -136,8 +149,10 @@ static int commit_pack(pack_writer *w, pb_error *err)
 static size_t build_frame(pack_writer *w, const void *data, size_t len, int level)
 {
     uint8_t *payload = w->frame + PACK_FRAME_HEADER;
+    double t0 = pb_now();
     size_t clen = ZSTD_compressCCtx(w->cctx, payload, w->frame_cap - PACK_FRAME_HEADER, data,
                                     len, level);
+    w->compress_s += pb_now() - t0;
     uint32_t flags = 0;
     if (ZSTD_isError(clen) || clen >= len) {
         /* incompressible (or zstd refused): store as is, never larger than raw + header */
@@ -164,10 +179,12 @@ static int write_frame(pack_writer *w, const void *data, size_t len, int level,
                        PACK_MAX_FRAME_RAW);
     size_t flen = build_frame(w, data, len, level ? level : w->level);
     int rc = 0;
+    double t0 = pb_now();
     if (!w->cur)
         rc = start_pack(w, err);
     if (!rc)
         rc = repo_writer_write(w->cur, w->frame, flen, err);
+    w->write_s += pb_now() - t0;
     if (rc) {
         w->failed = 1;
         return rc;
@@ -181,8 +198,10 @@ static int write_frame(pack_writer *w, const void *data, size_t len, int level,
     w->offset += flen;
     w->stored += flen;
     /* commit as soon as a pack is full so its data is durable before the next begins */
+    t0 = pb_now();
     if (w->offset >= w->target_size && (rc = commit_pack(w, err)))
         w->failed = 1;
+    w->write_s += pb_now() - t0;
     return rc;
 }
 
@@ -218,7 +237,9 @@ int pack_writer_finish(pack_writer *w, pb_error *err)
         return pb_fail(err, PB_ESTATE, "pack writer for %s failed earlier", w->dir);
     if (!w->cur)
         return 0;
+    double t0 = pb_now();
     int rc = commit_pack(w, err);
+    w->write_s += pb_now() - t0;
     if (rc)
         w->failed = 1;
     return rc;

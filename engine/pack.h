@@ -58,6 +58,10 @@ int pack_writer_finish(pack_writer *w, pb_error *err);
 void pack_writer_free(pack_writer *w);
 uint64_t pack_writer_stored_bytes(const pack_writer *w);
 uint32_t pack_writer_packs(const pack_writer *w);
+/* Seconds this writer spent in zstd and in writing and committing its packs. */
+void pack_writer_times(const pack_writer *w, double *compress, double *write);
+/* The lowest (fastest) zstd level a frame may use: ZSTD_minCLevel(), negative. */
+int pack_level_min(void);
 
 /* Build the key of a pack. */
 void pack_key(char *out, size_t cap, const char *dir, uint32_t pack_no);

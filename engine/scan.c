@@ -57,6 +57,7 @@ struct scanner {
     size_t dev_max_io;   /* largest request the device takes (queue/max_sectors_kb) */
     uint64_t own_dev_reads; /* device requests our completed reads became */
     double dev_read_at;  /* when stat_fd was last read */
+    double wait_s;       /* waiting for reads: completions, preads (bk_stages) */
     scan_ctl ctl;
     double t_sub[QUEUE_DEPTH_MAX]; /* per slot: when its request was submitted */
     struct io_uring ring;
@@ -259,6 +260,7 @@ static int scan_pread(scanner *s, const char *path, const scan_fd *f, scan_chunk
         pace(s);
         double t0 = pb_now();
         ssize_t got = read_rest(f, s->bufs, p.cap, p.off, 0, p.want);
+        s->wait_s += pb_now() - t0;
         note_completion(s, t0, got > 0 ? (int)got : 0);
         if (got < 0) {
             errno = (int)-got;
@@ -306,11 +308,16 @@ static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
 static int uring_reap(scanner *s, uring_scan *u)
 {
     struct io_uring_cqe *cqe;
+    double t0 = 0;
     while (io_uring_peek_cqe(&s->ring, &cqe) != 0) {
+        if (t0 == 0)
+            t0 = pb_now();
         int rc = io_uring_submit_and_wait(&s->ring, 1);
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
             return rc;
     }
+    if (t0 != 0)
+        s->wait_s += pb_now() - t0;
     uint64_t index = io_uring_cqe_get_data64(cqe);
     unsigned slot = (unsigned)(index % s->queue_depth);
     u->res[slot] = cqe->res;
@@ -380,7 +387,9 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
         /* A failed (EAGAIN, EINTR) or short completion is finished synchronously; only
          * end of file ends the chunk short. */
         size_t have = res[slot] > 0 ? (size_t)res[slot] : 0;
+        double t0 = pb_now();
         ssize_t got = read_rest(f, buf, p.cap, p.off, have, p.want);
+        s->wait_s += pb_now() - t0;
         if (got < 0) {
             errno = (int)-got;
             rc = pb_fail_errno(err, PB_EIO, "read %s at offset %llu", path,
@@ -562,7 +571,9 @@ int scan_reread(scanner *s, const char *path, uint64_t offset, void *buf, size_t
         goto out;
     }
     bounce = mem;
+    double t0 = pb_now();
     ssize_t got = read_rest(&f, bounce, cap, start, 0, want);
+    s->wait_s += pb_now() - t0;
     if (got < 0) {
         errno = (int)-got;
         rc = pb_fail_errno(err, PB_EIO, "re-reading %s at offset %llu", path,
@@ -594,4 +605,5 @@ void scan_get_io_stats(const scanner *s, scan_io_stats *out)
 {
     *out = s->ctl.st;
     out->own_device_reads = s->own_dev_reads;
+    out->wait_seconds = s->wait_s;
 }

@@ -50,6 +50,7 @@ typedef struct scan_io_stats {
     double foreground_reads_per_s_peak; /* others' reads on the device, highest seen */
     bool device_watched;     /* the device's counters were read */
     uint64_t own_device_reads; /* device requests our reads became (kept out of others') */
+    double wait_seconds;     /* the scanning thread waiting for its reads (stage timing) */
 } scan_io_stats;
 
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err);

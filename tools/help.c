@@ -56,10 +56,12 @@ static const opts_help_row rows[] = {
     {"verify-scan", "backup", "N|DURATION", "7 and 7d", "full hash scan every Nth incremental or after"},
     {"io-class", "backup", "idle|best-effort[:N]|default", "idle (else best-effort 7)",
      "I/O priority of every read request"},
-    {"cpu-priority", "backup", "idle|nice|normal", "idle", "CPU priority of the compression workers"},
+    {"cpu-priority", "backup", "idle|nice|normal", "idle", "CPU priority of page checks and compression"},
     {"cpu-weight", "backup", "1..10000", "none", "run in a cgroup with this CPU weight"},
     {"checkpoint", "backup", "spread|fast", "spread", "how pg_backup_start checkpoints"},
     {"max-memory", "backup", "BYTES", "unbounded", "bound on read and compression buffers"},
+    {"compress-adapt", "backup", "on|off", "on",
+     "lower the zstd level while compression is behind the reads (--compress-level: the top)"},
     {"progress-interval", "backup restore verify rebase", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */

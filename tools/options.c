@@ -21,6 +21,7 @@ enum {
     O_INCR_MODE, O_VERIFY_SCAN, O_ENC_KEY,
     O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
+    O_COMPRESS_ADAPT,
     O_END
 };
 
@@ -54,6 +55,7 @@ static const struct option long_opts[] = {
     {"io-class", 1, 0, O_IO_CLASS}, {"cpu-priority", 1, 0, O_CPU_PRIO},
     {"cpu-weight", 1, 0, O_CPU_WEIGHT}, {"checkpoint", 1, 0, O_CHECKPOINT},
     {"max-memory", 1, 0, O_MAX_MEMORY},
+    {"compress-adapt", 1, 0, O_COMPRESS_ADAPT},
     {0, 0, 0, 0},
 };
 
@@ -73,7 +75,8 @@ static const struct {
      "           [--verify-scan N|DURATION (full hash scan every Nth incremental or after\n"
      "            DURATION; default 7 or 7d; 0 = only full backups)]\n"
      "           [--io-class idle|best-effort[:N]|default] [--cpu-priority idle|nice|normal]\n"
-     "           [--cpu-weight 1..10000] [--checkpoint spread|fast] [--max-memory BYTES]\n"},
+     "           [--cpu-weight 1..10000] [--checkpoint spread|fast] [--max-memory BYTES]\n"
+     "           [--compress-adapt on|off]\n"},
     {"restore",
      "  restore  --target-dir DIR [--set ID|latest] [--delta|--force]\n"
      "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
@@ -301,6 +304,11 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
         if (parse_size(arg, &sz) || sz == 0)
             return pb_fail(err, PB_EINVAL, "--max-memory expects bytes like 64M, not '%s'", arg);
         o->backup.max_memory = sz;
+        return 0;
+    case O_COMPRESS_ADAPT:
+        if (strcmp(arg, "on") && strcmp(arg, "off"))
+            return pb_fail(err, PB_EINVAL, "--compress-adapt must be on or off, not '%s'", arg);
+        o->backup.compress_adapt = arg[1] == 'n';
         return 0;
     case O_INCR_MODE:
         if (!strcmp(arg, "scan"))

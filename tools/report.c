@@ -89,7 +89,8 @@ static void jw_kstr(jw *j, const char *key, const char *v)
 
 /* ---- field tables: one row per reported field ---- */
 
-typedef enum { FT_STR, FT_KIND, FT_U64, FT_U32, FT_I64, FT_F64, FT_BOOL, FT_LSN, FT_SIZE } ftype;
+typedef enum { FT_STR, FT_KIND, FT_U64, FT_U32, FT_I64, FT_F64, FT_BOOL, FT_LSN, FT_SIZE,
+               FT_INT } ftype;
 typedef struct rfield {
     const char *key;
     ftype type;
@@ -147,6 +148,25 @@ static const rfield io_fields[] = {
     RF(bk_io_report, FT_U64, buffer_bytes), RF(bk_io_report, FT_U32, pipe_jobs),
     RF(bk_io_report, FT_U64, manifest_records_peak),
     RF(bk_io_report, FT_U64, manifest_bytes_peak),
+    RF(bk_io_report, FT_STR, cpu_reader_applied),
+};
+/* Where the backup's time went (engine/backup.h, bk_stages). */
+static const rfield stage_fields[] = {
+    RF(bk_stages, FT_F64, scan_seconds), RF(bk_stages, FT_F64, read_wait_seconds),
+    RF(bk_stages, FT_F64, pause_seconds), RF(bk_stages, FT_F64, queue_wait_seconds),
+    RF(bk_stages, FT_F64, page_work_seconds), RF(bk_stages, FT_F64, compress_seconds),
+    RF(bk_stages, FT_F64, write_seconds), RF(bk_stages, FT_F64, worker_idle_seconds),
+    RF(bk_stages, FT_U32, workers),
+};
+static const rfield compression_fields[] = {
+    RF(bk_io_report, FT_BOOL, compress_adapt), RF(bk_io_report, FT_INT, level_ceiling),
+    RF(bk_io_report, FT_INT, level_floor), RF(bk_io_report, FT_INT, level_final),
+    RF(bk_io_report, FT_U64, level_downs), RF(bk_io_report, FT_U64, level_ups),
+};
+static const rfield level_fields[] = {
+    RF(bk_level_use, FT_INT, level), RF(bk_level_use, FT_U64, frames),
+    RF(bk_level_use, FT_U64, raw_bytes), RF(bk_level_use, FT_U64, stored_bytes),
+    RF(bk_level_use, FT_F64, seconds),
 };
 static const rfield request_fields[] = {
     RF(repo_requests, FT_U64, get), RF(repo_requests, FT_U64, get_range),
@@ -154,9 +174,9 @@ static const rfield request_fields[] = {
     RF(repo_requests, FT_U64, head), RF(repo_requests, FT_U64, del),
 };
 
-static void jw_fields(jw *j, const char *key, const void *base, const rfield *f, size_t n)
+/* The fields of base as keys of the object open in j. */
+static void jw_fields_in(jw *j, const void *base, const rfield *f, size_t n)
 {
-    jw_open(j, key);
     const char *p = base;
     for (size_t i = 0; i < n; i++) {
         const void *v = p + f[i].off;
@@ -176,14 +196,38 @@ static void jw_fields(jw *j, const char *key, const void *base, const rfield *f,
         case FT_BOOL: jw_raw(j, "%s", *(const bool *)v ? "true" : "false"); break;
         case FT_LSN: pb_lsn_format(*(const uint64_t *)v, lsn); jw_str(j, lsn); break;
         case FT_SIZE: jw_raw(j, "%zu", *(const size_t *)v); break;
+        case FT_INT: jw_raw(j, "%d", *(const int *)v); break;
         }
     }
+}
+
+static void jw_fields(jw *j, const char *key, const void *base, const rfield *f, size_t n)
+{
+    jw_open(j, key);
+    jw_fields_in(j, base, f, n);
     jw_close(j);
 }
 #define JW_FIELDS(j, key, base, table) \
     jw_fields((j), (key), (base), (table), sizeof(table) / sizeof((table)[0]))
 
 /* ---- the report ---- */
+
+/* "compression": the level policy's settings and steps, and the frames at each level. */
+static void report_compression(jw *j, const bk_io_report *io)
+{
+    jw_open(j, "compression");
+    jw_fields_in(j, io, compression_fields,
+                 sizeof(compression_fields) / sizeof(compression_fields[0]));
+    jw_key(j, "levels");
+    jw_raw(j, "[");
+    for (unsigned i = 0; i < io->nlevels && i < BK_LEVELS_MAX; i++) {
+        if (i)
+            jw_raw(j, ",");
+        JW_FIELDS(j, NULL, &io->levels[i], level_fields);
+    }
+    jw_raw(j, "]");
+    jw_close(j);
+}
 
 static void report_resources(jw *j, const cmd_outcome *res)
 {
@@ -211,6 +255,8 @@ static void report_resources(jw *j, const cmd_outcome *res)
     JW_FIELDS(j, "adaptive_io", &res->io.scan, scan_fields);
     JW_FIELDS(j, "io_applied", &res->io, io_fields);
     JW_FIELDS(j, "backup_requests", &res->backup_requests, request_fields);
+    JW_FIELDS(j, "stages", &res->io.stages, stage_fields);
+    report_compression(j, &res->io);
 }
 
 /* The limits this run was given (0 = automatic or unlimited). */

@@ -41,8 +41,9 @@ pb_assert_eq "$(pb_info_field "$LAST" restore_needs | tr -cd , | wc -c)" "$INCRS
     "the newest backup's chain is the full + $INCRS incrementals"
 CHANGED=0 STORED=0
 for id in "${IDS[@]:1}"; do
-    CHANGED=$((CHANGED + $(pb_info_field "$id" pages_changed)))
-    STORED=$((STORED + $(pb_info_field "$id" bytes_stored)))
+    read -r changed stored <<<"$(pb_info_fields "$id" pages_changed bytes_stored)"
+    CHANGED=$((CHANGED + changed))
+    STORED=$((STORED + stored))
 done
 PER_PAGE=$((STORED / (CHANGED ? CHANGED : 1)))
 pb_log "$CHANGED pages changed over $INCRS incrementals, $STORED bytes stored ($PER_PAGE per page)"

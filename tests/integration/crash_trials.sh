@@ -166,7 +166,7 @@ restore_latest() {
     pb_restore_start "$d" >/dev/null || return 1
     got=$(pg_digest_all "$d")
     pg_stop "$d" >/dev/null
-    rm -rf "$d"
+    pb_rm_bg "$d"
     [ "$got" = "$want" ]
 }
 

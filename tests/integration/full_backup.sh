@@ -17,16 +17,17 @@ pb_check "amcheck passes on the restored cluster" pg_amcheck_all "$PB_WORK/r1"
 pg_stop "$PB_WORK/r1"
 pb_check "pg_checksums --check passes on the restored cluster" pg_checksums_check "$PB_WORK/r1"
 
-# 2. Full backup while pgbench writes; replay to a point after the load stopped.
-pgbench_run_bg "$SRC" 20 2
+# 2. Full backup while pgbench writes (from 2 s before it until it ends, 20 s at most);
+# replay to a point after the load stopped.
+pgbench_run_until_bg "$SRC" "$PB_WORK/load.stop" 20 2
 sleep 2
 pb_check "full backup under pgbench load" pb backup --type full
 ID2=$(pb_last_id)
+touch "$PB_WORK/load.stop"
 pgbench_wait || pb_test_fail "pgbench failed during the backup"
 DIGEST2=$(pg_digest_all "$SRC")
 LSN=$(pg_psql "$SRC" "SELECT pg_current_wal_lsn()")
-pg_psql "$SRC" "SELECT pg_switch_wal()" >/dev/null
-sleep 1
+pb_archive_all "$SRC" || pb_test_fail "the WAL up to $LSN was not archived"
 pg_psql "$SRC" "CHECKPOINT" >/dev/null
 pb_check "restore under load to LSN $LSN" pb_restore_start "$PB_WORK/r2" --set "$ID2" \
     --target-lsn "$LSN"

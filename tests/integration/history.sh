@@ -60,7 +60,7 @@ q "INSERT INTO r VALUES ('A')" >/dev/null
 backup I1
 q "INSERT INTO r VALUES ('B')" >/dev/null
 backup I2
-sleep 1.1 # a target time in a later second than incr 2's end (1 s resolution)
+pb_next_second # a target time in a later second than incr 2's end (1 s resolution)
 T_AFTER_I2=$(PGTZ=UTC q "SELECT now()")
 q "INSERT INTO tick VALUES (1)" >/dev/null # a commit after the target time, archived
 archive_all || pb_die "WAL after incr 2 was not archived"

@@ -77,7 +77,7 @@ psql_src "DROP TABLE doomed"
 psql_src "CREATE TABLE fresh AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 10000) g"
 psql_src "CREATE DATABASE db2"
 pg_psql "$SRC" "CREATE TABLE t2 AS SELECT g FROM generate_series(1, 5000) g" db2 >/dev/null
-pgbench_run_bg "$SRC" 5 2
+pgbench_run_bg "$SRC" 2 2
 pgbench_wait
 backup I
 

@@ -336,6 +336,26 @@ pgbench_run_bg() {
     _PB_BG_PIDS+=("$PB_PGBENCH_PID")
 }
 
+# pgbench_run_until_bg DIR STOPFILE SECONDS [CLIENTS [PGBENCH_ARGS...]]: load in the
+# background for SECONDS or until STOPFILE exists, whichever comes first (one-second runs
+# back to back), so that a load around a command of unknown length ends soon after it.
+# The first run that fails ends it; pid, log and pgbench_wait as for pgbench_run_bg.
+pgbench_run_until_bg() {
+    local d=${1%/} stop=$2 secs=$3 clients=${4:-2} port sock
+    shift $(($# < 4 ? $# : 4))
+    _pb_in_main_shell pgbench_run_until_bg
+    _pb_need_work
+    port=$(pg_port "$d") && sock=$(pg_sockdir "$d") || return 1
+    bash -c 'log=$7.$$.log; end=$((SECONDS + $9)); : >"$log"
+        while [ ! -e "$8" ] && [ "$SECONDS" -lt "$end" ]; do
+            "$1" -n -T "$2" -c "$3" -j "$4" -h "$5" -p "$6" -U postgres "${@:10}" postgres \
+                >>"$log" 2>&1 || exit
+        done' pgbench "$PB_PGBIN/pgbench" 1 "$clients" $((clients < 2 ? clients : 2)) "$sock" \
+        "$port" "$PB_WORK/pgbench" "$stop" "$secs" "$@" &
+    PB_PGBENCH_PID=$!
+    _PB_BG_PIDS+=("$PB_PGBENCH_PID")
+}
+
 # pgbench_wait [PID]: wait for a background run (default the last one); fails, showing
 # its output, if pgbench failed.
 pgbench_wait() {

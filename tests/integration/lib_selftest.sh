@@ -40,6 +40,14 @@ pb_assert_eq "$(echo "$all" | cut -d' ' -f1 | tr '\n' ' ')" \
 pgbench_run_bg "$D" 3 2
 pb_check "pgbench ran 3 s in the background" pgbench_wait
 pb_assert_ne "$(pg_digest "$D")" "$d3" "the load changed the data"
+pgbench_run_until_bg "$D" "$PB_WORK/stop" 30 2
+sleep 1.5
+touch "$PB_WORK/stop"
+T0=$SECONDS
+pb_check "a load until a stop file ends without error" pgbench_wait
+pb_check "within two seconds of the stop file ($((SECONDS - T0)) s)" test $((SECONDS - T0)) -le 2
+pb_check "having run transactions" grep -q "number of transactions actually processed: [1-9]" \
+    "$PB_WORK/pgbench.$PB_PGBENCH_PID.log"
 
 (pg_env "$D" && [ "$("$PB_PGBIN/psql" -X -At -c 'SELECT 1')" = 1 ]) >/dev/null
 pb_assert_eq "$?" 0 "pg_env points libpq at the cluster"

@@ -74,6 +74,18 @@ for b in d['backups']:
 " "$1" "$2"
 }
 
+# pb_info_fields ID FIELD...: those fields of a backup from one `info --json`, space
+# separated in the order given.
+pb_info_fields() {
+    pb info --json | /usr/bin/python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+for b in d['backups']:
+    if b['id'] == sys.argv[1]:
+        print(' '.join(str(b[f]) for f in sys.argv[2:]))
+" "$@"
+}
+
 # pb_backup_id OUTPUT: the id from a `pageback backup` summary line.
 pb_last_id() {
     pb info --json | /usr/bin/python3 -c "
@@ -95,12 +107,13 @@ pb_restore_start() {
     pb_wait_recovery "$d"
 }
 
-# pb_wait_recovery DIR: wait until the server has left recovery (promoted).
+# pb_wait_recovery DIR: wait until the server has left recovery (promoted); polled every
+# 0.1 s (a restore's recovery often ends within a second), for up to two minutes.
 pb_wait_recovery() {
     local i
-    for i in $(seq 1 600); do
+    for i in $(seq 1 1200); do
         [ "$(pg_psql "$1" 'SELECT pg_is_in_recovery()' 2>/dev/null)" = f ] && return 0
-        sleep 0.2
+        sleep 0.1
     done
     echo "pb_wait_recovery: $1 still in recovery" >&2
     tail -n 20 "$(pg_logfile "$1")" >&2
@@ -112,4 +125,112 @@ pb_setup() {
     pb_tmpdir
     trap '_pb_rc=$?; _pb_s3_cleanup; (exit $_pb_rc); _pb_cleanup' EXIT
     pb_repo_setup
+}
+
+# ------------------------------------------------ recovery-target helpers
+# What the point-in-time scripts (pitr.sh, wal_targets.sh, timeline.sh) share: archive
+# the WAL written so far, fingerprint a table's rows, restore to a target and compare,
+# and check that a refused target writes nothing.
+
+# pb_archive_all DIR: switch DIR's cluster to a new segment and wait until the one it
+# closed is archived (segment numbers compared without the timeline: a history file
+# archived meanwhile does not count as done).
+pb_archive_all() {
+    local seg last i
+    seg=$(pg_psql "$1" "SELECT pg_walfile_name(pg_switch_wal())") || return 1
+    for i in $(seq 1 300); do
+        last=$(pg_psql "$1" "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
+        [[ "${last:8:16}" < "${seg:8:16}" ]] || return 0
+        sleep 0.1
+    done
+    echo "pb_archive_all: $seg of $1 was not archived" >&2
+    return 1
+}
+
+# pb_ins_procedure DIR COLUMNS VALUES [PAUSE]: create procedure ins(n int, tg text) in DIR's
+# cluster: n rows into table t, one transaction each (COLUMNS and VALUES as in INSERT; tg
+# is the caller's tag), with a pause of PAUSE seconds after each commit.
+pb_ins_procedure() {
+    pg_psql "$1" "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
+       BEGIN
+         FOR i IN 1..n LOOP
+           INSERT INTO t ($2) VALUES ($3);
+           COMMIT;
+           ${4:+PERFORM pg_sleep($4);}
+         END LOOP;
+       END \$\$" >/dev/null
+}
+
+# pb_rows DIR [MAX_ID] [ROW_TEXT]: "count max md5" of table t's rows (ids in commit order)
+# in DIR's cluster, all or those with id <= MAX_ID; ROW_TEXT (default id::text) is what
+# each row contributes to the md5.
+pb_rows() {
+    pg_psql "$1" "SELECT count(*) || ' ' || coalesce(max(id), 0) || ' ' ||
+                  md5(coalesce(string_agg(${3:-id::text}, ',' ORDER BY id), '')) FROM t
+                  ${2:+WHERE id <= $2}"
+}
+
+# pb_next_second [SECOND]: wait until the clock is in a later whole second than SECOND
+# (seconds since the epoch; default now). Backup stop times are whole seconds: what is
+# written after this is clearly later than a backup that ended by SECOND.
+pb_next_second() {
+    local past=${1:-${EPOCHREALTIME%[.,]*}}
+    while [ "${EPOCHREALTIME%[.,]*}" -le "$past" ]; do sleep 0.05; done
+}
+
+# pb_rm_bg DIR: remove DIR in the background (moved aside first, so DIR can be made
+# again at once): a restored copy's removal overlaps the next step instead of waiting
+# for its freshly written files to be freed.
+pb_rm_bg() {
+    local gone=$1.gone.$BASHPID.$RANDOM
+    mv "$1" "$gone" 2>/dev/null || { rm -rf "$1"; return; }
+    rm -rf "$gone" &
+}
+
+# pb_backup_logged ARGS...: pb backup ARGS, its output in $PB_WORK/backup.out (shown
+# on failure).
+pb_backup_logged() {
+    pb backup "$@" >"$PB_WORK/backup.out" 2>&1 || { cat "$PB_WORK/backup.out" >&2; return 1; }
+}
+
+# pb_pitr LABEL EXPECTED_ROWS EXPECTED_SET RESTORE_ARGS...: restore into a new directory,
+# start it and wait for recovery; check the backup the restore chose ("restored backup
+# ID" in $PB_WORK/restore.out) and that pb_rows of the copy (ROW_TEXT from
+# PB_PITR_ROW_TEXT) is EXPECTED_ROWS; stop the copy, run the caller's PB_PITR_AFTER
+# LABEL DIR (a function name, if set) for its own checks, and remove the copy.
+PB_PITR_N=0
+pb_pitr() {
+    local label=$1 want=$2 set=$3 d chosen
+    shift 3
+    PB_PITR_N=$((PB_PITR_N + 1))
+    d=$PB_WORK/r$PB_PITR_N
+    if ! pb_restore_start "$d" "$@"; then
+        pb_test_fail "$label: restore or recovery failed"
+        return 1
+    fi
+    chosen=$(sed -n 's/^restored backup \([^ ]*\) .*/\1/p' "$PB_WORK/restore.out")
+    pb_assert_eq "$chosen" "$set" "$label: restored backup $set"
+    pb_assert_eq "$(pb_rows "$d" "" "${PB_PITR_ROW_TEXT:-}")" "$want" \
+        "$label: exactly the rows before the target"
+    pg_stop "$d"
+    [ -n "${PB_PITR_AFTER:-}" ] && "$PB_PITR_AFTER" "$label" "$d"
+    pb_rm_bg "$d"
+}
+
+# pb_refused LABEL PATTERN RESTORE_ARGS...: the restore fails with a message matching
+# the extended regex PATTERN and leaves its (empty) target directory empty.
+pb_refused() {
+    local label=$1 pat=$2 d=$PB_WORK/refused out
+    shift 2
+    mkdir -p "$d" && _pb_chown_pg "$d"
+    if out=$(pb restore --target-dir "$d" "$@" 2>&1); then
+        pb_test_fail "$label: restore succeeded"
+    elif ! grep -qE -- "$pat" <<<"$out"; then
+        pb_test_fail "$label: message does not match /$pat/: $out"
+    elif [ -n "$(ls -A "$d")" ]; then
+        pb_test_fail "$label: the target directory is not empty"
+    else
+        pb_test_ok "$label"
+    fi
+    rm -rf "$d"
 }

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Polite I/O (issue 10): the backup's log states the read controller's decisions, the I/O
-# class and CPU priority applied (checked on the running process too), --checkpoint
-# reaches PostgreSQL, pinned options are honoured, --max-memory too small is refused,
+# class and CPU priority applied (checked on the running process too, its reading thread
+# included), --checkpoint reaches PostgreSQL, pinned options are honoured, --max-memory too
+# small is refused,
 # and the backups restore byte-exact.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
@@ -72,7 +73,7 @@ find_pb() {
     done
     return 1
 }
-POLICY=none NICE_OK=0 IOCLASS=
+POLICY=none NICE_OK=0 IOCLASS= MAIN_POLICY=none
 for _ in $(seq 1 100); do
     PID=$(find_pb "$BG") || { sleep 0.1; continue; }
     for st in /proc/"$PID"/task/*/stat; do
@@ -81,9 +82,14 @@ for _ in $(seq 1 100); do
         set -- $f
         [ "${39:-}" = 5 ] && POLICY=idle
         [ "${17:-}" = 19 ] && NICE_OK=1
+        # the main thread (task id = pid) checks and hashes the pages it reads
+        if [ "$st" = "/proc/$PID/task/$PID/stat" ]; then
+            [ "${39:-}" = 5 ] && MAIN_POLICY=idle
+            [ "${39:-}" != 5 ] && [ "${17:-}" = 19 ] && MAIN_POLICY=nice19
+        fi
     done
     case "$IOCLASS" in idle*) ;; *) IOCLASS=$(ionice -p "$PID" 2>/dev/null) ;; esac
-    case "$POLICY$IOCLASS" in idleidle*) break ;; esac
+    case "$POLICY$IOCLASS$MAIN_POLICY" in idleidle*idle) break ;; esac
     sleep 0.1
 done
 wait "$BG"
@@ -97,6 +103,12 @@ if [ "$POLICY" = idle ] || [ "$NICE_OK" = 1 ]; then
 else
     pb_test_fail "no SCHED_IDLE or nice 19 thread seen in the running backup"
 fi
+case "$MAIN_POLICY" in
+idle|nice19) pb_test_ok "the reading (page-checking, hashing) thread is $MAIN_POLICY too" ;;
+*) pb_test_fail "the running backup's reading thread is not SCHED_IDLE or nice 19" ;;
+esac
+log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) (SCHED_IDLE|nice 19)" \
+    "the log says the reading thread's CPU priority"
 case "$IOCLASS" in
 idle*) pb_test_ok "the running backup's I/O class is idle (ionice: $IOCLASS)" ;;
 *) pb_test_fail "the running backup's I/O class is '$IOCLASS', not idle" ;;

@@ -110,7 +110,7 @@ restore_check() {
     fi
     pb_check "$label: amcheck" pg_amcheck_all "$d"
     pg_stop "$d" && pb_check "$label: pg_checksums" pg_checksums_check "$d"
-    rm -rf "$d"
+    pb_rm_bg "$d"
 }
 
 restore_check "$F_S" "standby full" --target-name after_writes

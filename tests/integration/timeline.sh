@@ -16,14 +16,8 @@ pg_start "$SRC" || pb_die "source cluster did not start"
 q() { pg_psql "$DB" "$1"; }
 DB=$SRC
 q "CREATE TABLE t (id bigserial PRIMARY KEY, tag text NOT NULL, tli int NOT NULL)" >/dev/null
-q "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
-   BEGIN
-     FOR i IN 1..n LOOP
-       INSERT INTO t (tag, tli) VALUES (tg, (SELECT timeline_id FROM pg_control_checkpoint()));
-       COMMIT;
-       PERFORM pg_sleep(0.01);
-     END LOOP;
-   END \$\$" >/dev/null
+pb_ins_procedure "$SRC" "tag, tli" "tg, (SELECT timeline_id FROM pg_control_checkpoint())" \
+    0.01
 
 # mark NAME: rows, then remember the last id (K_NAME), its commit time (T_NAME), the WAL
 # position (L_NAME) and restore point rp_NAME; pause; more rows.
@@ -39,28 +33,16 @@ mark() {
     q "CALL ins(5, '$n-after')" >/dev/null
 }
 
-# Everything written so far reaches the archive.
-archive_all() {
-    local seg last i
-    seg=$(q "SELECT pg_walfile_name(pg_switch_wal())")
-    for i in $(seq 1 300); do
-        last=$(q "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
-        [[ "${last:8:16}" < "${seg:8:16}" ]] || return 0
-        sleep 0.1
-    done
-    echo "archive_all: $seg was not archived" >&2
-    return 1
-}
+# Everything the current cluster wrote so far reaches the archive.
+archive_all() { pb_archive_all "$DB"; }
 
-rows() {
-    pg_psql "$1" "SELECT count(*) || ' ' || coalesce(max(id), 0) || ' ' ||
-                  md5(coalesce(string_agg(id::text || tag, ',' ORDER BY id), '')) FROM t
-                  ${2:+WHERE id <= $2}"
-}
+# rows DIR [MAX_ID]: the rows' fingerprint, each row's tag included.
+PB_PITR_ROW_TEXT="id::text || tag"
+rows() { pb_rows "$1" "${2:-}" "$PB_PITR_ROW_TEXT"; }
 
 backup() {
-    pb backup "$@" >"$PB_WORK/backup.out" 2>&1 || { cat "$PB_WORK/backup.out" >&2; return 1; }
-    sleep 1.2
+    pb_backup_logged "$@" || return 1
+    pb_next_second # stop times are whole seconds: targets below are clearly later
 }
 
 # ---- timeline 1: a full backup, then rows and a restore point
@@ -121,63 +103,29 @@ mkdir -p "$PB_WORK/h" && _pb_chown_pg "$PB_WORK/h"
 pb_check "00000002.history is archived" pb archive-get 00000002.history "$PB_WORK/h/history"
 pb_check "the history names the switch from timeline 1" grep -q "^1" "$PB_WORK/h/history"
 
-N=0
-# pitr LABEL EXPECTED_ROWS EXPECTED_SET RESTORE_ARGS...
-pitr() {
-    local label=$1 exp=$2 set=$3 d chosen
-    shift 3
-    N=$((N + 1))
-    d=$PB_WORK/r$N
-    if ! pb_restore_start "$d" "$@"; then
-        pb_test_fail "$label: restore or recovery failed"
-        return 1
-    fi
-    chosen=$(sed -n 's/^restored backup \([^ ]*\) .*/\1/p' "$PB_WORK/restore.out")
-    pb_assert_eq "$chosen" "$set" "$label: restored backup $set"
-    pb_assert_eq "$(rows "$d")" "$exp" "$label: exactly the expected rows"
-    pg_stop "$d"
-    rm -rf "$d"
-}
-
-pitr "restore point on timeline 2 after its backup" "$(rows "$R" "$K_C")" "$F2" \
+# pb_pitr LABEL EXPECTED_ROWS EXPECTED_SET RESTORE_ARGS... (pb_lib.sh)
+pb_pitr "restore point on timeline 2 after its backup" "$(rows "$R" "$K_C")" "$F2" \
     --target-name rp_C
-pitr "time on timeline 2 before its backup: from timeline 1 across the switch" \
+pb_pitr "time on timeline 2 before its backup: from timeline 1 across the switch" \
     "$(rows "$R" "$K_B")" "$F1" --target-time "$T_B"
-pitr "LSN on timeline 2 before its backup: from timeline 1 across the switch" \
+pb_pitr "LSN on timeline 2 before its backup: from timeline 1 across the switch" \
     "$(rows "$R" "$K_B")" "$F1" --target-lsn "$L_B" --target-timeline 2
-pitr "time on the abandoned part of timeline 1 (placed by its WAL, no --target-timeline)" \
+pb_pitr "time on the abandoned part of timeline 1 (placed by its WAL, no --target-timeline)" \
     "$EXP_A2" "$F1" --target-time "$T_A2"
 grep -q "reached after the branch point .* only on timeline 1: replay stops before the commit" \
     "$PB_WORK/restore.out" && pb_test_ok "the restore says timeline 1's WAL holds the time" ||
     pb_test_fail "no INFO line naming the stop on timeline 1: $(cat "$PB_WORK/restore.out")"
-pitr "LSN on the abandoned part of timeline 1 (--target-timeline 1)" "$EXP_A2" "$F1" \
+pb_pitr "LSN on the abandoned part of timeline 1 (--target-timeline 1)" "$EXP_A2" "$F1" \
     --target-lsn "$L_A2" --target-timeline 1
-pitr "end of backup (default timeline handling) of the timeline 1 backup" \
+pb_pitr "end of backup (default timeline handling) of the timeline 1 backup" \
     "$(rows "$R" 0)" "$F1" --set "$F1"
 
-mkdir -p "$PB_WORK/refused" && _pb_chown_pg "$PB_WORK/refused"
-# refused LABEL PATTERN RESTORE_ARGS...: the restore fails naming PATTERN, writing nothing.
-refused() {
-    local label=$1 pat=$2 out
-    shift 2
-    out=$(pb restore --target-dir "$PB_WORK/refused" "$@" 2>&1)
-    if [ $? != 0 ] && grep -q -- "$pat" <<<"$out" && [ -z "$(ls -A "$PB_WORK/refused")" ]; then
-        pb_test_ok "$label"
-    else
-        pb_test_fail "$label: $out"
-    fi
-}
-refused "an LSN both timelines' WAL holds past the branch is refused" \
+pb_refused "an LSN both timelines' WAL holds past the branch is refused" \
     "archive holds WAL at that LSN on both" --set "$F1" --target-lsn "$L_B"
-refused "a time both timelines' WAL reaches past the branch is refused, naming both" \
+pb_refused "a time both timelines' WAL reaches past the branch is refused, naming both" \
     "the WAL of both reaches it: recovery would stop at the commit at .* on timeline 1 .* at the commit at .* on timeline 2" \
     --set "$F1" --target-time "$T_A4"
-out=$(pb restore --target-dir "$PB_WORK/refused" --set "$F2" --target-timeline 1 \
-    --target-lsn "$L_C" 2>&1)
-if [ $? != 0 ] && grep -q "timeline 2 is not in the history of target timeline 1" <<<"$out" &&
-    [ -z "$(ls -A "$PB_WORK/refused")" ]; then
-    pb_test_ok "a timeline 2 backup is refused for a timeline 1 target"
-else
-    pb_test_fail "a timeline 2 backup for a timeline 1 target: $out"
-fi
+pb_refused "a timeline 2 backup is refused for a timeline 1 target" \
+    "timeline 2 is not in the history of target timeline 1" --set "$F2" --target-timeline 1 \
+    --target-lsn "$L_C"
 pb_test_summary

@@ -7,7 +7,8 @@
 # Run on a cluster with data checksums and on one without (there torn reads are invisible
 # to the backup and only WAL replay makes them right).
 #   PB_TORN_LOOPS       backup/restore rounds per cluster (default 3: a full, then incrementals)
-#   PB_TORN_SECONDS     seconds of load around each backup (default 6)
+#   PB_TORN_SECONDS     seconds of load around each backup at most (default 6; it stops
+#                       once the backup has ended)
 #   PB_TORN_SCALE       pgbench scale (default 5)
 source "$(dirname "$0")/pb_lib.sh"
 LOOPS=${PB_TORN_LOOPS:-3}
@@ -20,14 +21,11 @@ cat >"$PB_WORK/uuid.sql" <<'EOF'
 INSERT INTO u (id, pad) VALUES (gen_random_uuid(), repeat(md5(random()::text), 3));
 EOF
 
-# uuid_run_bg DIR SECONDS: the random-UUID insert load in the background (pid in UUID_PID).
+# uuid_run_bg DIR STOPFILE SECONDS: the random-UUID insert load in the background until
+# STOPFILE exists or SECONDS have passed (pid in UUID_PID).
 uuid_run_bg() {
-    local d=$1 port sock
-    port=$(pg_port "$d") && sock=$(pg_sockdir "$d") || return 1
-    "$PB_PGBIN/pgbench" -n -T "$2" -c 2 -j 2 -f "$PB_WORK/uuid.sql" -h "$sock" -p "$port" \
-        -U postgres postgres >"$PB_WORK/uuid.log" 2>&1 &
-    UUID_PID=$!
-    _PB_BG_PIDS+=("$UUID_PID")
+    pgbench_run_until_bg "$1" "$2" "$3" 2 -f "$PB_WORK/uuid.sql" || return 1
+    UUID_PID=$PB_PGBENCH_PID
 }
 
 # Everything written so far reaches the archive.
@@ -64,24 +62,27 @@ use_repo() {
 
 # round SRC LABEL TYPE N: load + backup, quiesce, restore to an LSN after the load, check.
 round() {
-    local src=$1 label=$2 type=$3 n=$4 id lsn digest d chosen
-    pgbench_run_bg "$src" "$SECS" 2
-    uuid_run_bg "$src" "$SECS"
+    local src=$1 label=$2 type=$3 n=$4 id lsn digest d chosen stop=$PB_WORK/load.$4
+    uuid_run_bg "$src" "$stop" "$SECS"
+    pgbench_run_until_bg "$src" "$stop" "$SECS" 2
     sleep 1
     if ! pb backup --type "$type" >"$PB_WORK/backup.out" 2>&1; then
+        touch "$stop"
         cat "$PB_WORK/backup.out"
         pb_test_fail "$label: $type backup under load"
         return 1
     fi
     id=$(pb_last_id)
+    touch "$stop"
     pb_test_ok "$label: $type backup $id under pgbench + UUID load"
     pgbench_wait || pb_test_fail "$label: pgbench failed"
     pgbench_wait "$UUID_PID" || pb_test_fail "$label: the UUID load failed"
-    pb_log "$label: backup $id: $(pb_info_field "$id" wal_bytes_in_window) bytes of WAL in" \
-        "its window, $(pb_info_field "$id" pages_in_window) of" \
-        "$(pb_info_field "$id" pages_scanned) scanned pages changed inside it," \
-        "$(pb_info_field "$id" pages_changed) pages shipped," \
-        "$(pb_info_field "$id" checksum_errors) checksum errors"
+    local wal inwin scanned changed errors sums
+    read -r wal inwin scanned changed errors sums <<<"$(pb_info_fields "$id" \
+        wal_bytes_in_window pages_in_window pages_scanned pages_changed checksum_errors \
+        data_checksums)"
+    pb_log "$label: backup $id: $wal bytes of WAL in its window, $inwin of $scanned" \
+        "scanned pages changed inside it, $changed pages shipped, $errors checksum errors"
     digest=$(pg_digest_all "$src")
     lsn=$(pg_psql "$src" "SELECT pg_current_wal_lsn()")
     archive_all "$src" || { pb_test_fail "$label: WAL not archived"; return 1; }
@@ -95,11 +96,11 @@ round() {
     pb_assert_eq "$(pg_digest_all "$d")" "$digest" "$label: digests equal the source at $lsn"
     pb_check "$label: amcheck (heap, every btree, heapallindexed)" pg_amcheck_all "$d"
     pg_stop "$d"
-    if [ "$(pb_info_field "$id" data_checksums)" = True ]; then
+    if [ "$sums" = True ]; then
         pb_check "$label: pg_checksums --check" pg_checksums_check "$d"
     fi
     CHECKED=$((CHECKED + 1))
-    rm -rf "$d"
+    pb_rm_bg "$d"
 }
 
 # cluster NAME [--no-checksums]: a cluster under load, LOOPS rounds (a full, then incrementals).

@@ -15,13 +15,7 @@ pg_env "$SRC"
 
 q() { pg_psql "$SRC" "$1"; }
 q "CREATE TABLE t (id bigserial PRIMARY KEY, txid bigint NOT NULL, tag text NOT NULL)" >/dev/null
-q "CREATE PROCEDURE ins(n int, tg text) LANGUAGE plpgsql AS \$\$
-   BEGIN
-     FOR i IN 1..n LOOP
-       INSERT INTO t (txid, tag) VALUES (txid_current(), tg);
-       COMMIT;
-     END LOOP;
-   END \$\$" >/dev/null
+pb_ins_procedure "$SRC" "txid, tag" "txid_current(), tg"
 
 # mark NAME: a few rows, then for the last one (id K_NAME) its xid X_NAME; restore point
 # rp_NAME; more rows after it.
@@ -34,19 +28,7 @@ mark() {
     q "SELECT pg_create_restore_point('rp_$n')" >/dev/null
     q "CALL ins(5, '$n-after')" >/dev/null
 }
-backup() {
-    pb backup --type "$1" >"$PB_WORK/backup.out" 2>&1 || { cat "$PB_WORK/backup.out" >&2; return 1; }
-}
-switch_and_wait() { # archive everything the cluster $1 wrote so far
-    local seg last i
-    seg=$(pg_psql "$1" "SELECT pg_walfile_name(pg_switch_wal())")
-    for i in $(seq 1 300); do
-        last=$(pg_psql "$1" "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
-        [[ "${last:8}" < "${seg:8}" ]] || return 0
-        sleep 0.1
-    done
-    return 1
-}
+backup() { pb_backup_logged --type "$1"; }
 
 mark A
 pb_check "full backup" backup full
@@ -65,41 +47,27 @@ X_P=$(q "SELECT transaction FROM pg_prepared_xacts WHERE gid = 'p1'")
 [ -n "$X_P" ] && q "COMMIT PREPARED 'p1'" >/dev/null
 K_P=$(q "SELECT max(id) FROM t")
 q "CALL ins(3, 'after-prepared')" >/dev/null
-pb_check "source WAL archived" switch_and_wait "$SRC"
+pb_check "source WAL archived" pb_archive_all "$SRC"
 pb_log "rows: A..$K_A B..$K_B C..$K_C twice..$K_TWICE prepared $X_P..$K_P; backups $F1 $I1"
 
-rows() {
-    pg_psql "$1" "SELECT count(*) || ' ' || coalesce(max(id), 0) || ' ' ||
-                  md5(coalesce(string_agg(id::text, ',' ORDER BY id), '')) FROM t"
-}
-expect() {
-    q "SELECT count(*) || ' ' || coalesce(max(id), 0) || ' ' ||
-       md5(coalesce(string_agg(id::text, ',' ORDER BY id), '')) FROM t WHERE id <= $1"
-}
+expect() { pb_rows "$SRC" "$1"; }
 
-N=0
 # pitr LABEL EXPECTED_ROWS EXPECTED_SET FOUND_PATTERN RESTORE_ARGS...: restore, check the
-# backup chosen and the record named, start, compare the rows, stop and remove.
+# backup chosen, start, compare the rows, stop, check the record named, and remove.
 pitr() {
-    local label=$1 want=$2 set=$3 found=$4 d chosen
+    local label=$1 want=$2 set=$3
+    FOUND=$4
     shift 4
-    N=$((N + 1))
-    d=$PB_WORK/r$N
-    if ! pb_restore_start "$d" "$@"; then
-        pb_test_fail "$label: restore or recovery failed"
-        return 1
-    fi
-    chosen=$(sed -n 's/^restored backup \([^ ]*\) .*/\1/p' "$PB_WORK/restore.out")
-    pb_assert_eq "$chosen" "$set" "$label: restored backup $set"
-    if grep -qE "found the recovery target: $found" "$PB_WORK/restore.out"; then
-        pb_test_ok "$label: says which record it found"
-    else
-        pb_test_fail "$label: no 'found the recovery target: $found' in: $(cat "$PB_WORK/restore.out")"
-    fi
-    pb_assert_eq "$(rows "$d")" "$want" "$label: exactly the rows before the target"
-    pg_stop "$d"
-    rm -rf "$d"
+    pb_pitr "$label" "$want" "$set" "$@"
 }
+said_found() {
+    if grep -qE "found the recovery target: $FOUND" "$PB_WORK/restore.out"; then
+        pb_test_ok "$1: says which record it found"
+    else
+        pb_test_fail "$1: no 'found the recovery target: $FOUND' in: $(cat "$PB_WORK/restore.out")"
+    fi
+}
+PB_PITR_AFTER=said_found
 LSN='[0-9A-F]+/[0-9A-F]+'
 pitr "name between the backups" "$(expect "$K_B")" "$F1" \
     "restore point rp_B at $LSN on timeline 1" --target-name rp_B
@@ -133,30 +101,15 @@ pb_check "the cache is in the state directory" \
     eval 'compgen -G "$PB_STATE/walscan/0000000100000000000000*" >/dev/null'
 
 # ---- refusals, before anything is written
-refused() {
-    local label=$1 pat=$2 d=$PB_WORK/refused out
-    shift 2
-    mkdir -p "$d" && _pb_chown_pg "$d"
-    if out=$(pb restore --target-dir "$d" "$@" 2>&1); then
-        pb_test_fail "$label: restore succeeded"
-    elif ! grep -qE "$pat" <<<"$out"; then
-        pb_test_fail "$label: message does not match /$pat/: $out"
-    elif [ -n "$(ls -A "$d")" ]; then
-        pb_test_fail "$label: the target directory is not empty"
-    else
-        pb_test_ok "$label"
-    fi
-    rm -rf "$d"
-}
-refused "a name that does not exist" \
+pb_refused "a name that does not exist" \
     "restore point 'rp_nowhere' is not in the archived WAL .*searched from $LSN to $LSN" \
     --target-name rp_nowhere
-refused "an xid that does not exist" "transaction '4000000' is not in the archived WAL" \
+pb_refused "an xid that does not exist" "transaction '4000000' is not in the archived WAL" \
     --target-xid 4000000
-refused "a name before the first backup became consistent" \
+pb_refused "a name before the first backup became consistent" \
     "no backup .* can reach the recovery target .*after the restore point rp_A" \
     --target-name rp_A
-refused "an xid before the first backup became consistent" \
+pb_refused "an xid before the first backup became consistent" \
     "no backup .* can reach .*after the commit transaction $X_A" --target-xid "$X_A"
 
 # ---- info --restore-points
@@ -179,20 +132,19 @@ K_T2=$(q2 "SELECT max(id) FROM t")
 X_T2=$(q2 "SELECT txid FROM t WHERE id = $K_T2")
 q2 "SELECT pg_create_restore_point('rp_T2')" >/dev/null
 q2 "CALL ins(3, 'T2-after')" >/dev/null
-WANT_T2=$(q2 "SELECT count(*) || ' ' || coalesce(max(id), 0) || ' ' ||
-              md5(coalesce(string_agg(id::text, ',' ORDER BY id), '')) FROM t WHERE id <= $K_T2")
+WANT_T2=$(pb_rows "$D2" "$K_T2")
 pb_assert_eq "$(q2 "SELECT timeline_id FROM pg_control_checkpoint()")" 2 "the copy is on timeline 2"
-pb_check "timeline 2 WAL archived" switch_and_wait "$D2"
+pb_check "timeline 2 WAL archived" pb_archive_all "$D2"
 pg_stop "$D2"
 # The source goes on on timeline 1 after the branch point.
 mark D
-pb_check "source WAL archived again" switch_and_wait "$SRC"
+pb_check "source WAL archived again" pb_archive_all "$SRC"
 
 pitr "name on timeline 2" "$WANT_T2" "$I1" "restore point rp_T2 at $LSN on timeline 2" \
     --target-name rp_T2
 pitr "xid on timeline 2" "$WANT_T2" "$I1" "commit transaction $X_T2 at $LSN on timeline 2" \
     --target-xid "$X_T2"
-refused "a name on timeline 1 after timeline 2 branched off, along latest" \
+pb_refused "a name on timeline 1 after timeline 2 branched off, along latest" \
     "restore point 'rp_D' is not in the archived WAL .*along timeline 2" --target-name rp_D
 pitr "the same name with --target-timeline 1" "$(expect "$K_D")" "$I1" \
     "restore point rp_D at $LSN on timeline 1" --target-name rp_D --target-timeline 1

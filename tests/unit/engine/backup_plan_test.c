@@ -7,7 +7,7 @@
  * checks that no manifest is read whole (headers by range reads, records streamed).
  */
 #include "engine/backup_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +30,8 @@ static void observe(void *ctx, const char *op, const char *key)
 
 static repo *new_repo(const char *name)
 {
-    char dir[400];
-    snprintf(dir, sizeof(dir), "%s/%s", root, name);
-    mkdir(dir, 0700);
-    repo *r = NULL;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = dir;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&r, &o, &err) == 0);
-    PBT_CHECK(r && chain_check_identity(r, SYS, true, &err) == 0);
+    repo *r = pbt_repo_open_in(root, name);
+    pbt_repo_identity(r, SYS);
     if (r)
         repo_observe(r, observe, NULL);
     return r;
@@ -48,23 +41,13 @@ static repo *new_repo(const char *name)
 static void commit(repo *r, const char *id, const char *parent, char type, int k,
                    uint64_t sys)
 {
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = type;
+    mf_backup h = pbt_header(id, parent, type);
     h.system_id = sys;
-    h.timeline = 1;
-    h.wal_segment_size = 16u << 20;
     h.start_lsn = ((uint64_t)k + 1) << 24;
     h.stop_lsn = h.start_lsn + 0x100;
     h.start_time = (int64_t)time(NULL) - 3600 * (3 - k);
     h.stop_time = h.start_time + 60;
-    mf_manifest *m = NULL;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_new(&m, &h, &err) == 0);
-    PBT_CHECK(chain_commit(r, m, &err) == 0);
-    mf_free(m);
+    pbt_commit_header(r, &h);
 }
 
 static const char *F = "20260101-000000F", *I1 = "20260101-000100I",

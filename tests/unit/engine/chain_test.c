@@ -6,7 +6,7 @@
  * object deletion, used by chain_drop and by expire for WAL.
  */
 #include "engine/chain.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,39 +18,11 @@ static char root[256];
 static mf_backup hdr(const char *id, const char *parent, char type, uint64_t stop_lsn,
                      int64_t stop_time)
 {
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = type;
-    h.timeline = 1;
-    h.wal_segment_size = 16u << 20;
+    mf_backup h = pbt_header(id, parent, type);
     h.start_lsn = stop_lsn - 0x100;
     h.stop_lsn = stop_lsn;
     h.stop_time = stop_time;
     return h;
-}
-
-static void commit(repo *r, const mf_backup *h)
-{
-    mf_manifest *m = NULL;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_new(&m, h, &err) == 0);
-    PBT_CHECK(chain_commit(r, m, &err) == 0);
-    mf_free(m);
-}
-
-static repo *open_repo(const char *name)
-{
-    char dir[400];
-    snprintf(dir, sizeof(dir), "%s/%s", root, name);
-    mkdir(dir, 0700);
-    repo *r = NULL;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = dir;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&r, &o, &err) == 0);
-    return r;
 }
 
 #define F "20260101-000000F"
@@ -62,10 +34,10 @@ static void rebase_scenario(repo *r)
 {
     mf_backup f = hdr(F, "", 'F', 0x1000000, 100), i1 = hdr(I1, F, 'I', 0x2000000, 160),
               i2 = hdr(I2, I1, 'I', 0x3000000, 220), s1 = hdr(S1, "", 'S', 0x2000000, 160);
-    commit(r, &s1);
-    commit(r, &f);
-    commit(r, &i2);
-    commit(r, &i1);
+    pbt_commit_header(r, &s1);
+    pbt_commit_header(r, &f);
+    pbt_commit_header(r, &i2);
+    pbt_commit_header(r, &i1);
 }
 
 static void test_comparator(void)
@@ -83,7 +55,7 @@ static void test_comparator(void)
 
 static void test_history_order_and_head(void)
 {
-    repo *r = open_repo("order");
+    repo *r = pbt_repo_open_in(root, "order");
     rebase_scenario(r);
     chain_history h;
     pb_error err = PB_ERROR_INIT;
@@ -100,14 +72,14 @@ static void test_history_order_and_head(void)
     PBT_CHECK(chain_head(r, head, &err) == 0);
     PBT_CHECK(strcmp(head, I2) == 0); /* not S1, whose id sorts last */
     repo_free(r);
-    r = open_repo("empty");
+    r = pbt_repo_open_in(root, "empty");
     PBT_CHECK(chain_head(r, head, &err) == PB_ENOENT);
     repo_free(r);
 }
 
 static void test_retain_keeps_parents(void)
 {
-    repo *r = open_repo("retain");
+    repo *r = pbt_repo_open_in(root, "retain");
     rebase_scenario(r);
     chain_history h;
     pb_error err = PB_ERROR_INIT;
@@ -120,7 +92,7 @@ static void test_retain_keeps_parents(void)
     chain_history_free(&h);
     /* A new full F2 after everything: retain 1 keeps F2 alone. */
     mf_backup f2 = hdr("20260101-000400F", "", 'F', 0x4000000, 300);
-    commit(r, &f2);
+    pbt_commit_header(r, &f2);
     PBT_CHECK(chain_history_load(r, &h, &err) == 0);
     PBT_CHECK(chain_retain(&h, 1, keep) == 1 && keep[4] && !keep[3] && !keep[0]);
     PBT_CHECK(chain_retain(&h, 2, keep) == 5); /* S1 and later, and I2's parents */
@@ -133,7 +105,7 @@ static void test_retain_keeps_parents(void)
 /* A damaged manifest fails the history (naming it): no "newest" decided without it. */
 static void test_corrupt_manifest_fails(void)
 {
-    repo *r = open_repo("corrupt");
+    repo *r = pbt_repo_open_in(root, "corrupt");
     rebase_scenario(r);
     pb_error err = PB_ERROR_INIT;
     PBT_CHECK(repo_put(r, "backup/" I2 "/manifest", "garbage", 7, &err) == 0);
@@ -149,7 +121,7 @@ static void test_corrupt_manifest_fails(void)
 /* One deletion for backups and WAL: a missing object is not a failure. */
 static void test_delete_object(void)
 {
-    repo *r = open_repo("delete");
+    repo *r = pbt_repo_open_in(root, "delete");
     pb_error err = PB_ERROR_INIT;
     PBT_CHECK(repo_put(r, "wal/0000000100000000/000000010000000000000001.zst", "x", 1,
                        &err) == 0);
@@ -158,7 +130,7 @@ static void test_delete_object(void)
               PB_ENOENT);
     PBT_CHECK(chain_delete_object(r, "wal/0000000100000000/000000010000000000000001.zst") == 0);
     mf_backup h = hdr(F, "", 'F', 0x1000, 100);
-    commit(r, &h);
+    pbt_commit_header(r, &h);
     PBT_CHECK(repo_put(r, "backup/" F "/pack-0", "p", 1, &err) == 0);
     PBT_CHECK(chain_drop(r, F, &err) == 0);
     PBT_CHECK(repo_stat(r, "backup/" F "/manifest", NULL, &err) == PB_ENOENT);

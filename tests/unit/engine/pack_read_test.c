@@ -5,7 +5,7 @@
  * with repo_requests) and reads ahead only when reads run sequentially.
  */
 #include "engine/pack.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -107,10 +107,7 @@ static char root[256];
 static void test_source_one_read(void)
 {
     pb_error e = PB_ERROR_INIT;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = root;
-    repo *r = NULL;
-    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    repo *r = pbt_repo_open(root);
     pack_writer *w = NULL;
     PBT_CHECK(pack_writer_open(&w, r, "backup/X", 64u << 20, 1, &e) == 0);
     static uint8_t page[PB_PAGE_SIZE], back[PB_PAGE_SIZE];
@@ -176,10 +173,7 @@ static void test_source_one_read(void)
 static void test_source_readahead(void)
 {
     pb_error e = PB_ERROR_INIT;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = root;
-    repo *r = NULL;
-    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    repo *r = pbt_repo_open(root);
     char key[256];
     pack_key(key, sizeof(key), "backup/X", 1);
     pack_source *s = NULL;
@@ -206,10 +200,7 @@ static void test_source_readahead(void)
 static void test_source_two_packs(void)
 {
     pb_error e = PB_ERROR_INIT;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = root;
-    repo *r = NULL;
-    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    repo *r = pbt_repo_open(root);
     pack_writer *w[2] = {NULL, NULL};
     static uint8_t data[4000];
     pack_loc at[2][64];
@@ -252,10 +243,7 @@ static void test_source_two_packs(void)
 static void test_write_runs(void)
 {
     pb_error e = PB_ERROR_INIT;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = root;
-    repo *r = NULL;
-    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    repo *r = pbt_repo_open(root);
     pack_writer *w = NULL;
     PBT_CHECK(pack_writer_open(&w, r, "backup/Z", 64u << 20, 1, &e) == 0);
     static uint8_t pages[5 * PB_PAGE_SIZE];

@@ -1,9 +1,8 @@
 /* tests/unit/engine/pack_test.c — pack writer/reader round trips, locations, corruption. */
 #include "engine/pack.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,21 +12,6 @@
 #define DIR_KEY "backup/20261130-101500F"
 
 static char tmpdir[] = "/tmp/pb-pack-test-XXXXXX";
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    return remove(p);
-}
-
-static repo *open_repo(void)
-{
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = tmpdir;
-    repo *r = NULL;
-    pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&r, &o, &e) == 0);
-    return r;
-}
 
 /* Frame i: its length and content are a function of i, so they can be regenerated. */
 static size_t frame_len(int i)
@@ -61,7 +45,7 @@ static pack_loc locs[NFRAMES];
 
 static void test_round_trip(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     pack_writer *w = NULL;
     PBT_CHECK(pack_writer_open(&w, r, DIR_KEY, 1u << 20, 1, &e) == 0);
@@ -144,7 +128,7 @@ static void test_round_trip(void)
 
 static void test_small_cases(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     char key[64];
     pack_key(key, sizeof(key), "backup/X", 3);
@@ -204,7 +188,7 @@ static int decode_mutated(repo *r, int i, size_t flip_at, size_t trunc, pb_error
 
 static void test_corruption(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     int comp = 1, raw = 3; /* frame 1 is compressed, frame 3 stored raw */
     PBT_CHECK(decode_mutated(r, comp, (size_t)-1, 0, &e) == 0);
@@ -362,7 +346,7 @@ static void test_loc_bounds(void)
     PBT_CHECK(pack_loc_check("k", UINT64_MAX - 10, 40, 8192, &e) == PB_ECORRUPT);
     PBT_CHECK(pack_loc_check("pack/000001", (uint64_t)INT64_MAX, 40, 8192, &e) == PB_ECORRUPT);
     PBT_CHECK(strstr(e.msg, "pack/000001") != NULL);
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     uint8_t *out = malloc(PACK_MAX_FRAME_RAW);
     pack_loc huge = {1, 16, 0xFFFFFFF0u, 8192};
     PBT_CHECK(pack_read_frame(r, DIR_KEY, &huge, out, PACK_MAX_FRAME_RAW, &e) == PB_ECORRUPT);
@@ -384,6 +368,6 @@ int main(void)
     PBT_RUN(test_object_codec);
     PBT_RUN(test_object_hostile_lengths);
     PBT_RUN(test_loc_bounds);
-    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    pbt_rmtree(tmpdir);
     return PBT_DONE();
 }

@@ -11,7 +11,7 @@
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/plan_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SEG (16u << 20)
 #define NBK 3
 
 static char root[256], repodir[300];
@@ -44,87 +43,28 @@ static void observe(void *ctx, const char *op, const char *key)
         c->other_lists++;
 }
 
-static void fill_page(uint8_t *p, int seed)
-{
-    for (size_t i = 0; i < PB_PAGE_SIZE; i++)
-        p[i] = (uint8_t)(seed * 37 + i / 89);
-}
-
-/* A segment with the long page header PostgreSQL writes first (archive-get checks it). */
-static void push_wal(repo *r, uint64_t segno)
-{
-    char name[25], path[512];
-    arch_segment_name(name, 1, segno, SEG);
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    PBT_CHECK(fd >= 0 && ftruncate(fd, SEG) == 0);
-    uint8_t h[40] = {0};
-    pb_put_u16(h + 2, 0x0002);
-    pb_put_u32(h + 4, 1);
-    pb_put_u64(h + 8, segno * SEG);
-    pb_put_u32(h + 32, SEG);
-    pb_put_u32(h + 36, 8192);
-    PBT_CHECK(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
-    close(fd);
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(arch_push(r, path, &err) == 0);
-    unlink(path);
-}
-
-static void add_entry(mf_manifest *m, const char *path, mf_kind kind)
-{
-    mf_file d;
-    memset(&d, 0, sizeof(d));
-    d.path = strdup(path);
-    d.kind = kind;
-    d.mode = 0700;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_add_file(m, &d, &err) == 0);
-}
-
 /* Backup k stops in segment k + 1 at time 1000 * (k + 1); it stores page k of base/1/100
  * (3 pages), so a restore of the last needs all three backups. */
 static void commit_backup(repo *r, int k)
 {
     pb_error err = PB_ERROR_INIT;
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", ids[k]);
-    snprintf(h.parent, sizeof(h.parent), "%s", k ? ids[k - 1] : "");
-    h.type = k ? 'I' : 'F';
-    h.timeline = 1;
-    h.wal_segment_size = SEG;
-    h.start_lsn = (uint64_t)(k + 1) * SEG + 0x28;
-    h.stop_lsn = (uint64_t)(k + 1) * SEG + 0x100;
+    mf_backup h = pbt_header(ids[k], k ? ids[k - 1] : "", k ? 'I' : 'F');
+    h.start_lsn = (uint64_t)(k + 1) * PBT_SEG + 0x28;
+    h.stop_lsn = (uint64_t)(k + 1) * PBT_SEG + 0x100;
     h.start_time = 1000 * (k + 1) - 10;
     h.stop_time = 1000 * (k + 1);
-    mf_manifest *m = NULL;
-    PBT_CHECK(mf_new(&m, &h, &err) == 0);
-    add_entry(m, "base", MF_DIR);
-    add_entry(m, "base/1", MF_DIR);
+    mf_manifest *m = pbt_manifest_new(&h);
+    pbt_add_entry(m, "base", MF_DIR, NULL);
+    pbt_add_entry(m, "base/1", MF_DIR, NULL);
     char dir[128];
     chain_backup_dir(dir, sizeof(dir), ids[k]);
     pack_writer *pw = NULL;
     PBT_CHECK(pack_writer_open(&pw, r, dir, 1 << 20, 1, &err) == 0);
     uint32_t first = k ? (uint32_t)k : 0, count = k ? 1 : 3;
     for (uint32_t p = first; p < first + count; p++)
-        fill_page(expect[p], 10 * k + (int)p);
-    pack_loc loc;
-    PBT_CHECK(pack_write_frame(pw, expect[first], (size_t)count * PB_PAGE_SIZE, &loc, &err) ==
-              0);
-    mf_file rel;
-    memset(&rel, 0, sizeof(rel));
-    rel.path = strdup("base/1/100");
-    rel.kind = MF_REL;
-    rel.mode = 0600;
-    rel.size = 3 * PB_PAGE_SIZE;
-    rel.npages = 3;
-    rel.runs = calloc(1, sizeof(mf_run));
-    rel.runs[0] = (mf_run){first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
-    rel.nruns = 1;
-    rel.page_hashes = calloc(count, sizeof(uint64_t));
-    for (uint32_t p = 0; p < count; p++)
-        rel.page_hashes[p] = pb_hash64(expect[first + p], PB_PAGE_SIZE);
+        pbt_fill_page(expect[p], 10 * k + (int)p);
+    mf_file rel = pbt_rel_file("base/1/100", 3);
+    pbt_ship(pw, &rel, first, count, expect[first]);
     PBT_CHECK(mf_add_file(m, &rel, &err) == 0);
     PBT_CHECK(pack_writer_finish(pw, &err) == 0);
     pack_writer_free(pw);
@@ -135,30 +75,13 @@ static void commit_backup(repo *r, int k)
 
 static repo *chain_repo(void)
 {
-    repo *r = NULL;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = repodir;
-    pb_error err = PB_ERROR_INIT;
-    mkdir(repodir, 0700);
-    PBT_CHECK(repo_open(&r, &o, &err) == 0);
-    PBT_CHECK(r && chain_check_identity(r, 0, true, &err) == 0);
+    repo *r = pbt_repo_open(repodir);
+    pbt_repo_identity(r, 0);
     for (int k = 0; r && k < NBK; k++) {
         commit_backup(r, k);
-        push_wal(r, (uint64_t)k + 1);
+        pbt_push_segment(r, root, 1, (uint64_t)k + 1);
     }
     return r;
-}
-
-static bool file_equals(const char *path, const void *data, size_t len)
-{
-    uint8_t *buf = malloc(len + 1);
-    int fd = open(path, O_RDONLY);
-    ssize_t n = fd >= 0 ? read(fd, buf, len + 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    bool same = n == (ssize_t)len && memcmp(buf, data, len) == 0;
-    free(buf);
-    return same;
 }
 
 /* A restore of the chain's last backup: no whole manifest GET, one listing of wal/. */
@@ -180,7 +103,7 @@ static void test_restore_reads_once(repo *r)
         fprintf(stderr, "restore: %s\n", err.msg);
     PBT_CHECK(st.chain_length == NBK && !strcmp(st.id, ids[NBK - 1]));
     snprintf(path, sizeof(path), "%s/base/1/100", target);
-    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    PBT_CHECK(pbt_file_equals(path, expect, sizeof(expect)));
     PBT_CHECK(c.manifest_gets == 0);
     PBT_CHECK(c.wal_lists == 1);
     if (c.manifest_gets != 0 || c.wal_lists != 1)

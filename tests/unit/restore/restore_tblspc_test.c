@@ -9,7 +9,7 @@
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "restore/restore.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,105 +20,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SEG (16u << 20)
 #define PGDIR "PG_15_202209061"
 
 static char root[256];
-
-static void push_wal(repo *r)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/000000010000000000000001", root);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    PBT_CHECK(fd >= 0 && ftruncate(fd, SEG) == 0);
-    close(fd);
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(arch_push(r, path, &err) == 0);
-    unlink(path);
-}
-
-static void add_entry(mf_manifest *m, const char *path, mf_kind kind, const char *to)
-{
-    mf_file f;
-    memset(&f, 0, sizeof(f));
-    f.path = strdup(path);
-    f.kind = kind;
-    f.mode = kind == MF_LINK ? 0777 : 0700;
-    f.link_target = to ? strdup(to) : NULL;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_add_file(m, &f, &err) == 0);
-}
 
 /* A full backup of directories only: base, pg_tblspc and the links given as
  * {path, target} pairs, each tablespace with its PG_15_<catversion> directory. */
 static repo *backup_with_links(const char *name, const char *const links[][2], size_t n)
 {
-    char dir[400], sub[300];
-    snprintf(dir, sizeof(dir), "%s/%s", root, name);
-    mkdir(dir, 0700);
-    repo *r = NULL;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = dir;
+    char sub[300];
+    repo *r = pbt_repo_open_in(root, name);
+    pbt_repo_identity(r, 0); /* restore checks the chain against it */
+    mf_backup h = pbt_header("20260101-000000F", "", 'F');
+    h.start_lsn = PBT_SEG + 0x28;
+    h.stop_lsn = PBT_SEG + 0x100;
+    mf_manifest *m = pbt_manifest_new(&h);
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&r, &o, &err) == 0);
-    /* the identity file a first backup writes: restore checks the chain against it */
-    PBT_CHECK(r && chain_check_identity(r, 0, true, &err) == 0);
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "20260101-000000F");
-    h.type = 'F';
-    h.timeline = 1;
-    h.wal_segment_size = SEG;
-    h.start_lsn = SEG + 0x28;
-    h.stop_lsn = SEG + 0x100;
-    mf_manifest *m = NULL;
-    PBT_CHECK(mf_new(&m, &h, &err) == 0);
-    add_entry(m, "base", MF_DIR, NULL);
-    add_entry(m, "pg_tblspc", MF_DIR, NULL);
+    pbt_add_entry(m, "base", MF_DIR, NULL);
+    pbt_add_entry(m, "pg_tblspc", MF_DIR, NULL);
     for (size_t i = 0; i < n; i++) {
-        add_entry(m, links[i][0], MF_LINK, links[i][1]);
+        pbt_add_entry(m, links[i][0], MF_LINK, links[i][1]);
         bool wal = strcmp(links[i][0], "pg_wal") == 0;
         snprintf(sub, sizeof(sub), "%s/%s", links[i][0], wal ? "archive_status" : PGDIR);
-        add_entry(m, sub, MF_DIR, NULL);
+        pbt_add_entry(m, sub, MF_DIR, NULL);
     }
     mf_sort(m);
     PBT_CHECK(chain_commit(r, m, &err) == 0);
     mf_free(m);
-    push_wal(r);
+    pbt_push_segment(r, root, 1, 1);
     return r;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *fp = fopen(path, "w");
-    PBT_CHECK(fp != NULL);
-    if (fp) {
-        fputs(text, fp);
-        fclose(fp);
-    }
-}
-
-static bool file_is(const char *path, const char *text)
-{
-    char buf[256] = "";
-    FILE *fp = fopen(path, "r");
-    size_t n = fp ? fread(buf, 1, sizeof(buf) - 1, fp) : 0;
-    if (fp)
-        fclose(fp);
-    buf[n] = '\0';
-    return strcmp(buf, text) == 0;
-}
-
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-    if (d)
-        closedir(d);
-    return d ? n : -1;
 }
 
 /* A directory standing for the running source's: PG_15_.../1/canary. */
@@ -131,14 +61,14 @@ static void make_live_dir(const char *dir)
     snprintf(path, sizeof(path), "%s/%s/1", dir, PGDIR);
     mkdir(path, 0700);
     snprintf(path, sizeof(path), "%s/%s/1/canary", dir, PGDIR);
-    write_file(path, "live\n");
+    pbt_write_file(path, "live\n");
 }
 
 static bool live_dir_intact(const char *dir)
 {
     char path[400];
     snprintf(path, sizeof(path), "%s/%s/1/canary", dir, PGDIR);
-    return file_is(path, "live\n") && count_entries(dir) == 1;
+    return pbt_file_is(path, "live\n") && pbt_count_entries(dir) == 1;
 }
 
 /* restore into target; map: NULL or one OID=DIR entry. The message goes to stderr
@@ -189,7 +119,7 @@ static void test_delta_source_tablespace(void)
         PBT_CHECK(strstr(err.msg, "tablespace 16400") && strstr(err.msg, src) &&
                   strstr(err.msg, "--tablespace-map 16400=DIR"));
         PBT_CHECK(live_dir_intact(src));
-        PBT_CHECK(count_entries(target) == (exists ? 0 : -1)); /* nothing written */
+        PBT_CHECK(pbt_count_entries(target) == (exists ? 0 : -1)); /* nothing written */
     }
     rs_tblspc_map map = {16400, mapped};
     PBT_CHECK(restore(r, target, true, &map, 1, 0, &err) == 0);
@@ -223,7 +153,7 @@ static void test_own_link_and_mapped_source(void)
     rs_tblspc_map map = {16400, src};
     PBT_CHECK(restore(r, other, true, &map, 1, PB_EINVAL, &err) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "tablespace 16400") && strstr(err.msg, "source's own location"));
-    PBT_CHECK(live_dir_intact(src) && count_entries(other) == -1);
+    PBT_CHECK(live_dir_intact(src) && pbt_count_entries(other) == -1);
     PBT_CHECK(mkdir(target, 0700) == 0);
     snprintf(path, sizeof(path), "%s/pg_tblspc", target);
     PBT_CHECK(mkdir(path, 0700) == 0);
@@ -300,13 +230,13 @@ static void test_wal_dir(void)
     snprintf(target, sizeof(target), "%s/target-wal", root);
     PBT_CHECK(mkdir(wal, 0700) == 0);
     snprintf(path, sizeof(path), "%s/000000010000000000000002", wal);
-    write_file(path, "live\n");
+    pbt_write_file(path, "live\n");
     const char *const links[][2] = {{"pg_wal", wal}};
     repo *r = backup_with_links("repo-wal", links, 1);
     pb_error err;
     PBT_CHECK(restore(r, target, true, NULL, 0, PB_EINVAL, &err) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, wal) && strstr(err.msg, "pg_wal does not point at it"));
-    PBT_CHECK(file_is(path, "live\n") && count_entries(wal) == 1);
+    PBT_CHECK(pbt_file_is(path, "live\n") && pbt_count_entries(wal) == 1);
     PBT_CHECK(access(target, F_OK) != 0);
     repo_free(r);
 }

@@ -11,7 +11,7 @@
 #include "engine/pack.h"
 #include "restore/restore.h"
 #include "manifest/v2_internal.h" /* mf_serialize_v1: the hostile object is version 1 */
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,8 +24,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define SEG (16u << 20)
 
 static char root[256], repodir[300];
 
@@ -60,104 +58,19 @@ static bool was_synced(const char *path)
     return false;
 }
 
-static void fill_page(uint8_t *p, int seed)
-{
-    for (int i = 0; i < (int)PB_PAGE_SIZE; i++)
-        p[i] = (uint8_t)(seed * 31 + i / 97);
-}
-
-static void push_wal(repo *r, const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    PBT_CHECK(fd >= 0 && ftruncate(fd, SEG) == 0);
-    /* the long page header PostgreSQL writes first (archive.c checks it); the segment
-     * number is the name's last eight digits (segment size 16 MiB) */
-    uint8_t h[40] = {0};
-    char tli[9], log[9];
-    snprintf(tli, sizeof(tli), "%.8s", name);
-    snprintf(log, sizeof(log), "%.8s", name + 8);
-    uint64_t segno = strtoull(log, NULL, 16) * 256 + strtoull(name + 16, NULL, 16);
-    pb_put_u16(h + 2, 0x0002);
-    pb_put_u32(h + 4, (uint32_t)strtoul(tli, NULL, 16));
-    pb_put_u64(h + 8, segno * SEG);
-    pb_put_u32(h + 32, SEG);
-    pb_put_u32(h + 36, 8192);
-    PBT_CHECK(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
-    close(fd);
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(arch_push(r, path, &err) == 0);
-    unlink(path);
-}
-
-/* Store pages [first, first+count) of data as one frame and record the run. */
-static void ship(pack_writer *pw, mf_file *f, uint32_t first, uint32_t count, const uint8_t *data)
-{
-    pack_loc loc;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(pack_write_frame(pw, data, (size_t)count * PB_PAGE_SIZE, &loc, &err) == 0);
-    f->runs = realloc(f->runs, (f->nruns + 1) * sizeof(mf_run));
-    mf_run run = {first, count, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
-    uint32_t shipped = 0;
-    for (uint32_t i = 0; i < f->nruns; i++)
-        shipped += f->runs[i].count;
-    f->runs[f->nruns++] = run;
-    f->page_hashes = realloc(f->page_hashes, (shipped + count) * sizeof(uint64_t));
-    for (uint32_t k = 0; k < count; k++)
-        f->page_hashes[shipped + k] = pb_hash64(data + (size_t)k * PB_PAGE_SIZE, PB_PAGE_SIZE);
-}
-
 static mf_manifest *new_backup(const char *id, const char *parent, char type)
 {
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = type;
-    h.timeline = 1;
-    h.wal_segment_size = SEG;
-    h.start_lsn = SEG + 0x28;
-    h.stop_lsn = SEG + 0x100;
-    mf_manifest *m = NULL;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_new(&m, &h, &err) == 0);
-    return m;
-}
-
-static void add_dir(mf_manifest *m, const char *path)
-{
-    mf_file d;
-    memset(&d, 0, sizeof(d));
-    d.path = strdup(path);
-    d.kind = MF_DIR;
-    d.mode = 0700;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(mf_add_file(m, &d, &err) == 0);
+    mf_backup h = pbt_header(id, parent, type);
+    h.start_lsn = PBT_SEG + 0x28;
+    h.stop_lsn = PBT_SEG + 0x100;
+    return pbt_manifest_new(&h);
 }
 
 static uint8_t expect[4][PB_PAGE_SIZE]; /* the newest state of base/1/100 */
 
-/* F: base/1/100 = pages A0 A1 A2, PG_VERSION "15\n"; I: page 1 -> B1, page 3 added. */
-static void build_chain(repo *r, bool corrupt_hash)
+/* The entry of PG_VERSION ("15\n", stored by the full); its runs are the caller's. */
+static mf_file pg_version(void)
 {
-    pb_error err = PB_ERROR_INIT;
-    uint8_t pages[4][PB_PAGE_SIZE];
-    for (int i = 0; i < 3; i++)
-        fill_page(pages[i], i);
-    pack_writer *pw = NULL;
-    PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000000F", 1 << 20, 1, &err) == 0);
-    mf_manifest *f = new_backup("20260101-000000F", "", 'F');
-    add_dir(f, "base");
-    add_dir(f, "base/1");
-    mf_file rel = {0};
-    rel.path = strdup("base/1/100");
-    rel.kind = MF_REL;
-    rel.mode = 0600;
-    rel.size = 3 * PB_PAGE_SIZE;
-    rel.npages = 3;
-    ship(pw, &rel, 0, 3, pages[0]);
-    PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
     mf_file ver = {0};
     ver.path = strdup("PG_VERSION");
     ver.kind = MF_FILE;
@@ -165,6 +78,25 @@ static void build_chain(repo *r, bool corrupt_hash)
     ver.size = 3;
     ver.hash = pb_hash64("15\n", 3);
     snprintf(ver.stored_in, sizeof(ver.stored_in), "20260101-000000F");
+    return ver;
+}
+
+/* F: base/1/100 = pages A0 A1 A2, PG_VERSION "15\n"; I: page 1 -> B1, page 3 added. */
+static void build_chain(repo *r, bool corrupt_hash)
+{
+    pb_error err = PB_ERROR_INIT;
+    uint8_t pages[4][PB_PAGE_SIZE];
+    for (int i = 0; i < 3; i++)
+        pbt_fill_page(pages[i], i);
+    pack_writer *pw = NULL;
+    PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000000F", 1 << 20, 1, &err) == 0);
+    mf_manifest *f = new_backup("20260101-000000F", "", 'F');
+    pbt_add_entry(f, "base", MF_DIR, NULL);
+    pbt_add_entry(f, "base/1", MF_DIR, NULL);
+    mf_file rel = pbt_rel_file("base/1/100", 3);
+    pbt_ship(pw, &rel, 0, 3, pages[0]);
+    PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
+    mf_file ver = pg_version();
     pack_loc loc;
     PBT_CHECK(pack_write_frame(pw, "15\n", 3, &loc, &err) == 0);
     ver.runs = calloc(1, sizeof(mf_run));
@@ -177,30 +109,19 @@ static void build_chain(repo *r, bool corrupt_hash)
     PBT_CHECK(chain_commit(r, f, &err) == 0);
     mf_free(f);
 
-    fill_page(pages[1], 101);
-    fill_page(pages[3], 103);
+    pbt_fill_page(pages[1], 101);
+    pbt_fill_page(pages[3], 103);
     PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000100I", 1 << 20, 1, &err) == 0);
     mf_manifest *inc = new_backup("20260101-000100I", "20260101-000000F", 'I');
-    add_dir(inc, "base");
-    add_dir(inc, "base/1");
-    mf_file rel2 = {0};
-    rel2.path = strdup("base/1/100");
-    rel2.kind = MF_REL;
-    rel2.mode = 0600;
-    rel2.size = 4 * PB_PAGE_SIZE;
-    rel2.npages = 4;
-    ship(pw, &rel2, 1, 1, pages[1]);
-    ship(pw, &rel2, 3, 1, pages[3]);
+    pbt_add_entry(inc, "base", MF_DIR, NULL);
+    pbt_add_entry(inc, "base/1", MF_DIR, NULL);
+    mf_file rel2 = pbt_rel_file("base/1/100", 4);
+    pbt_ship(pw, &rel2, 1, 1, pages[1]);
+    pbt_ship(pw, &rel2, 3, 1, pages[3]);
     if (corrupt_hash)
         rel2.page_hashes[1] ^= 1;
     PBT_CHECK(mf_add_file(inc, &rel2, &err) == 0);
-    mf_file ver2 = {0};
-    ver2.path = strdup("PG_VERSION");
-    ver2.kind = MF_FILE;
-    ver2.mode = 0600;
-    ver2.size = 3;
-    ver2.hash = pb_hash64("15\n", 3);
-    snprintf(ver2.stored_in, sizeof(ver2.stored_in), "20260101-000000F");
+    mf_file ver2 = pg_version();
     PBT_CHECK(mf_add_file(inc, &ver2, &err) == 0);
     PBT_CHECK(pack_writer_finish(pw, &err) == 0);
     pack_writer_free(pw);
@@ -210,40 +131,10 @@ static void build_chain(repo *r, bool corrupt_hash)
     memcpy(expect, pages, sizeof(expect));
 }
 
-static bool file_equals(const char *path, const void *data, size_t len)
-{
-    uint8_t *buf = malloc(len + 1);
-    int fd = open(path, O_RDONLY);
-    ssize_t n = fd >= 0 ? read(fd, buf, len + 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    bool same = n == (ssize_t)len && memcmp(buf, data, len) == 0;
-    free(buf);
-    return same;
-}
-
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-    if (d)
-        closedir(d);
-    return n;
-}
-
 static repo *open_repo(const char *dir)
 {
-    repo *r = NULL;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = dir;
-    pb_error err = PB_ERROR_INIT;
-    mkdir(dir, 0700);
-    PBT_CHECK(repo_open(&r, &o, &err) == 0);
-    /* the identity file a first backup writes: restore and verify check it */
-    PBT_CHECK(r && chain_check_identity(r, 0, true, &err) == 0);
+    repo *r = pbt_repo_open(dir);
+    pbt_repo_identity(r, 0); /* restore and verify check the chain against it */
     return r;
 }
 
@@ -265,7 +156,7 @@ static void test_restore_chain(void)
     snprintf(repodir, sizeof(repodir), "%s/repo", root);
     repo *r = open_repo(repodir);
     build_chain(r, false);
-    push_wal(r, "000000010000000000000001");
+    pbt_push_segment(r, root, 1, 1);
     char target[300], path[400];
     snprintf(target, sizeof(target), "%s/target", root);
     rs_opts o = RS_OPTS_INIT;
@@ -285,9 +176,9 @@ static void test_restore_chain(void)
     PBT_CHECK(seen.last.bytes_done == seen.last.bytes_total && seen.last.bytes_total > 0);
     o.progress = NULL;
     snprintf(path, sizeof(path), "%s/base/1/100", target);
-    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    PBT_CHECK(pbt_file_equals(path, expect, sizeof(expect)));
     snprintf(path, sizeof(path), "%s/PG_VERSION", target);
-    PBT_CHECK(file_equals(path, "15\n", 3));
+    PBT_CHECK(pbt_file_equals(path, "15\n", 3));
     PBT_CHECK(st.chain_length == 2);
     PBT_CHECK(st.pages_written == 4); /* each page written once */
     snprintf(path, sizeof(path), "%s/recovery.signal", target);
@@ -301,7 +192,7 @@ static void test_restore_chain(void)
     close(fd);
     o.delta = true;
     PBT_CHECK(rs_restore(r, &o, &st, &err) == 0);
-    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    PBT_CHECK(pbt_file_equals(path, expect, sizeof(expect)));
     PBT_CHECK(st.pages_written == 1 && st.pages_skipped == 3);
 
     /* A non-empty target without --delta/--force is refused. */
@@ -325,8 +216,8 @@ static void test_corrupt_hash_and_missing_wal(void)
     /* No WAL archived yet: refused before anything is written. */
     PBT_CHECK(rs_restore(r, &o, &st, &err) == PB_ENOENT);
     PBT_CHECK(strstr(err.msg, "000000010000000000000001") != NULL);
-    PBT_CHECK(count_entries(target) <= 0);
-    push_wal(r, "000000010000000000000001");
+    PBT_CHECK(pbt_count_entries(target) <= 0);
+    pbt_push_segment(r, root, 1, 1);
     PBT_CHECK(rs_restore(r, &o, &st, &err) == PB_ECORRUPT);
     PBT_CHECK(strstr(err.msg, "base/1/100 block 3") != NULL);
     PBT_CHECK(rs_verify(r, NULL, 1, &st, &err) == PB_ECORRUPT);
@@ -348,18 +239,13 @@ static void test_hostile_frame_locations(void)
         repo *r = open_repo(dir);
         pb_error err = PB_ERROR_INIT;
         uint8_t page[PB_PAGE_SIZE];
-        fill_page(page, 5);
+        pbt_fill_page(page, 5);
         pack_writer *pw = NULL;
         PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000000F", 1 << 20, 1, &err) == 0);
         mf_manifest *f = new_backup("20260101-000000F", "", 'F');
-        add_dir(f, "base");
-        mf_file rel = {0};
-        rel.path = strdup("base/100");
-        rel.kind = MF_REL;
-        rel.mode = 0600;
-        rel.size = PB_PAGE_SIZE;
-        rel.npages = 1;
-        ship(pw, &rel, 0, 1, page);
+        pbt_add_entry(f, "base", MF_DIR, NULL);
+        mf_file rel = pbt_rel_file("base/100", 1);
+        pbt_ship(pw, &rel, 0, 1, page);
         rel.runs[0] = evil[i];
         PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
         PBT_CHECK(pack_writer_finish(pw, &err) == 0);
@@ -367,7 +253,7 @@ static void test_hostile_frame_locations(void)
         mf_sort(f);
         PBT_CHECK(chain_commit(r, f, &err) == 0);
         mf_free(f);
-        push_wal(r, "000000010000000000000001");
+        pbt_push_segment(r, root, 1, 1);
         rs_stats st;
         int rc = rs_verify(r, NULL, 1, &st, &err);
         PBT_CHECK(rc == PB_ECORRUPT);
@@ -382,23 +268,13 @@ static void test_hostile_frame_locations(void)
     }
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *fp = fopen(path, "w");
-    PBT_CHECK(fp != NULL);
-    if (fp) {
-        fputs(text, fp);
-        fclose(fp);
-    }
-}
-
 static repo *chain_repo(const char *name)
 {
     char dir[300];
     snprintf(dir, sizeof(dir), "%s/%s", root, name);
     repo *r = open_repo(dir);
     build_chain(r, false);
-    push_wal(r, "000000010000000000000001");
+    pbt_push_segment(r, root, 1, 1);
     return r;
 }
 
@@ -417,12 +293,12 @@ static void test_delta_through_link(void)
     snprintf(path, sizeof(path), "%s/base/1", target);
     PBT_CHECK(symlink(outside, path) == 0);
     snprintf(path, sizeof(path), "%s/canary", outside);
-    write_file(path, "canary\n");
+    pbt_write_file(path, "canary\n");
     snprintf(path, sizeof(path), "%s/100", outside);
-    write_file(path, "stale relation\n");
+    pbt_write_file(path, "stale relation\n");
     char pgv[400];
     snprintf(pgv, sizeof(pgv), "%s/PG_VERSION", outside);
-    write_file(pgv, "99\n");
+    pbt_write_file(pgv, "99\n");
     snprintf(path, sizeof(path), "%s/PG_VERSION", target);
     PBT_CHECK(symlink(pgv, path) == 0); /* a file's place taken by a link */
     rs_opts o = RS_OPTS_INIT;
@@ -436,17 +312,17 @@ static void test_delta_through_link(void)
         fprintf(stderr, "restore: %s\n", err.msg);
     struct stat sb;
     snprintf(path, sizeof(path), "%s/canary", outside);
-    PBT_CHECK(file_equals(path, "canary\n", 7));
+    PBT_CHECK(pbt_file_equals(path, "canary\n", 7));
     snprintf(path, sizeof(path), "%s/100", outside);
-    PBT_CHECK(file_equals(path, "stale relation\n", 15));
-    PBT_CHECK(file_equals(pgv, "99\n", 3));
-    PBT_CHECK(count_entries(outside) == 3);
+    PBT_CHECK(pbt_file_equals(path, "stale relation\n", 15));
+    PBT_CHECK(pbt_file_equals(pgv, "99\n", 3));
+    PBT_CHECK(pbt_count_entries(outside) == 3);
     snprintf(path, sizeof(path), "%s/PG_VERSION", target);
-    PBT_CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && file_equals(path, "15\n", 3));
+    PBT_CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && pbt_file_equals(path, "15\n", 3));
     snprintf(path, sizeof(path), "%s/base/1", target);
     PBT_CHECK(lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
     snprintf(path, sizeof(path), "%s/base/1/100", target);
-    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    PBT_CHECK(pbt_file_equals(path, expect, sizeof(expect)));
     repo_free(r);
 }
 
@@ -459,18 +335,13 @@ static void commit_hostile(repo *r, const char *link_at, const char *link_to, co
 {
     pb_error err = PB_ERROR_INIT;
     mf_manifest *m = new_backup("20260101-000000F", "", 'F');
-    add_dir(m, "base");
+    pbt_add_entry(m, "base", MF_DIR, NULL);
     char placeholder[64] = "";
     if (link_at) {
-        mf_file l = {0};
-        l.path = strdup(link_at);
-        l.kind = MF_LINK;
-        l.mode = 0777;
-        l.link_target = strdup(link_to);
-        PBT_CHECK(mf_add_file(m, &l, &err) == 0);
+        pbt_add_entry(m, link_at, MF_LINK, link_to);
     } else {
         memset(placeholder, 'z', strlen(bad));
-        add_dir(m, placeholder);
+        pbt_add_entry(m, placeholder, MF_DIR, NULL);
     }
     mf_sort(m);
     pb_buf raw = {0}, packed = {0};
@@ -488,7 +359,7 @@ static void commit_hostile(repo *r, const char *link_at, const char *link_to, co
     pb_buf_free(&raw);
     pb_buf_free(&packed);
     mf_free(m);
-    push_wal(r, "000000010000000000000001");
+    pbt_push_segment(r, root, 1, 1);
 }
 
 static void test_hostile_manifest(void)
@@ -530,18 +401,13 @@ static void test_wal_link(void)
     repo *r = open_repo(dir);
     pb_error err = PB_ERROR_INIT;
     mf_manifest *m = new_backup("20260101-000000F", "", 'F');
-    add_dir(m, "base");
-    mf_file l = {0};
-    l.path = strdup("pg_wal");
-    l.kind = MF_LINK;
-    l.mode = 0777;
-    l.link_target = strdup(walto);
-    PBT_CHECK(mf_add_file(m, &l, &err) == 0);
-    add_dir(m, "pg_wal/archive_status");
+    pbt_add_entry(m, "base", MF_DIR, NULL);
+    pbt_add_entry(m, "pg_wal", MF_LINK, walto);
+    pbt_add_entry(m, "pg_wal/archive_status", MF_DIR, NULL);
     mf_sort(m);
     PBT_CHECK(chain_commit(r, m, &err) == 0);
     mf_free(m);
-    push_wal(r, "000000010000000000000001");
+    pbt_push_segment(r, root, 1, 1);
     rs_opts o = RS_OPTS_INIT;
     o.target_dir = target;
     rs_stats st;
@@ -577,11 +443,11 @@ static void test_running_cluster(void)
     snprintf(target, sizeof(target), "%s/target-live", root);
     PBT_CHECK(mkdir(target, 0700) == 0);
     snprintf(path, sizeof(path), "%s/canary", target);
-    write_file(path, "canary\n");
+    pbt_write_file(path, "canary\n");
     snprintf(path, sizeof(path), "%s/postmaster.pid", target);
     snprintf(pidtext, sizeof(pidtext), "%ld\n/some/data/dir\n", (long)getpid());
     snprintf(named, sizeof(named), "PID %ld", (long)getpid());
-    write_file(path, pidtext);
+    pbt_write_file(path, pidtext);
     for (int force = 0; force < 2; force++) {
         rs_opts o = RS_OPTS_INIT;
         o.target_dir = target;
@@ -591,13 +457,13 @@ static void test_running_cluster(void)
         pb_error err = PB_ERROR_INIT;
         PBT_CHECK(rs_restore(r, &o, &st, &err) == PB_ESTATE);
         PBT_CHECK(strstr(err.msg, "postmaster.pid") && strstr(err.msg, named) != NULL);
-        PBT_CHECK(count_entries(target) == 2);
+        PBT_CHECK(pbt_count_entries(target) == 2);
         snprintf(path, sizeof(path), "%s/canary", target);
-        PBT_CHECK(file_equals(path, "canary\n", 7));
+        PBT_CHECK(pbt_file_equals(path, "canary\n", 7));
     }
     snprintf(path, sizeof(path), "%s/postmaster.pid", target);
     snprintf(pidtext, sizeof(pidtext), "%ld\n", (long)dead_pid());
-    write_file(path, pidtext);
+    pbt_write_file(path, pidtext);
     rs_opts o = RS_OPTS_INIT;
     o.target_dir = target;
     o.delta = true;
@@ -605,7 +471,7 @@ static void test_running_cluster(void)
     pb_error err = PB_ERROR_INIT;
     PBT_CHECK(rs_restore(r, &o, &st, &err) == 0);
     snprintf(path, sizeof(path), "%s/base/1/100", target);
-    PBT_CHECK(file_equals(path, expect, sizeof(expect)));
+    PBT_CHECK(pbt_file_equals(path, expect, sizeof(expect)));
     snprintf(path, sizeof(path), "%s/postmaster.pid", target);
     PBT_CHECK(access(path, F_OK) != 0); /* pruned: not in the backup */
     repo_free(r);

@@ -6,7 +6,7 @@
  * refused as corruption naming the file and the pack, before anything is written.
  */
 #include "restore/restore_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +19,6 @@
 static char root[256];
 static uint8_t image[NPAGES][PB_PAGE_SIZE]; /* what the sink received */
 static unsigned pages_in; /* pages the sink received */
-
-static void fill_page(uint8_t *p, int seed)
-{
-    for (int i = 0; i < (int)PB_PAGE_SIZE; i++)
-        p[i] = (uint8_t)(seed * 31 + i / 97);
-}
 
 static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, size_t len,
                 pb_error *err)
@@ -41,16 +35,8 @@ static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, 
 
 static mf_manifest *backup(const char *id, const char *parent, char type)
 {
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = type;
-    h.timeline = 1;
-    mf_manifest *m = NULL;
-    pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(mf_new(&m, &h, &e) == 0);
-    return m;
+    mf_backup h = pbt_header(id, parent, type);
+    return pbt_manifest_new(&h);
 }
 
 /* A relation of NPAGES pages whose runs are given; frame is the one stored frame. */
@@ -68,12 +54,7 @@ static mf_manifest *rel_backup(repo *r, const char *id, const char *parent, char
     PBT_CHECK(pack_writer_finish(w, &e) == 0);
     pack_writer_free(w);
     mf_manifest *m = backup(id, parent, type);
-    mf_file f = {0};
-    f.path = strdup("base/1/100");
-    f.kind = MF_REL;
-    f.mode = 0600;
-    f.size = (uint64_t)NPAGES * PB_PAGE_SIZE;
-    f.npages = NPAGES;
+    mf_file f = pbt_rel_file("base/1/100", NPAGES);
     f.nruns = nruns;
     f.runs = calloc(nruns, sizeof(mf_run));
     f.page_hashes = calloc(frame_pages, sizeof(uint64_t));
@@ -107,9 +88,9 @@ static int rebuild(uint32_t second_at, rs_stats *st, pb_error *e)
         return PB_EIO;
     static uint8_t full[NPAGES][PB_PAGE_SIZE], changed[5][PB_PAGE_SIZE];
     for (uint32_t p = 0; p < NPAGES; p++)
-        fill_page(full[p], (int)p);
+        pbt_fill_page(full[p], (int)p);
     for (int k = 0; k < 5; k++)
-        fill_page(changed[k], 100 + k);
+        pbt_fill_page(changed[k], 100 + k);
     mf_run frun = {0, NPAGES, 0, 0, 0, 0, 0};
     /* pages 1-2 and 10-12 changed: one frame of 5 pages, two runs */
     mf_run irun[2] = {{1, 2, 0, 0, 0, 0, 0}, {10, 3, 0, 0, 0, 0, second_at}};

@@ -12,7 +12,7 @@
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "restore/restore_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,22 +21,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SEG (16u << 20)
+#define SEG PBT_SEG
 #define BLCK 8192u
 
 static char root[256];
-
-static void push_file(repo *r, const char *name, const void *data, size_t len)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    PBT_CHECK(fd >= 0 && write(fd, data, len) == (ssize_t)len);
-    close(fd);
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(arch_push(r, path, &err) == 0);
-    unlink(path);
-}
 
 /* A segment whose written WAL ends at offset end: every page has a header naming its
  * position (as PostgreSQL zero-fills after a switch), content only before end. */
@@ -59,31 +47,13 @@ static void push_segment(repo *r, uint32_t tli, uint64_t segno, uint64_t end)
     }
     char name[25];
     arch_segment_name(name, tli, segno, SEG);
-    push_file(r, name, buf, SEG);
+    pbt_push_file(r, root, name, buf, SEG);
     free(buf);
-}
-
-static repo *open_repo(const char *name)
-{
-    char dir[400];
-    snprintf(dir, sizeof(dir), "%s/%s", root, name);
-    mkdir(dir, 0700);
-    repo *r = NULL;
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = dir;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&r, &o, &err) == 0);
-    return r;
 }
 
 static mf_backup backup_tl1(void)
 {
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "20260101-000000F");
-    h.type = 'F';
-    h.timeline = 1;
-    h.wal_segment_size = SEG;
+    mf_backup h = pbt_header("20260101-000000F", "", 'F');
     h.start_lsn = 2ull * SEG + 0x28;
     h.stop_lsn = 2ull * SEG + 0x100;
     return h;
@@ -111,7 +81,7 @@ static int check(repo *r, rs_target_kind kind, const char *value, const char *ti
 static void build(repo *r, bool tl1_goes_on)
 {
     const char *hist = "1\t0/2000100\tno recovery target specified\n";
-    push_file(r, "00000002.history", hist, strlen(hist));
+    pbt_push_file(r, root, "00000002.history", hist, strlen(hist));
     push_segment(r, 1, 2, SEG);             /* TL1 ends its segment 2 (switch) */
     if (tl1_goes_on)
         push_segment(r, 1, 3, 0x80000);     /* production wrote on in segment 3 */
@@ -121,7 +91,7 @@ static void build(repo *r, bool tl1_goes_on)
 
 static void test_lsn_targets(void)
 {
-    repo *r = open_repo("lsn");
+    repo *r = pbt_repo_open_in(root, "lsn");
     build(r, true);
     char tl[16];
     PBT_CHECK(check(r, RS_TARGET_LSN, "0/3040000", NULL, tl) == 0 && !strcmp(tl, "1"));
@@ -137,7 +107,7 @@ static void test_lsn_targets(void)
 
 static void test_time_targets(void)
 {
-    repo *r = open_repo("time");
+    repo *r = pbt_repo_open_in(root, "time");
     build(r, true);
     char tl[16];
     const char *t = "2026-01-01 00:00:00+00";
@@ -145,7 +115,7 @@ static void test_time_targets(void)
     PBT_CHECK(check(r, RS_TARGET_TIME, t, "1", tl) == 0 && !strcmp(tl, "1"));
     PBT_CHECK(check(r, RS_TARGET_NAME, "rp", NULL, tl) == PB_EINVAL);
     repo_free(r);
-    r = open_repo("time-branch-only");
+    r = pbt_repo_open_in(root, "time-branch-only");
     build(r, false); /* timeline 1 stopped at the branch: a later time is on timeline 2 */
     PBT_CHECK(check(r, RS_TARGET_TIME, t, NULL, tl) == 0 && !strcmp(tl, "latest"));
     repo_free(r);

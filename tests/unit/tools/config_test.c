@@ -7,7 +7,7 @@
  */
 #include "tools/config.h"
 #include "tools/options.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/tools/options_fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,48 +15,6 @@
 #include <unistd.h>
 
 static char tmpdir[4096];
-
-static bool streq(const char *a, const char *b)
-{
-    return a && b && strcmp(a, b) == 0;
-}
-
-static const char *write_file(const char *name, const char *text, mode_t mode)
-{
-    static char path[4200];
-    snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-    FILE *fp = fopen(path, "w");
-    if (fp) {
-        fputs(text, fp);
-        fclose(fp);
-    }
-    chmod(path, mode);
-    return path;
-}
-
-static int parse(pb_options *o, pb_error *err, const char *const *args)
-{
-    char *argv[32];
-    int argc = 0;
-    argv[argc++] = (char *)"pageback";
-    for (; *args && argc < 31; args++)
-        argv[argc++] = (char *)*args;
-    argv[argc] = NULL;
-    memset(err, 0, sizeof(*err));
-    return opts_parse(o, argc, argv, err);
-}
-#define PARSE(o, err, ...) parse((o), (err), (const char *const[]){__VA_ARGS__, NULL})
-
-static void clear_env(void)
-{
-    static const char *const vars[] = {
-        "PAGEBACK_REPO", "PAGEBACK_CONFIG", "PAGEBACK_CLUSTER", "PAGEBACK_COMPRESS_LEVEL",
-        "PAGEBACK_NO_DIRECT", "PAGEBACK_S3_SECRET", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
-        "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "PAGEBACK_QUEUE_DEPTH",
-    };
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
-        unsetenv(vars[i]);
-}
 
 static void test_parse_sections(void)
 {
@@ -74,13 +32,13 @@ static void test_parse_sections(void)
                         "type = full\r\n");
     PBT_CHECK(cfg_parse(&c, "t.conf", text, &err) == 0);
     PBT_CHECK(c.count == 4);
-    PBT_CHECK(c.count == 4 && streq(c.items[0].section, "") && c.items[0].line == 2);
-    PBT_CHECK(c.count == 4 && streq(c.items[1].name, "compress-level") &&
-              streq(c.items[1].value, "3") && streq(c.items[1].section, ""));
-    PBT_CHECK(c.count == 4 && streq(c.items[2].section, "main") &&
-              streq(c.items[2].value, "/srv/pg main") && c.items[2].line == 8);
-    PBT_CHECK(c.count == 4 && streq(c.items[3].section, "other") &&
-              streq(c.items[3].value, "full"));
+    PBT_CHECK(c.count == 4 && pbt_streq(c.items[0].section, "") && c.items[0].line == 2);
+    PBT_CHECK(c.count == 4 && pbt_streq(c.items[1].name, "compress-level") &&
+              pbt_streq(c.items[1].value, "3") && pbt_streq(c.items[1].section, ""));
+    PBT_CHECK(c.count == 4 && pbt_streq(c.items[2].section, "main") &&
+              pbt_streq(c.items[2].value, "/srv/pg main") && c.items[2].line == 8);
+    PBT_CHECK(c.count == 4 && pbt_streq(c.items[3].section, "other") &&
+              pbt_streq(c.items[3].value, "full"));
     PBT_CHECK(cfg_has_section(&c, "main") && cfg_has_section(&c, "other"));
     PBT_CHECK(!cfg_has_section(&c, "nosuch"));
     cfg_free(&c);
@@ -110,11 +68,11 @@ static void test_bad_lines(void)
     /* Unknown names and bad values, through the options: file:line too. */
     pb_options o;
     pb_error err;
-    const char *p = write_file("u.conf", "repo = /r\n[x]\nno-such = 1\n", 0600);
+    const char *p = pbt_write_config(tmpdir, "u.conf", "repo = /r\n[x]\nno-such = 1\n", 0600);
     PBT_CHECK(PARSE(&o, &err, "info", "--config", p) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "u.conf:3:") && strstr(err.msg, "no-such"));
     opts_free(&o);
-    p = write_file("v.conf", "repo = /r\n\nqueue-depth = 0\n", 0600);
+    p = pbt_write_config(tmpdir, "v.conf", "repo = /r\n\nqueue-depth = 0\n", 0600);
     PBT_CHECK(PARSE(&o, &err, "info", "--config", p) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "v.conf:3") && strstr(err.msg, "--queue-depth"));
     opts_free(&o);
@@ -124,7 +82,7 @@ static void test_permissions(void)
 {
     cfg_file c;
     pb_error err = PB_ERROR_INIT;
-    const char *p = write_file("w.conf", "repo = /r\n", 0666);
+    const char *p = pbt_write_config(tmpdir, "w.conf", "repo = /r\n", 0666);
     PBT_CHECK(cfg_load(&c, p, &err) == PB_EINVAL && strstr(err.msg, "anyone"));
     cfg_free(&c);
     chmod(p, 0620);
@@ -150,18 +108,18 @@ static void test_precedence(void)
 {
     pb_options o;
     pb_error err;
-    const char *p = write_file("p.conf", prec_conf, 0600);
+    const char *p = pbt_write_config(tmpdir, "p.conf", prec_conf, 0600);
     /* default < global */
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", p) == 0);
     PBT_CHECK(o.backup.zstd_level == 2 && o.backup.direct && o.backup.queue_depth == 5);
-    PBT_CHECK(streq(o.repo.location, "/global-repo") && o.restore.jobs == 4);
+    PBT_CHECK(pbt_streq(o.repo.location, "/global-repo") && o.restore.jobs == 4);
     opts_free(&o);
     /* global < cluster */
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", p, "--cluster", "main") == 0);
     PBT_CHECK(o.backup.zstd_level == 3 && !o.backup.direct && o.backup.queue_depth == 5);
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", p, "--cluster", "spare") == 0);
-    PBT_CHECK(streq(o.repo.location, "/spare-repo") && o.backup.zstd_level == 2);
+    PBT_CHECK(pbt_streq(o.repo.location, "/spare-repo") && o.backup.zstd_level == 2);
     opts_free(&o);
     /* cluster < environment, and PAGEBACK_CLUSTER / PAGEBACK_CONFIG choose */
     setenv("PAGEBACK_CONFIG", p, 1);
@@ -179,7 +137,7 @@ static void test_precedence(void)
     setenv("PAGEBACK_QUEUE_DEPTH", "zero", 1);
     PBT_CHECK(PARSE(&o, &err, "backup") == PB_EINVAL && strstr(err.msg, "PAGEBACK_QUEUE_DEPTH"));
     opts_free(&o);
-    clear_env();
+    pbt_clear_env();
     /* a cluster the file does not have; a cluster without a file */
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", p, "--cluster", "nosuch") == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "nosuch") && strstr(err.msg, "p.conf"));
@@ -210,18 +168,18 @@ static void test_sources(void)
 {
     pb_options o;
     pb_error err;
-    const char *p = write_file("s.conf", "queue-depth = 7\ns3-secret = hush\n[main]\n"
+    const char *p = pbt_write_config(tmpdir, "s.conf", "queue-depth = 7\ns3-secret = hush\n[main]\n"
                                          "compress-level = 9\n", 0600);
     setenv("PAGEBACK_REPO", "/env-repo", 1);
     PBT_CHECK(PARSE(&o, &err, "config", "check", "--config", p, "--cluster", "main") == 0);
     seen s = {0};
     opts_each_setting(&o, collect, &s);
     PBT_CHECK(s.repo == OPTS_ENV && s.level == OPTS_CLUSTER && s.qd == OPTS_GLOBAL);
-    PBT_CHECK(streq(s.level_value, "9"));
+    PBT_CHECK(pbt_streq(s.level_value, "9"));
     PBT_CHECK(s.secret == OPTS_GLOBAL && s.secret_flagged);
-    PBT_CHECK(streq(opts_source_name(OPTS_FLAG), "command line"));
+    PBT_CHECK(pbt_streq(opts_source_name(OPTS_FLAG), "command line"));
     opts_free(&o);
-    clear_env();
+    pbt_clear_env();
     /* a secret in a file others may read is refused */
     chmod(p, 0640);
     PBT_CHECK(PARSE(&o, &err, "info", "--repo", "/r", "--config", p) == PB_EINVAL);
@@ -262,7 +220,7 @@ static void test_option_errors(void)
 
 int main(void)
 {
-    clear_env();
+    pbt_clear_env();
     if (pbt_tmpdir(tmpdir, sizeof(tmpdir), "config-test") != 0)
         return 1;
     PBT_RUN(test_parse_sections);

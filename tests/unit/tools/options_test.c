@@ -4,59 +4,14 @@
  * environment, then config), refused values, and help per command.
  */
 #include "tools/options.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/tools/options_fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_ARGS 40
-
 static char tmpdir[] = "/tmp/pb-options-test.XXXXXX";
-
-/* opts_parse over "pageback" + the given arguments (NULL-terminated). */
-static int parse_list(pb_options *o, pb_error *err, const char *const *args)
-{
-    char *argv[MAX_ARGS + 1];
-    int argc = 0;
-    argv[argc++] = (char *)"pageback";
-    for (const char *const *a = args; *a && argc < MAX_ARGS; a++)
-        argv[argc++] = (char *)*a;
-    argv[argc] = NULL;
-    memset(err, 0, sizeof(*err));
-    return opts_parse(o, argc, argv, err);
-}
-#define PARSE(o, err, ...) parse_list((o), (err), (const char *const[]){__VA_ARGS__, NULL})
-
-static void clear_env(void)
-{
-    static const char *const vars[] = {
-        "PAGEBACK_REPO", "PAGEBACK_STATE_DIR", "PAGEBACK_S3_ENDPOINT", "PAGEBACK_CONFIG",
-        "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-    };
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
-        unsetenv(vars[i]);
-}
-
-/* Write a config file in tmpdir with the given mode; returns its path (static). */
-static const char *write_config(const char *name, const char *text, mode_t mode)
-{
-    static char path[256];
-    snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-    FILE *fp = fopen(path, "w");
-    if (fp) {
-        fputs(text, fp);
-        fclose(fp);
-    }
-    chmod(path, mode);
-    return path;
-}
-
-static bool streq(const char *a, const char *b)
-{
-    return a && b && strcmp(a, b) == 0;
-}
 
 static void test_backup_flags(void)
 {
@@ -67,14 +22,14 @@ static void test_backup_flags(void)
                     "5", "--full-every", "3", "--full-after", "7d", "--max-rate", "200M",
                     "--nice", "0", "--no-uring", "--no-direct", "--pgdata", "/pg", "--dbname",
                     "host=x", "--wal-timeout", "30", "--state-dir", "/sd") == 0);
-    PBT_CHECK(streq(o.command, "backup") && !o.help_requested);
-    PBT_CHECK(streq(o.repo.location, "/r") && streq(o.state_dir, "/sd"));
+    PBT_CHECK(pbt_streq(o.command, "backup") && !o.help_requested);
+    PBT_CHECK(pbt_streq(o.repo.location, "/r") && pbt_streq(o.state_dir, "/sd"));
     PBT_CHECK(o.backup.type == 'F' && o.backup.read_size == (1u << 20));
     PBT_CHECK(o.backup.queue_depth == 4 && o.backup.on_checksum_error == BK_CHECKSUM_FAIL);
     PBT_CHECK(o.backup.zstd_level == 5 && o.backup.full_every == 3);
     PBT_CHECK(o.backup.full_after_secs == 7 * 86400 && o.backup.max_rate == 200u << 20);
     PBT_CHECK(o.backup.nice == 0 && !o.backup.use_uring && !o.backup.direct);
-    PBT_CHECK(streq(o.backup.pgdata, "/pg") && streq(o.backup.conninfo, "host=x"));
+    PBT_CHECK(pbt_streq(o.backup.pgdata, "/pg") && pbt_streq(o.backup.conninfo, "host=x"));
     PBT_CHECK(o.backup.wal_timeout_secs == 30);
     opts_free(&o);
 
@@ -83,7 +38,7 @@ static void test_backup_flags(void)
     PBT_CHECK(o.backup.type == 0 && o.backup.read_size == 0 && o.backup.queue_depth == 0);
     PBT_CHECK(o.backup.use_uring && o.backup.direct && o.backup.nice == 10);
     PBT_CHECK(o.backup.full_after_secs == 0 && o.restore.jobs == 4);
-    PBT_CHECK(streq(o.repo.s3_region, "us-east-1") && o.repo.s3_parallel == 4);
+    PBT_CHECK(pbt_streq(o.repo.s3_region, "us-east-1") && o.repo.s3_parallel == 4);
     PBT_CHECK(o.backup.incr_mode == BK_INCR_AUTO && o.backup.verify_every == 7 &&
               o.backup.verify_after_secs == 7 * 86400);
     opts_free(&o);
@@ -125,6 +80,12 @@ static void test_polite_flags(void)
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--io-class", "default") == 0);
     PBT_CHECK(o.backup.io_class == SCAN_IO_DEFAULT);
+    PBT_CHECK(o.backup.compress_adapt); /* adaptive compression is the default */
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--compress-adapt", "off") == 0);
+    PBT_CHECK(!o.backup.compress_adapt);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--compress-adapt", "yes") != 0);
     opts_free(&o);
 }
 
@@ -137,32 +98,32 @@ static void test_restore_and_other_flags(void)
                     "--target-action", "pause", "--target-timeline", "current",
                     "--tablespace-map", "16385=/ts/a", "--tablespace-map", "16386=/ts/b",
                     "--jobs", "8") == 0);
-    PBT_CHECK(streq(o.restore.target_dir, "/t") && streq(o.restore.set, "latest"));
+    PBT_CHECK(pbt_streq(o.restore.target_dir, "/t") && pbt_streq(o.restore.set, "latest"));
     PBT_CHECK(o.restore.delta && !o.restore.force && o.restore.target_exclusive);
-    PBT_CHECK(o.restore.target == RS_TARGET_LSN && streq(o.restore.target_value, "0/16B3748"));
-    PBT_CHECK(streq(o.restore.target_action, "pause"));
-    PBT_CHECK(streq(o.restore.target_timeline, "current") && o.restore.jobs == 8);
+    PBT_CHECK(o.restore.target == RS_TARGET_LSN && pbt_streq(o.restore.target_value, "0/16B3748"));
+    PBT_CHECK(pbt_streq(o.restore.target_action, "pause"));
+    PBT_CHECK(pbt_streq(o.restore.target_timeline, "current") && o.restore.jobs == 8);
     PBT_CHECK(o.restore.ntblspc == 2 && o.restore.tblspc == o.tblspc);
-    PBT_CHECK(o.tblspc[1].oid == 16386 && streq(o.tblspc[1].dir, "/ts/b"));
+    PBT_CHECK(o.tblspc[1].oid == 16386 && pbt_streq(o.tblspc[1].dir, "/ts/b"));
     opts_free(&o);
 
     /* Positional arguments, before or after the options (getopt moves them). */
     PBT_CHECK(PARSE(&o, &err, "archive-get", "000000010000000000000001", "pg_wal/RECOVERYXLOG",
                     "--repo", "/r") == 0);
-    PBT_CHECK(o.nargs == 2 && streq(o.args[0], "000000010000000000000001"));
-    PBT_CHECK(streq(o.args[1], "pg_wal/RECOVERYXLOG"));
+    PBT_CHECK(o.nargs == 2 && pbt_streq(o.args[0], "000000010000000000000001"));
+    PBT_CHECK(pbt_streq(o.args[1], "pg_wal/RECOVERYXLOG"));
     opts_free(&o);
 
     PBT_CHECK(PARSE(&o, &err, "info", "--json", "--repo", "s3://b/p", "--s3-endpoint",
                     "http://127.0.0.1:9000", "--s3-region", "eu-west-1", "--s3-uri-style",
                     "host", "--s3-insecure", "--s3-parallel", "8", "--s3-retries", "0",
                     "--s3-part-size", "5M", "--s3-ca-file", "/ca.pem") == 0);
-    PBT_CHECK(o.json && streq(o.repo.location, "s3://b/p"));
-    PBT_CHECK(streq(o.repo.s3_endpoint, "http://127.0.0.1:9000"));
-    PBT_CHECK(streq(o.repo.s3_region, "eu-west-1") && !o.repo.s3_path_style);
-    PBT_CHECK(streq(o.s3_uri_style, "host") && o.repo.s3_insecure && o.s3_insecure_given);
+    PBT_CHECK(o.json && pbt_streq(o.repo.location, "s3://b/p"));
+    PBT_CHECK(pbt_streq(o.repo.s3_endpoint, "http://127.0.0.1:9000"));
+    PBT_CHECK(pbt_streq(o.repo.s3_region, "eu-west-1") && !o.repo.s3_path_style);
+    PBT_CHECK(pbt_streq(o.s3_uri_style, "host") && o.repo.s3_insecure && o.s3_insecure_given);
     PBT_CHECK(o.repo.s3_parallel == 8 && o.repo.s3_retries == 0);
-    PBT_CHECK(o.repo.s3_part_size == 5u << 20 && streq(o.repo.s3_ca_file, "/ca.pem"));
+    PBT_CHECK(o.repo.s3_part_size == 5u << 20 && pbt_streq(o.repo.s3_ca_file, "/ca.pem"));
     opts_free(&o);
 
     PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-full", "2") == 0);
@@ -244,26 +205,26 @@ static void test_environment(void)
     setenv("AWS_SECRET_ACCESS_KEY", "env-secret", 1);
     setenv("AWS_SESSION_TOKEN", "env-token", 1);
     PBT_CHECK(PARSE(&o, &err, "info") == 0); /* the repository from the environment */
-    PBT_CHECK(streq(o.repo.location, "/env-repo") && streq(o.state_dir, "/env-state"));
-    PBT_CHECK(streq(o.repo.s3_endpoint, "http://env:9000"));
-    PBT_CHECK(streq(o.repo.s3_region, "ap-south-1") && streq(o.repo.s3_key, "env-key"));
-    PBT_CHECK(streq(o.repo.s3_secret, "env-secret") && streq(o.repo.s3_token, "env-token"));
+    PBT_CHECK(pbt_streq(o.repo.location, "/env-repo") && pbt_streq(o.state_dir, "/env-state"));
+    PBT_CHECK(pbt_streq(o.repo.s3_endpoint, "http://env:9000"));
+    PBT_CHECK(pbt_streq(o.repo.s3_region, "ap-south-1") && pbt_streq(o.repo.s3_key, "env-key"));
+    PBT_CHECK(pbt_streq(o.repo.s3_secret, "env-secret") && pbt_streq(o.repo.s3_token, "env-token"));
     opts_free(&o);
     /* The command line wins over the environment. */
     PBT_CHECK(PARSE(&o, &err, "info", "--repo", "/flag-repo", "--state-dir", "/flag-state",
                     "--s3-endpoint", "http://flag:9000", "--s3-region", "eu-north-1") == 0);
-    PBT_CHECK(streq(o.repo.location, "/flag-repo") && streq(o.state_dir, "/flag-state"));
-    PBT_CHECK(streq(o.repo.s3_endpoint, "http://flag:9000"));
-    PBT_CHECK(streq(o.repo.s3_region, "eu-north-1"));
+    PBT_CHECK(pbt_streq(o.repo.location, "/flag-repo") && pbt_streq(o.state_dir, "/flag-state"));
+    PBT_CHECK(pbt_streq(o.repo.s3_endpoint, "http://flag:9000"));
+    PBT_CHECK(pbt_streq(o.repo.s3_region, "eu-north-1"));
     opts_free(&o);
-    clear_env();
+    pbt_clear_env();
 }
 
 static void test_config_file(void)
 {
     pb_options o;
     pb_error err;
-    const char *path = write_config("plain.conf",
+    const char *path = pbt_write_config(tmpdir, "plain.conf",
                                     "# a comment line\n"
                                     "repo = /cfg-repo\n"
                                     "   compress-level=7\n"
@@ -272,21 +233,21 @@ static void test_config_file(void)
                                     "s3-token = cfg-token\n",
                                     0600); /* a session token is a secret too */
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", path) == 0);
-    PBT_CHECK(streq(o.config_file, path) && streq(o.repo.location, "/cfg-repo"));
-    PBT_CHECK(o.backup.zstd_level == 7 && streq(o.state_dir, "/cfg-state"));
-    PBT_CHECK(streq(o.repo.s3_key, "cfg-key") && streq(o.repo.s3_token, "cfg-token"));
+    PBT_CHECK(pbt_streq(o.config_file, path) && pbt_streq(o.repo.location, "/cfg-repo"));
+    PBT_CHECK(o.backup.zstd_level == 7 && pbt_streq(o.state_dir, "/cfg-state"));
+    PBT_CHECK(pbt_streq(o.repo.s3_key, "cfg-key") && pbt_streq(o.repo.s3_token, "cfg-token"));
     opts_free(&o);
     /* PAGEBACK_CONFIG names the file when --config does not. */
     setenv("PAGEBACK_CONFIG", path, 1);
-    PBT_CHECK(PARSE(&o, &err, "backup") == 0 && streq(o.repo.location, "/cfg-repo"));
+    PBT_CHECK(PARSE(&o, &err, "backup") == 0 && pbt_streq(o.repo.location, "/cfg-repo"));
     opts_free(&o);
-    clear_env();
+    pbt_clear_env();
 
-    path = write_config("unknown.conf", "repo = /r\nno-such-setting = 1\n", 0600);
+    path = pbt_write_config(tmpdir, "unknown.conf", "repo = /r\nno-such-setting = 1\n", 0600);
     PBT_CHECK(PARSE(&o, &err, "info", "--config", path) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "no-such-setting") && strstr(err.msg, path));
     opts_free(&o);
-    path = write_config("badvalue.conf", "repo = /r\nqueue-depth = 0\n", 0600);
+    path = pbt_write_config(tmpdir, "badvalue.conf", "repo = /r\nqueue-depth = 0\n", 0600);
     PBT_CHECK(PARSE(&o, &err, "info", "--config", path) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "--queue-depth") && strstr(err.msg, path));
     opts_free(&o);
@@ -295,13 +256,13 @@ static void test_config_file(void)
     opts_free(&o);
 
     /* A secret is refused in a file others may read, accepted at 0600. */
-    path = write_config("secret.conf", "repo = /r\ns3-secret = cfg-secret\n", 0644);
+    path = pbt_write_config(tmpdir, "secret.conf", "repo = /r\ns3-secret = cfg-secret\n", 0644);
     PBT_CHECK(PARSE(&o, &err, "info", "--config", path) == PB_EINVAL);
     PBT_CHECK(strstr(err.msg, "chmod 600") != NULL);
     opts_free(&o);
     chmod(path, 0600);
     PBT_CHECK(PARSE(&o, &err, "info", "--config", path) == 0);
-    PBT_CHECK(streq(o.repo.s3_secret, "cfg-secret"));
+    PBT_CHECK(pbt_streq(o.repo.s3_secret, "cfg-secret"));
     opts_free(&o);
 }
 
@@ -310,7 +271,7 @@ static void test_precedence(void)
 {
     pb_options o;
     pb_error err;
-    const char *path = write_config("prec.conf",
+    const char *path = pbt_write_config(tmpdir, "prec.conf",
                                     "repo = /cfg-repo\n"
                                     "state-dir = /cfg-state\n"
                                     "s3-key = cfg-key\n"
@@ -321,18 +282,18 @@ static void test_precedence(void)
     setenv("AWS_ACCESS_KEY_ID", "env-key", 1);
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", path, "--repo", "/flag-repo",
                     "--compress-level", "3") == 0);
-    PBT_CHECK(streq(o.repo.location, "/flag-repo"));  /* flag over environment and file */
+    PBT_CHECK(pbt_streq(o.repo.location, "/flag-repo"));  /* flag over environment and file */
     PBT_CHECK(o.backup.zstd_level == 3);               /* flag over file */
     PBT_CHECK(o.backup.queue_depth == 6);              /* file fills what is unset */
-    PBT_CHECK(streq(o.repo.s3_key, "env-key"));       /* environment over file */
-    PBT_CHECK(streq(o.state_dir, "/cfg-state"));
+    PBT_CHECK(pbt_streq(o.repo.s3_key, "env-key"));       /* environment over file */
+    PBT_CHECK(pbt_streq(o.state_dir, "/cfg-state"));
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", path) == 0);
-    PBT_CHECK(streq(o.repo.location, "/env-repo") && o.backup.zstd_level == 7);
+    PBT_CHECK(pbt_streq(o.repo.location, "/env-repo") && o.backup.zstd_level == 7);
     opts_free(&o);
-    clear_env();
+    pbt_clear_env();
     PBT_CHECK(PARSE(&o, &err, "backup", "--config", path) == 0);
-    PBT_CHECK(streq(o.repo.location, "/cfg-repo") && streq(o.repo.s3_key, "cfg-key"));
+    PBT_CHECK(pbt_streq(o.repo.location, "/cfg-repo") && pbt_streq(o.repo.s3_key, "cfg-key"));
     opts_free(&o);
 }
 
@@ -359,7 +320,7 @@ static void test_help(void)
     pb_error err;
     for (size_t i = 0; i < NCOMMANDS; i++) {
         PBT_CHECK(PARSE(&o, &err, commands[i], "--help") == 0);
-        PBT_CHECK(o.help_requested && streq(o.command, commands[i]) && err.msg[0] == '\0');
+        PBT_CHECK(o.help_requested && pbt_streq(o.command, commands[i]) && err.msg[0] == '\0');
         opts_free(&o);
         char buf[4096] = "", head[64];
         int rc;
@@ -380,7 +341,7 @@ static void test_help(void)
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "--help") == 0 && o.help_requested && o.command == NULL);
     opts_free(&o);
-    PBT_CHECK(PARSE(&o, &err, "help", "restore") == 0 && streq(o.command, "restore"));
+    PBT_CHECK(PARSE(&o, &err, "help", "restore") == 0 && pbt_streq(o.command, "restore"));
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r") == 0 && !o.help_requested);
     opts_free(&o);
@@ -403,19 +364,22 @@ static void test_help(void)
  * file others can read refused naming its mode, PAGEBACK_ENCRYPT_KEY only without files. */
 static void test_encrypt_keys(void)
 {
-    clear_env();
+    pbt_clear_env();
     pb_options o;
     pb_error e;
     char a[256], b[256];
-    snprintf(a, sizeof(a), "%s", write_config("k1", "first-key-material-0123456789abcdef\n", 0600));
-    snprintf(b, sizeof(b), "%s", write_config("k2", "second-key-material-0123456789abcd", 0400));
+    snprintf(a, sizeof(a), "%s",
+             pbt_write_config(tmpdir, "k1", "first-key-material-0123456789abcdef\n", 0600));
+    snprintf(b, sizeof(b), "%s",
+             pbt_write_config(tmpdir, "k2", "second-key-material-0123456789abcd", 0400));
     PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r", "--encrypt-key-file", a,
                     "--encrypt-key-file", b) == 0);
     PBT_CHECK(o.repo.n_keys == 2 && o.repo.keys == o.keys);
     PBT_CHECK(o.keys[0].len == 35 && memcmp(o.keys[0].data, "first-key", 9) == 0);
     PBT_CHECK(o.keys[1].len == 34 && memcmp(o.keys[1].data, "second-key", 10) == 0);
     opts_free(&o);
-    const char *open_key = write_config("k3", "readable-key-material-0123456789abc", 0640);
+    const char *open_key =
+        pbt_write_config(tmpdir, "k3", "readable-key-material-0123456789abc", 0640);
     PBT_CHECK(PARSE(&o, &e, "info", "--repo", "/r", "--encrypt-key-file", open_key) ==
               PB_EINVAL);
     PBT_CHECK(strstr(e.msg, "mode 640") != NULL && strstr(e.msg, "chmod 600") != NULL);
@@ -441,7 +405,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    clear_env();
+    pbt_clear_env();
     PBT_RUN(test_backup_flags);
     PBT_RUN(test_restore_and_other_flags);
     PBT_RUN(test_polite_flags);

@@ -2,11 +2,10 @@
 #include "engine/chain.h"
 #include "engine/storage/storage.h"
 #include "common/fault.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -19,24 +18,6 @@
 #include <unistd.h>
 
 static char tmpdir[] = "/tmp/pb-storage-test-XXXXXX";
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    return remove(p);
-}
-
-static repo *open_repo(void)
-{
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = tmpdir;
-    repo *r = NULL;
-    pb_error e = PB_ERROR_INIT;
-    int rc = repo_open(&r, &o, &e);
-    PBT_CHECK(rc == 0);
-    if (rc)
-        fprintf(stderr, "repo_open: %s\n", e.msg);
-    return r;
-}
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
 {
@@ -142,7 +123,7 @@ static void test_open_errors(void)
 
 static void test_put_get(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     uint8_t data[10000];
     fill(data, sizeof(data), 7);
@@ -200,7 +181,7 @@ static void test_put_get(void)
 
 static void test_permissions(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     mode_t old = umask(027);
     PBT_CHECK(repo_put(r, "perm/dir/obj", "x", 1, &e) == 0);
@@ -216,7 +197,7 @@ static void test_permissions(void)
 
 static void test_invalid_keys(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     const char *bad[] = {"", "/abs", "..", "../escape", "a/../b", "a//b", "a/", "./a", "a/.",
                          "obj.tmp.1.2"};
@@ -306,7 +287,7 @@ static void test_list(void)
 
 static void test_writer(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     size_t total = (70u << 20) + 12345; /* crosses the 64 MiB flush point */
     uint8_t *data = malloc(total);
@@ -384,7 +365,7 @@ static int hold_tmp(const char *name)
  * the pid in its name or its age; a live writer's (flock held) is never touched. */
 static void test_cleanup(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     PBT_CHECK(repo_put(r, "C/keep", "x", 1, &e) == 0);
     pid_t dead = fork();
@@ -442,7 +423,7 @@ static void put_new_killed(const char *key, const char *point)
  * the same key and every other key's. */
 static void test_cleanup_key(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     const char *seg = "W/00000001/000000010000000000000001.zst";
     const char *other = "W/00000001/000000010000000000000002.zst";
@@ -476,7 +457,7 @@ static void test_cleanup_key(void)
  * put into the same place recreates them. */
 static void test_delete_prunes_empty_dirs(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     char path[4200];
     struct stat st;
@@ -605,7 +586,7 @@ static void test_put_new_race(void)
             close(go[1]);
             if (read(go[0], &c, 1) != 0)
                 _exit(3);
-            repo *r = open_repo();
+            repo *r = pbt_repo_open(tmpdir);
             pb_error e = PB_ERROR_INIT;
             char body[32];
             int n = snprintf(body, sizeof(body), "writer %d", i);
@@ -629,7 +610,7 @@ static void test_put_new_race(void)
         }
     }
     PBT_CHECK(winners == 1 && losers == N - 1);
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     void *data = NULL;
     size_t len = 0;
@@ -653,7 +634,7 @@ static void test_lock(void)
     pid_t kid = fork();
     if (kid == 0) {
         close(ready[0]);
-        repo *r = open_repo();
+        repo *r = pbt_repo_open(tmpdir);
         repo_lock *l = NULL;
         pb_error e = PB_ERROR_INIT;
         int rc = r ? repo_lock_acquire(r, "backup", &l, &e) : -1;
@@ -666,7 +647,7 @@ static void test_lock(void)
     char c = 0;
     PBT_CHECK(read(ready[0], &c, 1) == 1 && c == '1');
     close(ready[0]);
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     repo_lock *l = NULL;
     double t0 = pb_now();
@@ -715,7 +696,7 @@ static void plant_lock(const char *host, long age, bool damage)
  * damaged lock file that no process holds is the debris of a crash. */
 static void test_lock_lease(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     repo_lock *l = NULL;
     plant_lock("otherhost", 10, false);
@@ -736,7 +717,7 @@ static void test_lock_lease(void)
  * lock it is kept while its flock is held; outside backup/ the flock decides either way. */
 static void test_cleanup_locked(void)
 {
-    repo *r = open_repo();
+    repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     char name[700];
     snprintf(name, sizeof(name), "%s/backup", tmpdir);
@@ -787,20 +768,10 @@ static void test_cleanup_locked(void)
 
 static void commit_backup(repo *r, const char *id, const char *parent, char type)
 {
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = type;
-    h.timeline = 1;
-    h.wal_segment_size = 16u << 20;
+    mf_backup h = pbt_header(id, parent, type);
     h.start_lsn = 0x1000000;
     h.stop_lsn = 0x1000100;
-    mf_manifest *m = NULL;
-    pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(mf_new(&m, &h, &e) == 0);
-    PBT_CHECK(chain_commit(r, m, &e) == 0);
-    mf_free(m);
+    pbt_commit_header(r, &h);
 }
 
 /* Issue 8, item 9: the one locked cleanup of backup, rebase and expire. A backup without
@@ -893,6 +864,6 @@ int main(void)
     PBT_RUN(test_cleanup_locked);
     PBT_RUN(test_chain_cleanup);
     PBT_RUN(test_ids_same_second);
-    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    pbt_rmtree(tmpdir);
     return PBT_DONE();
 }
