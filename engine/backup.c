@@ -66,12 +66,21 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
     bk_progress *pg = &ctx->progress;
     pg->files_total = list.count;
     uint64_t *plan = ctx->opts->progress && list.count ? calloc(list.count, sizeof(*plan)) : NULL;
+    /* The parent's records for the plan come from a stream of their own along the walk
+     * (the backup's own cursor follows below): a failure to read them only costs the
+     * estimate, the backup reads them again and fails there. */
+    bk_cursor pc = BK_CURSOR_INIT;
     for (size_t i = 0; plan && i < list.count; i++) {
         const walk_entry *e = &list.items[i];
-        plan[i] = bk_planned_read(ctx, e);
+        const mf_file *prev = NULL;
+        pb_error perr = PB_ERROR_INIT;
+        if (e->kind == WALK_REL && bk_cursor_find(ctx, &pc, e->path, &prev, &perr) != 0)
+            prev = NULL;
+        plan[i] = bk_planned_read(ctx, e, prev);
         pg->bytes_total += plan[i];
         pg->bytes_skipped += (e->kind == WALK_REL || e->kind == WALK_FILE ? e->size : 0) - plan[i];
     }
+    bk_cursor_close(&pc);
     for (size_t i = 0; rc == 0 && i < list.count; i++) {
         uint64_t done0 = pg->bytes_done;
         rc = repo_lock_renew(ctx->lock, err);
@@ -368,7 +377,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         goto out;
     if (plan.type == 'I') {
         bool rebuilt = false;
-        rc = chain_sync_catalog(ctx.cat, &plan.chain, &rebuilt, err);
+        rc = chain_sync_catalog(ctx.cat, r, &plan.chain, &rebuilt, err);
         if (rc)
             goto out;
         ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
@@ -382,23 +391,22 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (rc == 0)
         rc = init_manifest(&ctx, &plan, &info, err);
     if (rc == 0)
+        rc = bk_records_open(&ctx, err);
+    if (rc == 0)
         rc = run_backup(&ctx, conn, &plan, &info, err);
     if (rc == 0)
         rc = check_parent(r, mf_header(ctx.m), err);
-    if (rc == 0) {
-        mf_sort(ctx.m);
-        PB_FAULT_POINT("backup.before-manifest-commit");
-        rc = chain_commit(r, ctx.m, err);
-    }
+    if (rc == 0)
+        rc = bk_records_commit(&ctx, err); /* fault point backup.before-manifest-commit */
     ctx.cat = cat;
     if (rc == 0) {
         PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
-        if (mf_catalog_apply(ctx.cat, ctx.m, &cerr) != 0)
+        if (bk_records_apply(&ctx, ctx.cat, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);
         PB_FAULT_POINT("backup.after-catalog-update");
-        *out = ctx.m; /* the committed manifest: the caller's now */
+        *out = ctx.m; /* the committed manifest's header and counters: the caller's now */
         ctx.m = NULL;
     }
 out:
@@ -410,6 +418,7 @@ out:
      * backup is still being written while it is removed. */
     if (rc && ctx.m)
         drop_partial(r, mf_header(ctx.m)->id);
+    bk_records_free(ctx.rec);
     scan_free(ctx.scan);
     wg_set_free(ctx.wal);
     mf_free(ctx.m);

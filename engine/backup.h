@@ -78,6 +78,8 @@ typedef struct bk_io_report {
      * that became resident while they were read (mincore before and after), and files. */
     uint64_t page_cache_left_bytes;
     uint64_t page_cache_files;
+    uint64_t manifest_records_peak; /* file records held in memory at once (issue 12) */
+    uint64_t manifest_bytes_peak;  /* bytes of manifest held at once: chunks, index, records */
 } bk_io_report;
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;
@@ -146,8 +148,9 @@ typedef struct bk_opts {
                       300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, NULL, NULL, \
                       SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, NULL, true}
 
-/* Run one backup into r. On success *out is the committed manifest (the caller's: free
- * with mf_free), so a summary needs no second download; NULL on failure. */
+/* Run one backup into r. On success *out is the committed manifest's header and counters
+ * without its file records (the caller's: free with mf_free), so a summary needs no second
+ * download and the run never holds every record (issue 12); NULL on failure. */
 int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err);
 
 /* What a backup cost beyond what its manifest's header records. */

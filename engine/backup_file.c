@@ -251,7 +251,7 @@ static int add_skipped(bk_ctx *ctx, mf_file *f, pb_error *err)
 {
     uint64_t size = f->size;
     f->npages = (uint32_t)((size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE);
-    int rc = mf_add_file(ctx->m, f, err);
+    int rc = bk_record_add(ctx, f, err);
     if (rc)
         return rc;
     memset(f, 0, sizeof(*f));
@@ -301,8 +301,10 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         else if (rc && rc != PB_ENOENT)
             goto out;
     }
-    bk_skip_verdict v = ctx->skip_on ? bk_skip_file(ctx, e, mf_find(ctx->parent, e->path))
-                                     : BK_READ_NEW;
+    const mf_file *prev = NULL;
+    if (ctx->skip_on && (rc = bk_parent_find(ctx, e->path, &prev, err)))
+        goto out;
+    bk_skip_verdict v = ctx->skip_on ? bk_skip_file(ctx, e, prev) : BK_READ_NEW;
     /* A segment whose metadata cannot be trusted is read whole, whatever WAL says. */
     s.untrusted = v == BK_READ_INODE || v == BK_READ_MTIME_FUTURE ||
                   v == BK_READ_MTIME_BACKWARDS || v == BK_READ_SIZE_SAME_MTIME;
@@ -360,7 +362,7 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     report_missed(&s);
     s.out.size = size;
     s.out.npages = (uint32_t)((size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE);
-    rc = mf_add_file(ctx->m, &s.out, err);
+    rc = bk_record_add(ctx, &s.out, err);
     if (rc == 0)
         memset(&s.out, 0, sizeof(s.out));
 out:
@@ -455,7 +457,7 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         goto out;
     mf_header(ctx->m)->bytes_read += size;
     f.size = size;
-    rc = mf_add_file(ctx->m, &f, err);
+    rc = bk_record_add(ctx, &f, err);
     if (rc == 0)
         memset(&f, 0, sizeof(f));
 out:
@@ -480,7 +482,7 @@ int bk_memory_file(bk_ctx *ctx, const char *path, const void *data, size_t len, 
     if (rc == 0 && len)
         rc = flush_frame(ctx, &f, &cap, 0, 1, data, len, err);
     if (rc == 0)
-        rc = mf_add_file(ctx->m, &f, err);
+        rc = bk_record_add(ctx, &f, err);
     if (rc == 0)
         memset(&f, 0, sizeof(f));
     mf_file_clear(&f);
@@ -500,7 +502,7 @@ int bk_file(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     case WALK_LINK:
         rc = fill_entry(&f, e, e->kind == WALK_DIR ? MF_DIR : MF_LINK);
         if (rc == 0)
-            rc = mf_add_file(ctx->m, &f, err);
+            rc = bk_record_add(ctx, &f, err);
         else
             pb_fail(err, rc, "out of memory for %s", e->path);
         if (rc)

@@ -26,6 +26,8 @@
 #define BK_SCATTERED_LEVEL 9
 #define BK_REREAD_TRIES 5
 
+typedef struct bk_records bk_records;
+
 typedef struct bk_ctx {
     const bk_opts *opts;
     repo *repo;
@@ -35,7 +37,8 @@ typedef struct bk_ctx {
     pack_writer *packs;  /* writers[0]: also used directly while the pipe is idle */
     pack_writer *writers[BK_PIPE_MAX_WORKERS]; /* one per compression worker */
     unsigned nwriters;
-    mf_manifest *m;      /* being built */
+    mf_manifest *m;      /* being built: the header and counters (records: rec) */
+    bk_records *rec;     /* the file records, streamed (backup_records.c) */
     const char *pgdata;
     const char *tblspc_dir; /* this cluster's PG_<major>_<catversion> (walk_pgdata_cluster) */
     uint64_t start_lsn;
@@ -46,7 +49,8 @@ typedef struct bk_ctx {
     double rate_start;   /* when throttled reading began */
     uint64_t rate_bytes; /* bytes read since then */
     /* Reading less (issue 11, engine/backup_skip.c). */
-    const mf_manifest *parent; /* the chain head this incremental diffs against, or NULL */
+    const mf_manifest *parent; /* header of the chain head this incremental diffs against,
+                                * or NULL (its records: bk_parent_find) */
     bool skip_on;        /* the file-level skip rule applies to this backup */
     bool verify;         /* verify scan: read every page, count what the skip missed */
     int64_t server_start; /* server clock at the start (unix s) */
@@ -115,9 +119,10 @@ int64_t bk_server_now(const bk_ctx *ctx);
 bk_skip_verdict bk_skip_file(bk_ctx *ctx, const walk_entry *e, const mf_file *prev);
 /* The bytes of e this backup expects to read, for the progress total: 0 for a segment
  * the skip rule will skip, the named blocks (and any growth) of a WAL-guided one when the
- * block set is in memory, else the whole size. Pure prediction (counts nothing); the
- * backup corrects the total by what each file really read. */
-uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e);
+ * block set is in memory, else the whole size. prev is the parent's record of e (NULL:
+ * none; bk_cursor_find). Pure prediction (counts nothing); the backup corrects the total
+ * by what each file really read. */
+uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev);
 
 
 /* Full or incremental, decided before the server's backup state is touched
@@ -126,7 +131,7 @@ typedef struct bk_plan {
     char type;              /* 'F' or 'I' */
     char reason[1400];      /* why, for the log */
     char latest[MF_ID_LEN]; /* the last id in the repository ("" if none): new ids sort after */
-    chain chain;            /* 'I': the chain head's chain, each manifest read once */
+    chain chain;            /* 'I': the chain head's chain, headers only (no records) */
     const mf_manifest *parent; /* 'I': the chain head (the chain's last); else NULL */
 } bk_plan;
 
@@ -157,7 +162,34 @@ void bk_finish_report(bk_ctx *ctx);
 /* Sleep as needed to keep reads under opts->max_rate. */
 void bk_throttle(bk_ctx *ctx, size_t bytes);
 
-/* Back up one walked entry into ctx->m. A file that vanished is skipped (not an error). */
+/* ---- the file records (engine/backup_records.c): memory bounded by a chunk ---------- */
+/* After init_manifest: the spool in the state directory and the streaming writer. */
+int bk_records_open(bk_ctx *ctx, pb_error *err);
+/* Record f (as mf_add_file: on success f's pointers are taken). Paths come in walk order;
+ * the few out of it (pg_control, backup_label, tablespace_map) are held aside. */
+int bk_record_add(bk_ctx *ctx, mf_file *f, pb_error *err);
+/* Write the manifest with ctx->m's header (final by now) and commit it: the object
+ * appears whole or not at all. Fills ctx->io's manifest_*_peak. */
+int bk_records_commit(bk_ctx *ctx, pb_error *err);
+/* After the commit: make the committed records the catalog's head, streamed. */
+int bk_records_apply(bk_ctx *ctx, mf_catalog *cat, pb_error *err);
+/* The parent's record of path (*out NULL when it has none), read forward along the
+ * walk's path order; *out is valid until the next call. */
+int bk_parent_find(bk_ctx *ctx, const char *path, const mf_file **out, pb_error *err);
+/* A cursor of its own over the parent's records (the progress plan's pass over the walk
+ * before the backup's): the same forward-only find. Start with BK_CURSOR_INIT. */
+typedef struct bk_cursor {
+    mf_stream *s;
+    mf_file cur;  /* the record at the cursor */
+    int state;    /* 1: cur holds one; 0: past the end (or closed); -1: not opened */
+} bk_cursor;
+#define BK_CURSOR_INIT {NULL, {0}, -1}
+int bk_cursor_find(bk_ctx *ctx, bk_cursor *c, const char *path, const mf_file **out,
+                   pb_error *err);
+void bk_cursor_close(bk_cursor *c); /* what a cursor holds; it reads nothing more */
+void bk_records_free(bk_records *rec); /* accepts NULL */
+
+/* Back up one walked entry into ctx->rec. A file that vanished is skipped (not an error). */
 int bk_file(bk_ctx *ctx, const walk_entry *e, pb_error *err);
 /* Store a file whose content is in memory (backup_label, tablespace_map). */
 int bk_memory_file(bk_ctx *ctx, const char *path, const void *data, size_t len, pb_error *err);

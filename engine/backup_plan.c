@@ -2,9 +2,11 @@
  * engine/backup_plan.c — full or incremental, decided before the server's backup state
  * is touched. The repository's history is loaded once (every manifest's header, in
  * history order: engine/chain_order.c; a version 2 manifest's header is two small reads,
- * so this holds no manifest); only the chain head's chain is then read whole and handed
- * down in the plan, so the catalog check (chain_sync_catalog) and the chain-length and
- * age rules read nothing again.
+ * so this holds no manifest). The chain head's chain is handed down as headers alone
+ * (the chain-length, age and verify-scan rules need no more); its records are streamed
+ * once here to check they are whole, one chunk at a time, and again by whoever needs
+ * them (the catalog rebuild, the file-level skip): memory does not grow with the
+ * database (issue 12).
  */
 #include "engine/backup_internal.h"
 
@@ -14,52 +16,29 @@
 #include <string.h>
 #include <time.h>
 
-/* The manifest of id in pool, or NULL. */
-static const mf_manifest *in_pool(const chain *pool, const char *id)
+/* Every record of the chain's manifests is readable (each chunk's checksum, the count
+ * its index promises), read one chunk at a time: a chain the catalog rebuild or the
+ * file-level skip would fail on mid-backup plans a full backup instead. */
+static int check_records(repo *r, const chain *c, pb_error *err)
 {
-    for (size_t i = 0; i < pool->count; i++)
-        if (pool->items[i] && strcmp(mf_header_c(pool->items[i])->id, id) == 0)
-            return pool->items[i];
-    return NULL;
-}
-
-/* The chain head by stop LSN (a rebase's synthetic full of an older state has the last
- * id), from the headers alone. When the history cannot be loaded (a damaged manifest
- * header somewhere), the last id stands in, as its own manifest decides below. */
-static void find_head(repo *r, const bk_plan *plan, char head[MF_ID_LEN])
-{
-    chain_history hist = {0};
-    pb_error herr = PB_ERROR_INIT;
-    snprintf(head, MF_ID_LEN, "%s", plan->latest);
-    if (chain_history_load(r, &hist, &herr) == 0 && hist.count)
-        snprintf(head, MF_ID_LEN, "%s", hist.items[hist.count - 1].id);
-    chain_history_free(&hist);
-}
-
-/* The head's manifest from pool, or read when the history load could not give it. */
-static int head_manifest(repo *r, chain *pool, const char *head, const mf_manifest **out,
-                         pb_error *err)
-{
-    if ((*out = in_pool(pool, head)))
-        return 0;
-    mf_manifest *m = NULL;
-    int rc = chain_load(r, head, &m, err);
-    if (rc)
-        return rc;
-    mf_manifest **items = realloc(pool->items, (pool->count + 1) * sizeof(*items));
-    if (!items) {
-        mf_free(m);
-        return pb_fail(err, PB_ENOMEM, "out of memory planning a backup");
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < c->count; i++) {
+        mf_stream *s = NULL;
+        mf_file f = {0};
+        rc = chain_stream_open(r, mf_header_c(c->items[i])->id, &s, err);
+        while (rc == 0 && (rc = mf_stream_next(s, &f, err)) == 1) {
+            mf_file_clear(&f);
+            rc = 0;
+        }
+        mf_file_clear(&f);
+        mf_stream_close(s);
     }
-    pool->items = items;
-    pool->items[pool->count++] = m;
-    *out = m;
-    return 0;
+    return rc;
 }
 
 /* With the head usable: incremental unless a rule asks for a full backup. */
 static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char *head,
-                   chain *pool, const mf_backup *ph, bk_plan *plan)
+                   const chain_history *hist, const mf_backup *ph, bk_plan *plan)
 {
     pb_error lerr = PB_ERROR_INIT;
     if (ph->system_id != system_id) {
@@ -68,7 +47,8 @@ static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char 
                  head, ph->system_id);
         return;
     }
-    if (chain_resolve_from(r, head, pool, &plan->chain, &lerr) != 0) {
+    if (chain_resolve_headers(r, hist, head, &plan->chain, &lerr) != 0 ||
+        check_records(r, &plan->chain, &lerr) != 0) {
         snprintf(plan->reason, sizeof(plan->reason), "chain of %s is broken (%s)", head,
                  lerr.msg);
         return;
@@ -93,7 +73,7 @@ int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan
                  pb_error *err)
 {
     chain_ids ids;
-    chain pool = {0};
+    chain_history hist = {0};
     memset(plan, 0, sizeof(*plan));
     int rc = chain_list(r, &ids, err);
     if (rc)
@@ -109,20 +89,30 @@ int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan
         snprintf(plan->reason, sizeof(plan->reason), "full backup requested");
         goto out;
     }
+    /* The chain head by stop LSN (a rebase's synthetic full of an older state has the
+     * last id), from the headers alone. When the history cannot be loaded (a damaged
+     * manifest header somewhere), the last id stands in, as its own header decides. */
     char head[MF_ID_LEN];
-    find_head(r, plan, head);
-    const mf_manifest *hm = NULL;
+    snprintf(head, sizeof(head), "%s", plan->latest);
     pb_error lerr = PB_ERROR_INIT;
-    if (head_manifest(r, &pool, head, &hm, &lerr) != 0) {
+    if (chain_history_load(r, &hist, &lerr) == 0 && hist.count)
+        snprintf(head, sizeof(head), "%s", hist.items[hist.count - 1].id);
+    else
+        chain_history_free(&hist);
+    mf_backup ph;
+    const mf_backup *found = chain_history_find(&hist, head);
+    if (found) {
+        ph = *found;
+    } else if (chain_load_header(r, head, &ph, &lerr) != 0) {
         snprintf(plan->reason, sizeof(plan->reason), "latest backup %s is unusable (%s)",
                  head, lerr.msg);
         goto out;
     }
-    choose(r, opts, system_id, head, &pool, mf_header_c(hm), plan);
+    choose(r, opts, system_id, head, hist.count ? &hist : NULL, &ph, plan);
 out:
     if (plan->type == 'F')
         chain_free(&plan->chain);
-    chain_free(&pool);
+    chain_history_free(&hist);
     chain_ids_free(&ids);
     return 0;
 }

@@ -267,11 +267,10 @@ static uint64_t planned_guided(const bk_ctx *ctx, const walk_entry *e, const mf_
     return est < e->size ? est : e->size;
 }
 
-uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e)
+uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev)
 {
     if (e->kind != WALK_REL)
         return e->kind == WALK_FILE ? e->size : 0;
-    const mf_file *prev = ctx->parent ? mf_find(ctx->parent, e->path) : NULL;
     if (!prev || prev->kind != MF_REL || ctx->verify)
         return e->size;
     bk_skip_stat cur = {e->size, e->mtime, e->inode}, old = {prev->size, prev->mtime,

@@ -237,26 +237,6 @@ out:
     return rc;
 }
 
-int chain_sync_catalog(mf_catalog *cat, const chain *c, bool *rebuilt, pb_error *err)
-{
-    const char *id = mf_header_c(c->items[c->count - 1])->id;
-    char head[MF_ID_LEN] = "";
-    *rebuilt = false;
-    int rc = mf_catalog_head(cat, head, err);
-    if (rc && rc != PB_ENOENT)
-        return rc;
-    if (rc == 0 && strcmp(head, id) == 0)
-        return 0;
-    pb_info("catalog head is %s, repository chain head is %s: rebuilding the catalog from "
-            "the repository", rc == 0 ? head : "(empty)", id);
-    rc = mf_catalog_reset(cat, err);
-    for (size_t i = 0; rc == 0 && i < c->count; i++)
-        rc = mf_catalog_apply(cat, c->items[i], err);
-    if (rc == 0)
-        *rebuilt = true;
-    return rc;
-}
-
 int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err)
 {
     void *data = NULL;

@@ -81,10 +81,17 @@ void chain_free(chain *c); /* accepts NULL, and NULL slots (chain_resolve_from) 
 /* Find the manifest with this id inside a resolved chain (NULL if absent). */
 const mf_manifest *chain_find(const chain *c, const char *id);
 
+/* As chain_resolve, with header-only manifests (mf_new: no file records): each taken
+ * from hist when it is there (hist may be NULL), else read with chain_load_header. For a
+ * command that needs the chain's shape and streams the records (engine/chain_stream.c). */
+int chain_resolve_headers(repo *r, const chain_history *hist, const char *id, chain *out,
+                          pb_error *err);
 /* Make the catalog's head equal to the last backup of the resolved chain c (rebuilding it
- * from c when the catalog is empty or reflects another backup). *rebuilt tells whether
+ * when the catalog is empty or reflects another backup, from each backup's records
+ * streamed from r one chunk at a time: c may hold headers alone). *rebuilt tells whether
  * it had to. */
-int chain_sync_catalog(mf_catalog *cat, const chain *c, bool *rebuilt, pb_error *err);
+int chain_sync_catalog(mf_catalog *cat, repo *r, const chain *c, bool *rebuilt,
+                       pb_error *err);
 
 /* Repository identity file "pageback.repo": the cluster's system identifier. A
  * repository holding another cluster's backups is refused. */

@@ -107,3 +107,83 @@ int chain_stream_open(repo *r, const char *id, mf_stream **out, pb_error *err)
     free(s);
     return rc;
 }
+
+/* The header of id: from hist when there, else two small reads. */
+static int header_of(repo *r, const chain_history *hist, const char *id, mf_backup *out,
+                     pb_error *err)
+{
+    const mf_backup *h = hist ? chain_history_find(hist, id) : NULL;
+    if (h) {
+        *out = *h;
+        return 0;
+    }
+    return chain_load_header(r, id, out, err);
+}
+
+/* Walk parents from id back to its full backup, then reverse into oldest-first order;
+ * every backup is of the cluster the identity file names (as chain_resolve checks). */
+int chain_resolve_headers(repo *r, const chain_history *hist, const char *id, chain *out,
+                          pb_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    char next[MF_ID_LEN];
+    snprintf(next, sizeof(next), "%s", id);
+    size_t cap = 0;
+    int rc = 0;
+    while (rc == 0 && next[0]) {
+        mf_backup h;
+        mf_manifest *m = NULL;
+        if (out->count >= 100000)
+            rc = pb_fail(err, PB_ECORRUPT, "backup chain of %s loops", id);
+        else if (PB_GROW(out->items, &cap, out->count + 1))
+            rc = pb_fail(err, PB_ENOMEM, "out of memory resolving chain of %s", id);
+        else if ((rc = header_of(r, hist, next, &h, err)) && out->count)
+            pb_error_wrap(err, "backup %s needs its parent %s", id, next);
+        else if (rc == 0 && out->count &&
+                 h.system_id != mf_header_c(out->items[0])->system_id)
+            rc = pb_fail(err, PB_ECORRUPT, "backup %s is of the cluster with system "
+                         "identifier %llu, its chain's newest (%s) of %llu", h.id,
+                         (unsigned long long)h.system_id, id,
+                         (unsigned long long)mf_header_c(out->items[0])->system_id);
+        else if (rc == 0 && (rc = mf_new(&m, &h, err)) == 0) {
+            out->items[out->count++] = m;
+            snprintf(next, sizeof(next), "%s", h.parent);
+        }
+    }
+    if (rc == 0)
+        rc = chain_verify_identity(r, mf_header_c(out->items[0])->system_id, id, err);
+    for (size_t i = 0; rc == 0 && i < out->count / 2; i++) {
+        mf_manifest *t = out->items[i];
+        out->items[i] = out->items[out->count - 1 - i];
+        out->items[out->count - 1 - i] = t;
+    }
+    if (rc)
+        chain_free(out);
+    return rc;
+}
+
+int chain_sync_catalog(mf_catalog *cat, repo *r, const chain *c, bool *rebuilt,
+                       pb_error *err)
+{
+    const char *id = mf_header_c(c->items[c->count - 1])->id;
+    char head[MF_ID_LEN] = "";
+    *rebuilt = false;
+    int rc = mf_catalog_head(cat, head, err);
+    if (rc && rc != PB_ENOENT)
+        return rc;
+    if (rc == 0 && strcmp(head, id) == 0)
+        return 0;
+    pb_info("catalog head is %s, repository chain head is %s: rebuilding the catalog from "
+            "the repository", rc == 0 ? head : "(empty)", id);
+    rc = mf_catalog_reset(cat, err);
+    for (size_t i = 0; rc == 0 && i < c->count; i++) {
+        mf_stream *s = NULL;
+        rc = chain_stream_open(r, mf_header_c(c->items[i])->id, &s, err);
+        if (rc == 0)
+            rc = mf_catalog_apply_stream(cat, s, err);
+        mf_stream_close(s);
+    }
+    if (rc == 0)
+        *rebuilt = true;
+    return rc;
+}

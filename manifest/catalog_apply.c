@@ -208,15 +208,54 @@ static int cmp_key_path(const char *kp, size_t klen, const char *path)
     return klen < plen ? -1 : klen > plen;
 }
 
-/* Merge the old head's "F" keys (in key order) with m's sorted files: one pass. */
-static int apply_incremental(apply_ctx *a, const rocksdb_readoptions_t *ro,
-                             const mf_file **files, size_t n)
+/* The new head's records in path order: an array (a manifest in memory) or a stream
+ * holding one record at a time, whose order is checked here since the merge below
+ * relies on it. */
+typedef struct apply_in {
+    const mf_file **files;
+    size_t n, i;
+    mf_stream *s;
+    mf_file cur;  /* the stream's record last returned */
+    char *prev;   /* its path, for the order check */
+} apply_in;
+
+/* *out: the next record, NULL at the end. */
+static int in_next(apply_in *in, const mf_file **out, pb_error *err)
+{
+    *out = NULL;
+    if (!in->s) {
+        if (in->i < in->n)
+            *out = in->files[in->i++];
+        return 0;
+    }
+    free(in->prev);
+    in->prev = in->cur.path;
+    in->cur.path = NULL;
+    mf_file_clear(&in->cur);
+    int rc = mf_stream_next(in->s, &in->cur, err);
+    if (rc <= 0)
+        return rc;
+    if (in->prev && strcmp(in->prev, in->cur.path) >= 0)
+        return pb_fail(err, PB_ECORRUPT, "manifest of %s: file %s after %s (not in path "
+                       "order)", mf_stream_header(in->s)->id, in->cur.path, in->prev);
+    *out = &in->cur;
+    return 0;
+}
+
+static void in_free(apply_in *in)
+{
+    mf_file_clear(&in->cur);
+    free(in->prev);
+}
+
+/* Merge the old head's "F" keys (in key order) with the new head's files: one pass. */
+static int apply_incremental(apply_ctx *a, const rocksdb_readoptions_t *ro, apply_in *in)
 {
     rocksdb_iterator_t *it = rocksdb_create_iterator(a->c->db, ro);
     rocksdb_iter_seek(it, "F", 1);
-    size_t i = 0;
-    int rc = 0;
-    for (;;) {
+    const mf_file *f = NULL;
+    int rc = in_next(in, &f, a->err);
+    while (rc == 0) {
         size_t klen = 0, vlen = 0;
         const char *k = rocksdb_iter_valid(it) ? rocksdb_iter_key(it, &klen) : NULL;
         if (k && (klen < 2 || k[0] != 'F'))
@@ -226,23 +265,21 @@ static int apply_incremental(apply_ctx *a, const rocksdb_readoptions_t *ro,
                          klen);
             break;
         }
-        if (!k && i == n)
+        if (!k && !f)
             break;
-        int cmp = !k ? 1 : i == n ? -1 : cmp_key_path(k + 1, klen - 1, files[i]->path);
+        int cmp = !k ? 1 : !f ? -1 : cmp_key_path(k + 1, klen - 1, f->path);
         if (cmp < 0) {
             drop_path(a, k + 1, klen - 1);
-        } else if (cmp > 0) {
-            rc = apply_file(a, files[i++], NULL, 0);
         } else {
-            const char *v = rocksdb_iter_value(it, &vlen);
-            rc = apply_file(a, files[i++], v, vlen);
+            const char *v = cmp == 0 ? rocksdb_iter_value(it, &vlen) : NULL;
+            if ((rc = apply_file(a, f, v, vlen)) == 0)
+                rc = in_next(in, &f, a->err);
         }
         if (rc)
             break;
         if (cmp <= 0)
             rocksdb_iter_next(it);
-        if ((rc = flush_if_full(a)))
-            break;
+        rc = flush_if_full(a);
     }
     char *e = NULL;
     rocksdb_iter_get_error(it, &e);
@@ -256,17 +293,19 @@ static int apply_incremental(apply_ctx *a, const rocksdb_readoptions_t *ro,
 
 /* A full (or synthetic full) replaces the head: clear everything in the same batch;
  * the puts that follow have later sequence numbers than the range deletion. */
-static int apply_full(apply_ctx *a, const mf_file **files, size_t n)
+static int apply_full(apply_ctx *a, apply_in *in)
 {
     mfc_batch_clear_all(a->batch);
-    for (size_t i = 0; i < n; i++) {
-        int rc = apply_file(a, files[i], NULL, 0);
+    const mf_file *f = NULL;
+    int rc = in_next(in, &f, a->err);
+    while (rc == 0 && f) {
+        rc = apply_file(a, f, NULL, 0);
         if (rc == 0)
             rc = flush_if_full(a);
-        if (rc)
-            return rc;
+        if (rc == 0)
+            rc = in_next(in, &f, a->err);
     }
-    return 0;
+    return rc;
 }
 
 static int check_parent(apply_ctx *a, const rocksdb_readoptions_t *ro, const mf_backup *h)
@@ -284,28 +323,23 @@ static int check_parent(apply_ctx *a, const rocksdb_readoptions_t *ro, const mf_
     return 0;
 }
 
-static int apply_body(apply_ctx *a, const rocksdb_readoptions_t *ro, const mf_manifest *m)
+static int apply_body(apply_ctx *a, const rocksdb_readoptions_t *ro, const mf_backup *h,
+                      apply_in *in)
 {
-    const mf_backup *h = mf_header_c(m);
-    const mf_file **files = NULL, **owned = NULL;
-    int rc = mf_sorted_view(m, &files, &owned, "catalog apply", a->err);
-    if (rc)
-        return rc;
+    int rc = 0;
     if (a->full)
-        rc = apply_full(a, files, mf_count(m));
+        rc = apply_full(a, in);
     else if (!(rc = check_parent(a, ro, h))) {
         rocksdb_writebatch_delete(a->batch, "S", 1); /* no head until the last batch */
-        rc = apply_incremental(a, ro, files, mf_count(m));
+        rc = apply_incremental(a, ro, in);
     }
-    free(owned);
     if (!rc)
         rocksdb_writebatch_put(a->batch, "S", 1, h->id, strlen(h->id));
     return rc;
 }
 
-int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err)
+static int apply_from(mf_catalog *c, const mf_backup *h, apply_in *in, pb_error *err)
 {
-    const mf_backup *h = mf_header_c(m);
     if (strnlen(h->id, MF_ID_LEN) == MF_ID_LEN || strnlen(h->parent, MF_ID_LEN) == MF_ID_LEN ||
         (h->type != 'F' && h->type != 'I' && h->type != 'S'))
         return pb_fail(err, PB_EINVAL, "catalog %s: apply: bad backup id or type", c->dir);
@@ -324,7 +358,7 @@ int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err)
     }
     if (!a.full)
         a.hit = rocksdb_create_iterator(c->db, ro);
-    if ((rc = apply_body(&a, ro, m)))
+    if ((rc = apply_body(&a, ro, h, in)))
         goto out;
     char *e = NULL;
     rocksdb_write(c->db, c->wopts, a.batch, &e);
@@ -343,5 +377,24 @@ out:
     free(a.cur);
     free(a.old);
     free(a.val);
+    return rc;
+}
+
+int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err)
+{
+    apply_in in = {.n = mf_count(m)};
+    const mf_file **owned = NULL;
+    int rc = mf_sorted_view(m, &in.files, &owned, "catalog apply", err);
+    if (rc == 0)
+        rc = apply_from(c, mf_header_c(m), &in, err);
+    free(owned);
+    return rc;
+}
+
+int mf_catalog_apply_stream(mf_catalog *c, mf_stream *s, pb_error *err)
+{
+    apply_in in = {.s = s};
+    int rc = apply_from(c, mf_stream_header(s), &in, err);
+    in_free(&in);
     return rc;
 }

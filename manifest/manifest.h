@@ -134,6 +134,9 @@ int mf_writer_new(mf_writer **out, const mf_backup *hdr, const mf_codec *codec,
 /* Validates f (as mf_add_file) and encodes it; f stays the caller's. */
 int mf_writer_add(mf_writer *w, const mf_file *f, pb_error *err);
 int mf_writer_finish(mf_writer *w, pb_buf *head, pb_error *err);
+/* High-water mark of the bytes the writer held (open chunk, its compressed copy, index
+ * entries): bounded by a chunk, whatever the number of files. 0 for NULL. */
+uint64_t mf_writer_peak(const mf_writer *w);
 void mf_writer_free(mf_writer *w); /* accepts NULL */
 /* Close chunks at bytes instead of the format's target (at most that): tests make a
  * small manifest many chunks long. Call before the first mf_writer_add. */
@@ -208,6 +211,9 @@ int mf_catalog_lookup(mf_catalog *c, const char *path, mf_head_entry *out, pb_er
  * hashes replace old ones, unshipped pages keep theirs, files absent from m are
  * dropped. Atomic (one write batch). */
 int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err);
+/* The same from a stream of the manifest's records (path order, checked), holding one
+ * record at a time; the stream stays the caller's. */
+int mf_catalog_apply_stream(mf_catalog *c, mf_stream *s, pb_error *err);
 
 /* ---- the database list of a backup (manifest/dblist.c), for restore --db-include ---- */
 #define MF_DB_NAME_MAX 63u           /* NAMEDATALEN - 1 */

@@ -25,6 +25,7 @@ struct mf_writer {
     size_t nchunks, cap;
     uint64_t nfiles;
     uint64_t zero_hash;
+    uint64_t peak;       /* high-water mark of the bytes held (mf_writer_peak) */
     bool failed;
     size_t chunk_target; /* a chunk closes once it holds this much (MF_V2_CHUNK_TARGET) */
 };
@@ -137,10 +138,19 @@ int mf_writer_add(mf_writer *w, const mf_file *f, pb_error *err)
     w->nfiles++;
     if (!w->chunk_first)
         rc = pb_fail(err, PB_ENOMEM, "writing manifest %s", w->hdr.id);
+    /* what is held: the open chunk's buffers and the index entries so far */
+    uint64_t held = w->chunk.cap + w->packed.cap + w->cap * sizeof(*w->chunks);
+    if (held > w->peak)
+        w->peak = held;
     if (rc == 0 && w->chunk.len >= w->chunk_target)
         rc = flush_chunk(w, err);
     w->failed = rc != 0;
     return rc;
+}
+
+uint64_t mf_writer_peak(const mf_writer *w)
+{
+    return w ? w->peak : 0;
 }
 
 static int put_str(pb_buf *b, const char *s)

@@ -146,6 +146,8 @@ static const rfield io_fields[] = {
     RF(bk_io_report, FT_F64, checkpoint_wait_seconds), RF(bk_io_report, FT_U64, repo_flushes),
     RF(bk_io_report, FT_U64, repo_bytes_written), RF(bk_io_report, FT_F64, flushes_per_gb),
     RF(bk_io_report, FT_U64, buffer_bytes), RF(bk_io_report, FT_U32, pipe_jobs),
+    RF(bk_io_report, FT_U64, manifest_records_peak),
+    RF(bk_io_report, FT_U64, manifest_bytes_peak),
     RF(bk_io_report, FT_STR, cpu_reader_applied),
 };
 /* Where the backup's time went (engine/backup.h, bk_stages). */
