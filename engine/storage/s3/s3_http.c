@@ -434,8 +434,9 @@ int s3_do(s3_repo *r, s3_req *q, pb_error *err)
         bool retry;
         if (crc != CURLE_OK)
             retry = s3_curl_retryable(crc);
-        else
-            retry = q->status >= 500 || q->status == 429;
+        else /* 501 Not Implemented is the server's answer, not a passing fault: a
+              * request it refuses (Swift s3api's If-None-Match) is refused every time */
+            retry = (q->status >= 500 && q->status != 501) || q->status == 429;
         if (crc == CURLE_OK && q->status >= 200 && q->status < 300) {
             curl_easy_getinfo(q->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &q->content_length);
             goto out;

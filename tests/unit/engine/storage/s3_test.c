@@ -504,7 +504,16 @@ static void test_put_new(void)
     if (!r)
         return;
     pb_error e = PB_ERROR_INIT;
+    repo_requests before, after;
+    repo_requests_get(r, &before);
     PBT_CHECK(check_ok(repo_put_new(r, "wal/seg", "first", 5, &e), &e, "put_new"));
+    repo_requests_get(r, &after);
+    /* One refused conditional PUT (a 501 is not retried: retrying it cost every S3
+     * command ~3 s of backoff) and the fallback's own PUT. */
+    repo_requests q = repo_requests_since(&after, &before);
+    PBT_CHECK(q.put <= 2);
+    if (q.put > 2)
+        printf("  put_new took %llu PUTs\n", (unsigned long long)q.put);
     PBT_CHECK(repo_put_new(r, "wal/seg", "second", 6, &e) == PB_EEXIST);
     void *data = NULL;
     size_t len = 0;
