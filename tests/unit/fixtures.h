@@ -183,6 +183,41 @@ static inline void pbt_push_segment(repo *r, const char *tmp, uint32_t tli, uint
     unlink(path);
 }
 
+/* n pseudo-random bytes (xorshift from seed; the same seed gives the same bytes), for
+ * file contents a test can compare. The caller frees. */
+static inline uint8_t *pbt_random_bytes(size_t n, uint64_t seed)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; p && i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (uint8_t)(x >> 24);
+    }
+    return p;
+}
+
+/* Write n bytes to path (created or truncated) and fsync it; 0 or -1. */
+static inline int pbt_write_bytes(const char *path, const uint8_t *data, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, data + done, n - done);
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
 /* Whether the file at path holds exactly len bytes equal to data. */
 static inline bool pbt_file_equals(const char *path, const void *data, size_t len)
 {

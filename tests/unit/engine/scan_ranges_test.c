@@ -13,7 +13,7 @@
 #include "common/pb.h"
 #include "engine/scan.h"
 #include "engine/scan_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -21,37 +21,6 @@
 
 static char tmpdir[64];
 
-static uint8_t *random_bytes(size_t n, uint64_t seed)
-{
-    uint8_t *p = malloc(n ? n : 1);
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
-    }
-    return p;
-}
-
-static int write_file(const char *path, const uint8_t *data, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, data + done, n - done);
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
 
 /* What the callback saw: the bytes at their offsets, order, and a mutation to apply. */
 typedef struct sink {
@@ -182,8 +151,8 @@ static void test_request_counts(void)
     const size_t size = 32 * MiB, rs = 128 * KiB; /* 4096 pages, 16 per request */
     char path[128];
     snprintf(path, sizeof(path), "%s/rel", tmpdir);
-    uint8_t *want = random_bytes(size, 7);
-    PBT_CHECK(write_file(path, want, size) == 0);
+    uint8_t *want = pbt_random_bytes(size, 7);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
     /* Dense: every other page of the first 2048 (1024 blocks, gaps of one page). */
     scan_range dense[1024];
     for (uint32_t i = 0; i < 1024; i++)
@@ -224,7 +193,7 @@ static void test_ends(void)
     const size_t size = 32 * PAGE;
     char path[128];
     snprintf(path, sizeof(path), "%s/short", tmpdir);
-    uint8_t *want = random_bytes(size, 9);
+    uint8_t *want = pbt_random_bytes(size, 9);
     scan_opts o = SCAN_OPTS_INIT;
     o.read_size = 4 * PAGE;
     o.use_uring = false; /* one request at a time: the truncation lands between two */
@@ -233,7 +202,7 @@ static void test_ends(void)
     scan_ranges_result res;
     pb_error err = PB_ERROR_INIT;
 
-    PBT_CHECK(write_file(path, want, 10 * PAGE + 100) == 0);
+    PBT_CHECK(pbt_write_bytes(path, want, 10 * PAGE + 100) == 0);
     scan_range past[] = {{8, 4}, {20, 2}};
     sink k = sink_make(size);
     PBT_CHECK(scan_ranges(s, path, past, 2, 4, sink_cb, &k, &res, &err) == 0);
@@ -247,7 +216,7 @@ static void test_ends(void)
     sink_free(&k);
 
     scan_range three[] = {{0, 1}, {10, 1}, {20, 1}};
-    PBT_CHECK(write_file(path, want, size) == 0);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
     k = sink_make(size);
     k.truncate_path = path;
     k.truncate_to = 10 * PAGE + 5; /* inside the second request */
@@ -255,7 +224,7 @@ static void test_ends(void)
     PBT_CHECK(res.size == 10 * PAGE + 5 && k.calls == 2);
     sink_free(&k);
 
-    PBT_CHECK(write_file(path, want, size) == 0);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
     k = sink_make(size);
     k.truncate_path = path;
     k.truncate_to = 15 * PAGE; /* between the second and the third */

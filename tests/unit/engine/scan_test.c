@@ -16,7 +16,7 @@
 
 #include "common/pb.h"
 #include "engine/scan.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -25,37 +25,6 @@ static char tmpdir[64];
 
 /* ------------------------------------------------------------------ helpers */
 
-static uint8_t *random_bytes(size_t n, uint64_t seed)
-{
-    uint8_t *p = malloc(n ? n : 1);
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)(x >> 24);
-    }
-    return p;
-}
-
-static int write_file(const char *path, const uint8_t *data, size_t n)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, data + done, n - done);
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
 
 /* What the callback saw. */
 typedef struct sink {
@@ -90,7 +59,7 @@ static int sink_cb(void *ctx, uint64_t offset, const uint8_t *data, size_t len)
             perror("truncate");
         if (k->append_len) {
             int fd = open(k->mutate_path, O_WRONLY | O_APPEND);
-            uint8_t *extra = random_bytes(k->append_len, 99);
+            uint8_t *extra = pbt_random_bytes(k->append_len, 99);
             if (fd < 0 || write(fd, extra, k->append_len) != (ssize_t)k->append_len)
                 perror("append");
             free(extra);
@@ -144,8 +113,8 @@ static void check_roundtrip(size_t size, bool uring, size_t rs, unsigned qd)
 {
     char path[128];
     snprintf(path, sizeof(path), "%s/f_%zu", tmpdir, size);
-    uint8_t *want = random_bytes(size, size + 1);
-    PBT_CHECK(write_file(path, want, size) == 0);
+    uint8_t *want = pbt_random_bytes(size, size + 1);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
 
     scan_opts o = SCAN_OPTS_INIT;
     o.read_size = rs;
@@ -241,8 +210,8 @@ static void test_callback_stop(void)
     char path[128];
     snprintf(path, sizeof(path), "%s/stop", tmpdir);
     size_t size = 2 * MiB;
-    uint8_t *want = random_bytes(size, 5);
-    PBT_CHECK(write_file(path, want, size) == 0);
+    uint8_t *want = pbt_random_bytes(size, 5);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
     for (int uring = 0; uring < 2; uring++) {
         scan_opts o = SCAN_OPTS_INIT;
         o.read_size = 128 * KiB;
@@ -275,7 +244,7 @@ static void test_shrink_and_grow(void)
     char path[128];
     snprintf(path, sizeof(path), "%s/mut", tmpdir);
     size_t size = 4 * MiB;
-    uint8_t *want = random_bytes(size, 6);
+    uint8_t *want = pbt_random_bytes(size, 6);
     for (int uring = 0; uring < 2; uring++) {
         for (unsigned qd = 1; qd <= 8; qd += 7) {
             scan_opts o = SCAN_OPTS_INIT;
@@ -286,7 +255,7 @@ static void test_shrink_and_grow(void)
             PBT_CHECK(scan_open(&s, &o, NULL) == 0);
 
             /* Shrinks to 200 KiB + 5 after the first chunk: ends early, no error. */
-            PBT_CHECK(write_file(path, want, size) == 0);
+            PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
             sink k = sink_make(size + MiB, o.read_size);
             k.mutate_path = path;
             k.truncate_to = 200 * 1024 + 5;
@@ -299,7 +268,7 @@ static void test_shrink_and_grow(void)
             free(k.data);
 
             /* Grows by 1 MiB after the first chunk: read up to the size at open. */
-            PBT_CHECK(write_file(path, want, size) == 0);
+            PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
             k = sink_make(size + MiB, o.read_size);
             k.mutate_path = path;
             k.append_len = MiB;
@@ -319,8 +288,8 @@ static void test_reread(void)
     char path[128];
     snprintf(path, sizeof(path), "%s/reread", tmpdir);
     size_t size = 3 * 8192 + 100;
-    uint8_t *want = random_bytes(size, 7);
-    PBT_CHECK(write_file(path, want, size) == 0);
+    uint8_t *want = pbt_random_bytes(size, 7);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
     scanner *s = NULL;
     scan_opts o = SCAN_OPTS_INIT;
     o.read_size = 128 * KiB;
@@ -392,8 +361,8 @@ static void test_page_cache_footprint(void)
     char path[128];
     snprintf(path, sizeof(path), "%s/cold", tmpdir);
     size_t size = 4 * MiB;
-    uint8_t *want = random_bytes(size, 8);
-    PBT_CHECK(write_file(path, want, size) == 0);
+    uint8_t *want = pbt_random_bytes(size, 8);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
     evict(path);
     long before = resident_pages(path);
     if (before != 0) {
@@ -473,10 +442,10 @@ static void run_fallback(void *arg)
         for (size_t i = 0; i < 3; i++) {
             char path[128];
             snprintf(path, sizeof(path), "%s/fb_%zu", r->dir, sizes[i]);
-            uint8_t *want = random_bytes(sizes[i], i + 20);
+            uint8_t *want = pbt_random_bytes(sizes[i], i + 20);
             sink k = sink_make(sizes[i], o.read_size);
             uint64_t got = 0;
-            if (write_file(path, want, sizes[i]) == 0 &&
+            if (pbt_write_bytes(path, want, sizes[i]) == 0 &&
                 scan_file(s, path, sink_cb, &k, &got, NULL) == 0 && got == sizes[i] &&
                 memcmp(k.data, want, sizes[i]) == 0 && k.bad_order == 0)
                 r->ok_files++;
@@ -663,8 +632,8 @@ static void test_adaptive_roundtrip(void)
     const size_t size = 24 * MiB + 8192 + 5, rs = 128 * KiB;
     char path[128];
     snprintf(path, sizeof(path), "%s/adaptive", tmpdir);
-    uint8_t *want = random_bytes(size, 99);
-    PBT_CHECK(write_file(path, want, size) == 0);
+    uint8_t *want = pbt_random_bytes(size, 99);
+    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
     for (int uring = 0; uring < 2; uring++) {
         scan_opts o = SCAN_OPTS_INIT;
         o.read_size = rs;
