@@ -20,7 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WG_DEFAULT_ENTRIES (2u << 20)
+/* The default bound of the array in bytes (docs/DESIGN.md, "Memory"): sorting it takes
+ * as much again (glibc's qsort merges through a copy), so the set holds 8 MiB at most
+ * whatever the WAL volume. Duplicates go at each compaction, so a window that names
+ * fewer distinct blocks than fit here never spills. */
+#define WG_DEFAULT_BYTES (4u << 20)
 #define RELSEG_PAGES 131072u
 
 typedef struct wg_ent {
@@ -90,7 +94,7 @@ int wg_set_open(wg_set **out, const char *spill_dir, size_t mem_entries, pb_erro
         free(s);
         return pb_fail(err, PB_ENOMEM, "out of memory for the WAL block set");
     }
-    s->limit = mem_entries ? mem_entries : WG_DEFAULT_ENTRIES;
+    s->limit = mem_entries ? mem_entries : WG_DEFAULT_BYTES / sizeof(wg_ent);
     if (s->limit < 16)
         s->limit = 16;
     s->merged_fd = -1;

@@ -24,8 +24,8 @@ typedef struct wg_key {
 
 typedef struct wg_set wg_set;
 
-/* A set that holds at most mem_entries block numbers in memory (0 = the default, 2 Mi
- * entries, 48 MiB) and spills sorted runs to files under spill_dir beyond that. */
+/* A set that holds at most mem_entries block numbers in memory (0 = the default: 4 MiB
+ * of entries, 174762) and spills sorted runs to files under spill_dir beyond that. */
 int wg_set_open(wg_set **out, const char *spill_dir, size_t mem_entries, pb_error *err);
 void wg_set_free(wg_set *s); /* accepts NULL; removes the spill files */
 int wg_set_add(wg_set *s, const wg_key *k, uint32_t blk, pb_error *err);

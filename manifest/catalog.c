@@ -99,13 +99,26 @@ int mfc_db_fail(pb_error *err, char *dberr, const char *dir, const char *op)
 
 /* ---- open, close, head, reset ---- */
 
-static void set_table_options(rocksdb_options_t *opts)
+/* Bounded memory (catalog_internal.h): index and filter blocks go through the one cache,
+ * those of level 0 pinned there (they are read on every lookup). */
+static void set_table_options(rocksdb_options_t *opts, rocksdb_cache_t *cache)
 {
     rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
     /* Bloom filter: the engine asks for every file of PGDATA, new ones included. */
     rocksdb_block_based_options_set_filter_policy(t, rocksdb_filterpolicy_create_bloom(10));
+    rocksdb_block_based_options_set_block_cache(t, cache);
+    rocksdb_block_based_options_set_cache_index_and_filter_blocks(t, 1);
+    rocksdb_block_based_options_set_pin_l0_filter_and_index_blocks_in_cache(t, 1);
     rocksdb_options_set_block_based_table_factory(opts, t); /* copies */
     rocksdb_block_based_options_destroy(t);
+}
+
+static void set_memory_options(rocksdb_options_t *opts)
+{
+    rocksdb_options_set_write_buffer_size(opts, MF_CATALOG_MEMTABLE_BYTES);
+    rocksdb_options_set_max_write_buffer_number(opts, MF_CATALOG_MEMTABLES);
+    rocksdb_options_set_db_write_buffer_size(opts,
+                                             (size_t)MF_CATALOG_MEMTABLE_BYTES * MF_CATALOG_MEMTABLES);
 }
 
 /* Read every key and value once with checksums verified: RocksDB checks a block only
@@ -164,11 +177,13 @@ int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err)
         return pb_fail(err, PB_ENOMEM, "opening catalog %s", dir);
     }
     c->opts = rocksdb_options_create();
+    c->cache = rocksdb_cache_create_lru(MF_CATALOG_CACHE_BYTES);
     rocksdb_options_set_create_if_missing(c->opts, 1);
     rocksdb_options_set_paranoid_checks(c->opts, 1);
     /* Values are hashes: nothing for a compressor to find. */
     rocksdb_options_set_compression(c->opts, rocksdb_no_compression);
-    set_table_options(c->opts);
+    set_table_options(c->opts, c->cache);
+    set_memory_options(c->opts);
     c->ropts = rocksdb_readoptions_create();
     rocksdb_readoptions_set_verify_checksums(c->ropts, 1);
     c->wopts = rocksdb_writeoptions_create();
@@ -197,6 +212,8 @@ void mf_catalog_close(mf_catalog *c)
         rocksdb_readoptions_destroy(c->ropts);
     if (c->wopts)
         rocksdb_writeoptions_destroy(c->wopts);
+    if (c->cache) /* our reference; the options' table factory dropped its own */
+        rocksdb_cache_destroy(c->cache);
     free(c->dir);
     free(c);
 }
@@ -333,6 +350,21 @@ void mf_catalog_set_batch_limit(mf_catalog *c, size_t bytes)
 void mf_catalog_last_stats(const mf_catalog *c, mf_apply_stats *out)
 {
     *out = c->last;
+}
+
+void mf_catalog_memory(mf_catalog *c, mf_catalog_mem *out)
+{
+    uint64_t v = 0;
+    memset(out, 0, sizeof(*out));
+    if (rocksdb_property_int(c->db, "rocksdb.cur-size-all-mem-tables", &v) == 0)
+        out->memtables = v;
+    if (rocksdb_property_int(c->db, "rocksdb.estimate-table-readers-mem", &v) == 0)
+        out->table_readers = v;
+    out->cache_usage = rocksdb_cache_get_usage(c->cache);
+    out->batch_peak = c->last.batch_peak;
+    out->memtables_bound = (uint64_t)MF_CATALOG_MEMTABLE_BYTES * MF_CATALOG_MEMTABLES;
+    out->cache_bound = MF_CATALOG_CACHE_BYTES;
+    out->batch_bound = c->batch_limit;
 }
 
 int mf_catalog_count_keys(mf_catalog *c, char prefix, uint64_t *out, pb_error *err)

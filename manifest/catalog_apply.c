@@ -195,6 +195,8 @@ static int flush_if_full(apply_ctx *a)
         return mfc_db_fail(a->err, e, a->c->dir, "writing a batch of the new head");
     rocksdb_writebatch_clear(a->batch);
     a->st.batches++;
+    if (size > a->st.batch_peak)
+        a->st.batch_peak = size;
     return 0;
 }
 
@@ -361,12 +363,16 @@ static int apply_from(mf_catalog *c, const mf_backup *h, apply_in *in, pb_error 
     if ((rc = apply_body(&a, ro, h, in)))
         goto out;
     char *e = NULL;
+    size_t size = 0;
+    rocksdb_writebatch_data(a.batch, &size);
     rocksdb_write(c->db, c->wopts, a.batch, &e);
     if (e) {
         rc = mfc_db_fail(err, e, c->dir, "writing the new head");
         goto out;
     }
     a.st.batches++;
+    if (size > a.st.batch_peak)
+        a.st.batch_peak = size;
     c->last = a.st;
 out:
     if (a.hit)

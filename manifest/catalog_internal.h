@@ -21,9 +21,19 @@ struct mf_catalog {
     char *dir;
     mf_apply_stats last;
     size_t batch_limit; /* bytes a write batch may hold before it is written */
+    rocksdb_cache_t *cache; /* the block cache, index and filter blocks included */
 };
 
-#define MF_CATALOG_BATCH_LIMIT (64u << 20)
+/* Memory the catalog may hold, fixed whatever the size of the head (docs/DESIGN.md,
+ * "Memory"): a write batch is written once it holds MF_CATALOG_BATCH_LIMIT bytes (plus one
+ * file's chunks); at most MF_CATALOG_MEMTABLES memtables of MF_CATALOG_MEMTABLE_BYTES each
+ * (RocksDB's default is 64 MiB each, filled by one apply of a large head); one LRU cache of
+ * MF_CATALOG_CACHE_BYTES holds the data, index and filter blocks read (by default index and
+ * filter blocks live outside any cache and grow with the catalog). */
+#define MF_CATALOG_BATCH_LIMIT (4u << 20)
+#define MF_CATALOG_MEMTABLE_BYTES (4u << 20)
+#define MF_CATALOG_MEMTABLES 2
+#define MF_CATALOG_CACHE_BYTES (8u << 20)
 
 typedef struct f_value {
     mf_kind kind;

@@ -209,7 +209,7 @@ typedef struct mf_head_entry {
 int mf_catalog_lookup(mf_catalog *c, const char *path, mf_head_entry *out, pb_error *err);
 /* Make m (whose parent must be the current head, or a full) the new head: shipped page
  * hashes replace old ones, unshipped pages keep theirs, files absent from m are
- * dropped. Atomic (one write batch). */
+ * dropped. Atomic (batches of bounded size, the head pointer written last). */
 int mf_catalog_apply(mf_catalog *c, const mf_manifest *m, pb_error *err);
 /* The same from a stream of the manifest's records (path order, checked), holding one
  * record at a time; the stream stays the caller's. */

@@ -57,7 +57,17 @@ typedef struct mf_apply_stats {
     uint64_t chunks_kept;   /* chunks of present REL files left untouched */
     uint64_t chunks_read;   /* old chunks read to merge */
     uint64_t batches;       /* write batches written (bounded: several for a large apply) */
+    uint64_t batch_peak;    /* bytes of the largest batch written */
 } mf_apply_stats;
+
+/* What the catalog holds in memory now, and the fixed bounds (catalog_internal.h). */
+typedef struct mf_catalog_mem {
+    uint64_t memtables, memtables_bound; /* RocksDB memtables, active and being flushed */
+    uint64_t cache_usage, cache_bound;   /* the block cache: data, index and filter blocks */
+    uint64_t table_readers;              /* table-reader memory outside the cache */
+    uint64_t batch_peak, batch_bound;    /* the last apply's largest write batch; its limit */
+} mf_catalog_mem;
+void mf_catalog_memory(mf_catalog *c, mf_catalog_mem *out);
 
 /* Counters of the last successful mf_catalog_apply. */
 void mf_catalog_last_stats(const mf_catalog *c, mf_apply_stats *out);
