@@ -59,6 +59,35 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
     return 0;
 }
 
+/* The bytes of e the walk saw (relations and plain files; 0 for the rest). */
+static uint64_t walk_bytes(const walk_entry *e)
+{
+    return e->kind == WALK_REL || e->kind == WALK_FILE ? e->size : 0;
+}
+
+/* The progress total is planned from the walk alone (bk_planned_read): the parent's
+ * records are streamed once, by the backup itself, and each file corrects the total (and
+ * the skipped bytes) by what it really read. */
+static void plan_progress(bk_ctx *ctx, const walk_list *list, uint64_t *plan)
+{
+    bk_progress *pg = &ctx->progress;
+    for (size_t i = 0; plan && i < list->count; i++) {
+        const walk_entry *e = &list->items[i];
+        plan[i] = bk_planned_read(ctx, e);
+        pg->bytes_total += plan[i];
+        pg->bytes_skipped += walk_bytes(e) - plan[i];
+    }
+}
+
+static void correct_progress(bk_ctx *ctx, const walk_entry *e, uint64_t planned, uint64_t read)
+{
+    bk_progress *pg = &ctx->progress;
+    uint64_t size = walk_bytes(e);
+    pg->bytes_total += read - planned;
+    pg->bytes_skipped -= size - planned;
+    pg->bytes_skipped += size > read ? size - read : 0;
+}
+
 static int scan_all(bk_ctx *ctx, pb_error *err)
 {
     walk_list list = {0};
@@ -66,33 +95,18 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
     bk_progress *pg = &ctx->progress;
     pg->files_total = list.count;
     uint64_t *plan = ctx->opts->progress && list.count ? calloc(list.count, sizeof(*plan)) : NULL;
-    /* The parent's records for the plan come from a stream of their own along the walk
-     * (the backup's own cursor follows below): a failure to read them only costs the
-     * estimate, the backup reads them again and fails there. */
-    bk_cursor pc = BK_CURSOR_INIT;
-    for (size_t i = 0; plan && i < list.count; i++) {
-        const walk_entry *e = &list.items[i];
-        const mf_file *prev = NULL;
-        pb_error perr = PB_ERROR_INIT;
-        if (e->kind == WALK_REL && bk_cursor_find(ctx, &pc, e->path, &prev, &perr) != 0)
-            prev = NULL;
-        plan[i] = bk_planned_read(ctx, e, prev);
-        pg->bytes_total += plan[i];
-        pg->bytes_skipped += (e->kind == WALK_REL || e->kind == WALK_FILE ? e->size : 0) - plan[i];
-    }
-    bk_cursor_close(&pc);
+    plan_progress(ctx, &list, plan);
     for (size_t i = 0; rc == 0 && i < list.count; i++) {
         uint64_t done0 = pg->bytes_done;
         rc = repo_lock_renew(ctx->lock, err);
         if (rc == 0)
             rc = bk_file(ctx, &list.items[i], err);
-        /* Relation bytes were counted chunk by chunk; other files count whole. The total
-         * follows what the file really read instead of the plan. */
+        /* Relation bytes were counted chunk by chunk; other files count whole. */
         pg->files_done = i + 1;
         if (ctx->opts->progress && list.items[i].kind == WALK_FILE)
             pg->bytes_done += list.items[i].size;
         if (plan)
-            pg->bytes_total += pg->bytes_done - done0 - plan[i];
+            correct_progress(ctx, &list.items[i], plan[i], pg->bytes_done - done0);
         bk_progress_note(ctx, 0);
     }
     free(plan);

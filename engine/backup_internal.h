@@ -117,12 +117,13 @@ int64_t bk_server_now(const bk_ctx *ctx);
  * prev is the parent's entry for e (NULL if none). The test fault backup.skip-miss turns
  * a "changed" verdict into a skip. */
 bk_skip_verdict bk_skip_file(bk_ctx *ctx, const walk_entry *e, const mf_file *prev);
-/* The bytes of e this backup expects to read, for the progress total: 0 for a segment
- * the skip rule will skip, the named blocks (and any growth) of a WAL-guided one when the
- * block set is in memory, else the whole size. prev is the parent's record of e (NULL:
- * none; bk_cursor_find). Pure prediction (counts nothing); the backup corrects the total
- * by what each file really read. */
-uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev);
+/* The bytes of e this backup expects to read, for the progress total, from the walk and
+ * the parent's header alone (the parent's records are streamed once, by the backup): 0
+ * for a segment untouched since before the parent's mtime horizon when the skip rule
+ * applies, the named blocks of a WAL-guided one when the block set is in memory, else
+ * the whole size. Pure prediction (counts nothing); the backup corrects the total by what
+ * each file really read. */
+uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e);
 
 
 /* Full or incremental, decided before the server's backup state is touched
@@ -176,8 +177,8 @@ int bk_records_apply(bk_ctx *ctx, mf_catalog *cat, pb_error *err);
 /* The parent's record of path (*out NULL when it has none), read forward along the
  * walk's path order; *out is valid until the next call. */
 int bk_parent_find(bk_ctx *ctx, const char *path, const mf_file **out, pb_error *err);
-/* A cursor of its own over the parent's records (the progress plan's pass over the walk
- * before the backup's): the same forward-only find. Start with BK_CURSOR_INIT. */
+/* A cursor over the parent's records (bk_parent_find's, one per backup: the progress
+ * plan reads none): a forward-only find. Start with BK_CURSOR_INIT. */
 typedef struct bk_cursor {
     mf_stream *s;
     mf_file cur;  /* the record at the cursor */

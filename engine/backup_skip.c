@@ -251,9 +251,9 @@ bk_skip_verdict bk_skip_file(bk_ctx *ctx, const walk_entry *e, const mf_file *pr
     return v;
 }
 
-/* The named blocks of e's segment and its growth past prev, bounded by its size; its size
- * when WAL cannot vouch for it or the set is spilled (a lookup there reads a file). */
-static uint64_t planned_guided(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev)
+/* The named blocks of e's segment, bounded by its size; its size when WAL cannot vouch
+ * for it or the set is spilled (a lookup there reads a file). */
+static uint64_t planned_guided(const bk_ctx *ctx, const walk_entry *e)
 {
     wg_key k;
     uint32_t *blocks = NULL;
@@ -263,22 +263,23 @@ static uint64_t planned_guided(const bk_ctx *ctx, const walk_entry *e, const mf_
         k.fork != 0 || wg_set_blocks(ctx->wal, &k, &blocks, &n, &err) != 0)
         return e->size;
     free(blocks);
-    uint64_t est = (uint64_t)n * PB_PAGE_SIZE + (e->size > prev->size ? e->size - prev->size : 0);
+    uint64_t est = (uint64_t)n * PB_PAGE_SIZE;
     return est < e->size ? est : e->size;
 }
 
-uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e, const mf_file *prev)
+uint64_t bk_planned_read(const bk_ctx *ctx, const walk_entry *e)
 {
     if (e->kind != WALK_REL)
         return e->kind == WALK_FILE ? e->size : 0;
-    if (!prev || prev->kind != MF_REL || ctx->verify)
+    if (!ctx->parent || ctx->verify || !ctx->skip_on)
         return e->size;
-    bk_skip_stat cur = {e->size, e->mtime, e->inode}, old = {prev->size, prev->mtime,
-                                                              prev->inode};
-    if (ctx->skip_on && bk_skip_decide(&cur, &old, mf_header_c(ctx->parent)->mtime_horizon,
-                                       bk_server_now(ctx)) == BK_SKIP)
+    /* Not modified since before the parent's horizon: the parent recorded this mtime,
+     * so the skip rule will skip it (a file new since the parent with an old mtime is the
+     * exception, corrected once it is read). */
+    int64_t horizon = mf_header_c(ctx->parent)->mtime_horizon;
+    if (horizon > 0 && e->mtime < horizon && e->mtime <= bk_server_now(ctx))
         return 0;
-    return ctx->wal ? planned_guided(ctx, e, prev) : e->size;
+    return ctx->wal ? planned_guided(ctx, e) : e->size;
 }
 
 void bk_report_read(const bk_ctx *ctx)

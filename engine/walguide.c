@@ -170,8 +170,11 @@ int wg_set_add(wg_set *s, const wg_key *k, uint32_t blk, pb_error *err)
                 return rc;
         }
     }
-    if (PB_GROW(s->mem, &s->cap, s->n + 1))
+    /* The whole bound at once: growing it by realloc between the WAL segments' buffers
+     * would leave holes the heap keeps resident. Pages are touched only as it fills. */
+    if (!s->mem && !(s->mem = malloc(s->limit * sizeof(*s->mem))))
         return pb_fail(err, PB_ENOMEM, "out of memory for the WAL block set");
+    s->cap = s->limit;
     s->mem[s->n].k = *k;
     s->mem[s->n].blk = blk;
     s->n++;
