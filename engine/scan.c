@@ -336,12 +336,12 @@ static void uring_drain(scanner *s, uring_scan *u)
 }
 
 /* Submit up to the controller's depth, within the free slots. While the controller asks
- * for a pause, nothing is submitted; when nothing is in flight either, the pause is
- * slept here (the caller waits for the next chunk, so one must be in flight). */
-static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u)
+ * for a pause, nothing is submitted; when nothing is in flight either and the caller is
+ * about to wait for the next chunk (may_sleep), the pause is slept here, so one is. */
+static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u, bool may_sleep)
 {
     bool added = false;
-    if (u->inflight == 0)
+    if (u->inflight == 0 && may_sleep)
         pace(s);
     else if (scan_ctl_pause(&s->ctl, pb_now()) > 0)
         return 0;
@@ -367,7 +367,7 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
     int rc = 0;
 
     while (u.completed_upto < u.nchunks) {
-        int sys = uring_fill(s, f, &u);
+        int sys = uring_fill(s, f, &u, true);
         if (sys < 0) {
             rc = pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys));
             goto out;
@@ -381,6 +381,15 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
                 rc = pb_fail(err, PB_EIO, "io_uring wait for %s: %s", path, strerror(-sys));
                 goto out;
             }
+        }
+        /* Keep the device busy while this chunk is checked and hashed: the next request
+         * goes out now, within the controller's depth, and never into a pause. */
+        uint64_t before = u.submitted;
+        sys = uring_fill(s, f, &u, false);
+        s->ctl.st.overlapped += u.submitted - before;
+        if (sys < 0) {
+            rc = pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys));
+            goto out;
         }
         chunk_plan p = plan_chunk(s, f, i);
         uint8_t *buf = s->bufs + (size_t)slot * s->read_size;
@@ -441,6 +450,7 @@ static void start_controller(scanner *s, const scan_opts *o)
     }
     s->dev_max_io = max_io ? max_io : s->read_size;
     scan_ctl_init(&s->ctl, s->ring_ok ? s->queue_depth : 1, !o->adaptive);
+    s->ctl.full_bytes = s->read_size / 2;
     s->ctl.st.device_watched = s->stat_fd >= 0;
 }
 
