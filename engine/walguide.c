@@ -20,9 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The default bound of the array in bytes (docs/DESIGN.md, "Memory"): sorting it takes
- * as much again (glibc's qsort merges through a copy), so the set holds 8 MiB at most
- * whatever the WAL volume. Duplicates go at each compaction, so a window that names
+/* The default bound of the array in bytes (docs/DESIGN.md, "Polite I/O": Memory):
+ * sorting it takes as much again (glibc's qsort merges through a copy), so the set holds
+ * 8 MiB at most whatever the WAL volume. Duplicates go at each compaction, so a window that names
  * fewer distinct blocks than fit here never spills. */
 #define WG_DEFAULT_BYTES (4u << 20)
 #define RELSEG_PAGES 131072u

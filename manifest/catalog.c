@@ -117,8 +117,8 @@ static void set_memory_options(rocksdb_options_t *opts)
 {
     rocksdb_options_set_write_buffer_size(opts, MF_CATALOG_MEMTABLE_BYTES);
     rocksdb_options_set_max_write_buffer_number(opts, MF_CATALOG_MEMTABLES);
-    rocksdb_options_set_db_write_buffer_size(opts,
-                                             (size_t)MF_CATALOG_MEMTABLE_BYTES * MF_CATALOG_MEMTABLES);
+    size_t total = (size_t)MF_CATALOG_MEMTABLE_BYTES * MF_CATALOG_MEMTABLES;
+    rocksdb_options_set_db_write_buffer_size(opts, total);
 }
 
 /* Read every key and value once with checksums verified: RocksDB checks a block only

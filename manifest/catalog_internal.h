@@ -24,8 +24,8 @@ struct mf_catalog {
     rocksdb_cache_t *cache; /* the block cache, index and filter blocks included */
 };
 
-/* Memory the catalog may hold, fixed whatever the size of the head (docs/DESIGN.md,
- * "Memory"): a write batch is written once it holds MF_CATALOG_BATCH_LIMIT bytes (plus one
+/* Memory the catalog may hold, fixed whatever the size of the head (docs/MANIFEST.md,
+ * "RocksDB catalog"): a write batch is written once it holds MF_CATALOG_BATCH_LIMIT bytes (plus one
  * file's chunks); at most MF_CATALOG_MEMTABLES memtables of MF_CATALOG_MEMTABLE_BYTES each
  * (RocksDB's default is 64 MiB each, filled by one apply of a large head); one LRU cache of
  * MF_CATALOG_CACHE_BYTES holds the data, index and filter blocks read (by default index and
