@@ -121,7 +121,9 @@ static bool register_buffers(scanner *s)
 static void start_controller(scanner *s, const scan_opts *o)
 {
     size_t max_io = 0;
-    if (o->adaptive && o->device_path) {
+    if (o->adaptive && o->device_stat) {
+        s->stat_fd = open(o->device_stat, O_RDONLY | O_CLOEXEC);
+    } else if (o->adaptive && o->device_path) {
         char stat_path[PATH_MAX];
         if (scan_device_stat(o->device_path, stat_path, sizeof(stat_path), &max_io) == 0)
             s->stat_fd = open(stat_path, O_RDONLY | O_CLOEXEC);
@@ -134,6 +136,10 @@ static void start_controller(scanner *s, const scan_opts *o)
     s->dev_max_io = max_io ? max_io : s->read_size;
     scan_ctl_init(&s->ctl, s->ring_ok ? s->queue_depth : 1, !o->adaptive);
     s->ctl.full_bytes = s->read_size / 2;
+    /* While yielding, requests are at most SCAN_YIELD_REQUEST: each earns the whole pause,
+     * so the device stays idle about two thirds of the time whatever the request size. */
+    s->ctl.pause_full_bytes = s->read_size < SCAN_YIELD_REQUEST ? s->read_size
+                                                                : SCAN_YIELD_REQUEST;
     s->ctl.st.device_watched = s->stat_fd >= 0;
 }
 

@@ -27,9 +27,11 @@ typedef struct scan_opts {
                               * none); with adaptive only */
     int ioprio;           /* I/O priority on every request (scan_io_class_parse); 0 = the
                            * thread's own */
+    const char *device_stat; /* a /sys/block/<dev>/stat-format file to watch instead of
+                              * device_path's (unit tests feed made-up counters) */
 } scan_opts;
 
-#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0}
+#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0, NULL}
 
 /* What the scanner's controller did, for the log and the backup report. Counts are
  * decisions, not requests, except requests. */

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #define QUEUE_DEPTH_MAX 1024u
+#define SCAN_YIELD_REQUEST (128u * 1024) /* largest request while yielding */
 
 struct scanner {
     size_t read_size;

@@ -655,7 +655,9 @@ static void test_adaptive_roundtrip(void)
         scan_io_stats st;
         scan_get_io_stats(s, &st);
         PBT_CHECK(st.adaptive && st.depth_start == 1 && st.depth_peak <= 8);
-        PBT_CHECK(st.requests == (uint64_t)expected_calls(size, rs));
+        /* while yielding (others read the device), chunks are read in smaller requests */
+        PBT_CHECK(st.yields ? st.requests >= (uint64_t)expected_calls(size, rs)
+                            : st.requests == (uint64_t)expected_calls(size, rs));
         /* 128 KiB requests are one device read each, whatever the device's largest request
          * (the old estimate, bytes over that size, made 6 of 194 on a 4 MiB device) */
         PBT_CHECK(st.own_device_reads == st.requests);
