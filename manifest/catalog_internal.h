@@ -30,10 +30,10 @@ struct mf_catalog {
  * (RocksDB's default is 64 MiB each, filled by one apply of a large head); one LRU cache of
  * MF_CATALOG_CACHE_BYTES holds the data, index and filter blocks read (by default index and
  * filter blocks live outside any cache and grow with the catalog). */
-#define MF_CATALOG_BATCH_LIMIT (4u << 20)
-#define MF_CATALOG_MEMTABLE_BYTES (4u << 20)
+#define MF_CATALOG_BATCH_LIMIT (1u << 20)
+#define MF_CATALOG_MEMTABLE_BYTES (2u << 20)
 #define MF_CATALOG_MEMTABLES 2
-#define MF_CATALOG_CACHE_BYTES (8u << 20)
+#define MF_CATALOG_CACHE_BYTES (4u << 20)
 
 typedef struct f_value {
     mf_kind kind;
