@@ -119,6 +119,9 @@ static void set_memory_options(rocksdb_options_t *opts)
     rocksdb_options_set_max_write_buffer_number(opts, MF_CATALOG_MEMTABLES);
     size_t total = (size_t)MF_CATALOG_MEMTABLE_BYTES * MF_CATALOG_MEMTABLES;
     rocksdb_options_set_db_write_buffer_size(opts, total);
+    /* Each open file's write buffer (the WAL's, a flush's table) grows to 1 MiB by default;
+     * batches are synced one by one, so a small one costs nothing. */
+    rocksdb_options_set_writable_file_max_buffer_size(opts, MF_CATALOG_FILE_BUFFER_BYTES);
 }
 
 /* Read every key and value once with checksums verified: RocksDB checks a block only

@@ -34,6 +34,7 @@ struct mf_catalog {
 #define MF_CATALOG_MEMTABLE_BYTES (2u << 20)
 #define MF_CATALOG_MEMTABLES 2
 #define MF_CATALOG_CACHE_BYTES (4u << 20)
+#define MF_CATALOG_FILE_BUFFER_BYTES (256u << 10) /* per file RocksDB writes */
 
 typedef struct f_value {
     mf_kind kind;
