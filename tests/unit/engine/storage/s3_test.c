@@ -193,6 +193,42 @@ static void test_roundtrip(void)
     repo_free(r);
 }
 
+/* A read ahead that runs past the object's end: one ranged GET gives the bytes there
+ * are and the object's size (Content-Range), no HEAD. */
+static void test_range_upto(void)
+{
+    repo_opts o = base_opts("s3://" BUCKET "/upto");
+    repo *r = open_with(&o);
+    if (!r)
+        return;
+    pb_error e = PB_ERROR_INIT;
+    uint8_t data[3000], part[4096];
+    fill(data, sizeof(data), 3);
+    PBT_CHECK(check_ok(repo_put(r, "obj", data, sizeof(data), &e), &e, "put"));
+    repo_requests q0, q1;
+    repo_requests_get(r, &q0);
+    size_t got = 0;
+    uint64_t size = 0;
+    PBT_CHECK(check_ok(repo_get_range_upto(r, "obj", 1000, sizeof(part), part, &got, &size, &e),
+                       &e, "upto past the end"));
+    PBT_CHECK(got == 2000 && size == sizeof(data) && memcmp(part, data + 1000, 2000) == 0);
+    PBT_CHECK(check_ok(repo_get_range_upto(r, "obj", 0, 100, part, &got, &size, &e), &e,
+                       "upto inside"));
+    PBT_CHECK(got == 100 && size == sizeof(data) && memcmp(part, data, 100) == 0);
+    PBT_CHECK(check_ok(repo_get_range_upto(r, "obj", 0, sizeof(part), part, &got, &size, &e),
+                       &e, "upto the whole object"));
+    PBT_CHECK(got == sizeof(data) && size == sizeof(data) && memcmp(part, data, got) == 0);
+    repo_requests_get(r, &q1);
+    repo_requests d = repo_requests_since(&q1, &q0);
+    PBT_CHECK(d.get_range == 3 && repo_requests_total(&d) == 3);
+    PBT_CHECK(repo_get_range_upto(r, "obj", sizeof(data), 10, part, &got, &size, &e) ==
+              PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "obj") != NULL);
+    PBT_CHECK(repo_get_range_upto(r, "missing", 0, 10, part, &got, &size, &e) == PB_ENOENT);
+    PBT_CHECK(check_ok(repo_delete(r, "obj", &e), &e, "delete"));
+    repo_free(r);
+}
+
 typedef struct list_ctx {
     char keys[64][64];
     uint64_t sizes[64];
@@ -696,6 +732,7 @@ int main(void)
     }
     printf("S3 test server at %s ready in %.1f s\n", endpoint, pb_now() - t0);
     PBT_RUN(test_roundtrip);
+    PBT_RUN(test_range_upto);
     PBT_RUN(test_list);
     PBT_RUN(test_multipart);
     PBT_RUN(test_virtual_host);

@@ -170,6 +170,22 @@ static void test_put_get(void)
     repo_free(r2);
     PBT_CHECK(repo_get_range(r, "backup/B1/pack/000001", 20000, 1, buf, &e) == PB_ECORRUPT);
     PBT_CHECK(repo_get_range(r, "backup/B1/pack/000009", 0, 1, buf, &e) == PB_ENOENT);
+    /* up to: the bytes there are and the object's size, in one operation */
+    size_t got_n = 0;
+    repo_requests q0, q1;
+    repo_requests_get(r, &q0);
+    PBT_CHECK(repo_get_range_upto(r, "backup/B1/pack/000001", 9950, 100, buf, &got_n, &size,
+                                  &e) == 0);
+    PBT_CHECK(got_n == 50 && size == sizeof(data) && memcmp(buf, data + 9950, 50) == 0);
+    PBT_CHECK(repo_get_range_upto(r, "backup/B1/pack/000001", 0, 100, buf, &got_n, &size,
+                                  &e) == 0 && got_n == 100 && memcmp(buf, data, 100) == 0);
+    repo_requests_get(r, &q1);
+    repo_requests d = repo_requests_since(&q1, &q0);
+    PBT_CHECK(d.get_range == 2 && repo_requests_total(&d) == 2);
+    PBT_CHECK(repo_get_range_upto(r, "backup/B1/pack/000001", sizeof(data), 1, buf, &got_n,
+                                  &size, &e) == PB_ECORRUPT);
+    PBT_CHECK(repo_get_range_upto(r, "backup/B1/pack/000009", 0, 1, buf, &got_n, &size, &e) ==
+              PB_ENOENT);
 
     /* delete */
     PBT_CHECK(repo_delete(r, "empty", &e) == 0);
