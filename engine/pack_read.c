@@ -68,6 +68,7 @@ typedef struct slot {
 
 struct pack_source {
     repo *r;
+    pack_cache *cache; /* shared by the workers of a restore, or NULL */
     slot slots[PACK_SOURCE_SLOTS];
     uint64_t clock;
     uint64_t fetched;
@@ -94,6 +95,11 @@ void pack_source_free(pack_source *s)
 uint64_t pack_source_fetched(const pack_source *s)
 {
     return s->fetched;
+}
+
+void pack_source_set_cache(pack_source *s, pack_cache *c)
+{
+    s->cache = c;
 }
 
 static int grow(slot *sl, size_t need, pb_error *err)
@@ -194,6 +200,8 @@ int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t le
         *out = sl->buf + (start - sl->start);
         return 0;
     }
+    if (pack_cache_get(s->cache, key, start, len, out, &s->fetched))
+        return 0;
     size_t want = plan_read(sl, key, start, len);
     sl->used = false;
     int rc = read_into(s, sl, key, start, len, &want, err);
