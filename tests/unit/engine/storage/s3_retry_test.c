@@ -12,7 +12,6 @@
 #include "tests/unit/engine/storage/s3_fixtures.h"
 
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -175,14 +174,6 @@ static void test_retries(void)
     waitpid(pid, NULL, 0);
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
-
 int main(void)
 {
     const char *s = getenv("PB_SRCDIR");
@@ -193,6 +184,6 @@ int main(void)
     }
     PBT_RUN(test_server_down);
     PBT_RUN(test_retries);
-    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    pbt_rmtree(tmpdir);
     return PBT_DONE();
 }

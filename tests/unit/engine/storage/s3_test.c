@@ -15,7 +15,6 @@
 #include "tests/unit/pbtest.h"
 #include "tests/unit/engine/storage/s3_fixtures.h"
 
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -32,11 +31,6 @@ void repo_s3_test_set_list_page(void *impl, unsigned max_keys);
 static char tmpdir[] = "/tmp/pb-s3-test-XXXXXX";
 static char srcdir[1024];
 static char endpoint[256];
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    return remove(p);
-}
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
 {
@@ -532,6 +526,6 @@ int main(void)
     PBT_RUN(test_put_new);
     PBT_RUN(test_lock);
     server_stop();
-    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    pbt_rmtree(tmpdir);
     return PBT_DONE();
 }
