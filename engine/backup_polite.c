@@ -239,10 +239,12 @@ void bk_finish_report(bk_ctx *ctx)
     const scan_io_stats *s = &io->scan;
     pb_info("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
             " plateaus, %" PRIu64 " cuts, %" PRIu64 " yields (%" PRIu64 " pauses, %.2f s); "
-            "latency floor %.2f ms; others' reads up to %.0f/s",
+            "latency floor %.2f ms; others' reads up to %.0f/s; %" PRIu64 " of %" PRIu64
+            " reads in flight while the one before was checked",
             s->adaptive ? "adaptive" : "pinned", s->depth_start, io->depth_max, s->depth_peak,
             s->depth_final, s->grows, s->plateaus, s->cuts, s->yields, s->pauses,
-            s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak);
+            s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak,
+            s->overlapped, s->requests);
     pb_info("repository: %" PRIu64 " flushes for %.1f MiB written (%.1f per GB); peak RSS "
             "%.1f MiB (buffers %.1f MiB)", io->repo_flushes,
             (double)io->repo_bytes_written / 1048576.0, io->flushes_per_gb,

@@ -39,6 +39,8 @@ typedef struct scan_io_stats {
     unsigned depth_final;    /* ... at the end */
     unsigned depth_peak;     /* ... at most */
     uint64_t requests;       /* completed read requests */
+    uint64_t overlapped;     /* of them, submitted while the chunk before was checked and
+                              * hashed: the device was kept busy meanwhile */
     uint64_t grows;          /* one more in flight: throughput rose, latency near floor */
     uint64_t plateaus;       /* one fewer: the last one added bought under 10% */
     uint64_t cuts;           /* halved: latency climbed over twice the floor */

@@ -109,7 +109,8 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
     c->st.requests++;
     c->last_lat = latency_s;
     c->last_bytes = bytes;
-    if (latency_s > 0 && (c->floor_s <= 0 || latency_s < c->floor_s)) {
+    bool full = bytes >= c->full_bytes;
+    if (full && latency_s > 0 && (c->floor_s <= 0 || latency_s < c->floor_s)) {
         c->floor_s = latency_s;
         c->st.latency_floor_ms = latency_s * 1e3;
     }
@@ -118,8 +119,10 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
     if (c->ep_n == 0 && c->ep_bytes == 0 && c->ep_start <= 0)
         c->ep_start = now - latency_s; /* the very first request began then */
     c->ep_bytes += bytes;
-    c->ep_lat += latency_s;
-    c->ep_n++;
+    if (full) {
+        c->ep_lat += latency_s;
+        c->ep_n++;
+    }
     double span = now - c->ep_start;
     if (c->ep_n < EPOCH_SAMPLES || span < EPOCH_SECONDS || c->floor_s <= 0)
         return SCAN_CTL_NONE;

@@ -35,6 +35,9 @@ typedef struct scan_ctl {
     unsigned max_depth;     /* buffers the scanner has: the ceiling */
     bool pinned;            /* --queue-depth/--read-size/--max-rate: never adapt */
     double yield_reads;     /* foreground reads per second that make the scanner yield */
+    size_t full_bytes;      /* requests this big or bigger (0: all) set the floor and the
+                             * epoch's latency: a small file's read is quick for its size,
+                             * and a floor taken from it would forbid every growth */
     /* state */
     unsigned depth;         /* requests allowed in flight now */
     bool yielding, plateau;

@@ -261,9 +261,15 @@ int scan_device_stat(const char *path, char *stat_path, size_t len, size_t *max_
         if (!realpath(next, dir))
             return PB_ENOENT;
     }
-    unsigned long kb = 0;
+    /* A request is split at max_sectors_kb, and also where it would need more than
+     * max_segments segments (a page each at worst): a 4 MiB read on 254 segments
+     * becomes several device reads, all ours. */
+    unsigned long kb = 0, segments = 0;
     if (read_sys_ulong(dir, "queue/max_sectors_kb", &kb))
         *max_io = (size_t)kb * KiB;
+    if (read_sys_ulong(dir, "queue/max_segments", &segments) && segments > 0 &&
+        (*max_io == 0 || segments * 4 * KiB < *max_io))
+        *max_io = (size_t)segments * 4 * KiB;
     if (snprintf(stat_path, len, "%s/stat", dir) >= (int)len)
         return PB_ENOENT;
     return 0;

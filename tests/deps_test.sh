@@ -42,7 +42,7 @@ owner_of() {
         rocksdb/*) echo "manifest/catalog.c manifest/catalog_apply.c manifest/catalog_internal.h" ;;
         curl/*) echo "engine/storage/s3/" ;;
         libpq-fe.h) echo "engine/pgconn.c" ;;
-        liburing.h) echo "engine/scan.c" ;;
+        liburing.h) echo "engine/scan_queue_internal.h" ;;
         zstd.h) echo "engine/pack.c engine/envelope.c" ;;
         xxhash.h) echo "common/util.c" ;;
         isa-l/*) echo "engine/wal/decode.c" ;;

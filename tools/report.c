@@ -131,7 +131,8 @@ static const rfield verify_fields[] = {
 static const rfield scan_fields[] = {
     RF(scan_io_stats, FT_BOOL, adaptive), RF(scan_io_stats, FT_U32, depth_start),
     RF(scan_io_stats, FT_U32, depth_final), RF(scan_io_stats, FT_U32, depth_peak),
-    RF(scan_io_stats, FT_U64, requests), RF(scan_io_stats, FT_U64, grows),
+    RF(scan_io_stats, FT_U64, requests), RF(scan_io_stats, FT_U64, overlapped),
+    RF(scan_io_stats, FT_U64, grows),
     RF(scan_io_stats, FT_U64, plateaus), RF(scan_io_stats, FT_U64, cuts),
     RF(scan_io_stats, FT_U64, yields), RF(scan_io_stats, FT_U64, resumes),
     RF(scan_io_stats, FT_U64, pauses), RF(scan_io_stats, FT_F64, pause_seconds),

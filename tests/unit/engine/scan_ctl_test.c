@@ -42,6 +42,26 @@ static void test_growth_at_floor(void)
     PBT_CHECK(strstr(c.msg, "in flight") != NULL); /* a sentence for the log */
 }
 
+/* A data directory's small files complete fast for their size: their latency must not
+ * become the floor a 512 KiB request is held to (it would read 14x "too slow" and the
+ * scanner would never grow on any real cluster). */
+static void test_small_reads_leave_the_floor(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    c.full_bytes = 256 * 1024;
+    for (int i = 0; i < 50; i++) {
+        now += 0.0001;
+        PBT_CHECK(scan_ctl_sample(&c, now, 8192, 0.00005) == SCAN_CTL_NONE);
+    }
+    PBT_CHECK(c.st.latency_floor_ms == 0);
+    for (unsigned d = 1; d < 4; d++)
+        PBT_CHECK(epoch(&c, &now, 500e6 * d, 0.001) == SCAN_CTL_GROW);
+    PBT_CHECK(scan_ctl_depth(&c) == 4);
+    PBT_CHECK(c.st.latency_floor_ms > 0.99 && c.st.latency_floor_ms < 1.01);
+}
+
 /* A latency climb to 3x the floor halves what is in flight. */
 static void test_cut_on_latency_climb(void)
 {
@@ -156,6 +176,7 @@ static void test_parse_stat_fixture(void)
 int main(void)
 {
     PBT_RUN(test_growth_at_floor);
+    PBT_RUN(test_small_reads_leave_the_floor);
     PBT_RUN(test_cut_on_latency_climb);
     PBT_RUN(test_no_growth_when_flat);
     PBT_RUN(test_yield_on_foreground);

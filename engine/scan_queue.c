@@ -1,0 +1,305 @@
+/*
+ * engine/scan_queue.c — the scanner's request queue (see scan.c for the why): chunks are
+ * planned, submitted within the controller's depth (io_uring; pread keeps one), paced
+ * while yielding, and delivered to the callback in file order. While a chunk is checked
+ * and hashed the next read is already in flight, so one request in flight keeps the
+ * device busy as a plain sequential reader does (docs/DESIGN.md, "Polite I/O").
+ */
+#include "engine/scan_queue_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ reading */
+
+/* Complete a chunk read of want bytes at off into buf (capacity cap, a multiple of
+ * PB_ALIGN) of which got bytes are already there. Used after a short or failed
+ * asynchronous read and as the whole pread path. A direct read must start aligned,
+ * so a continuation re-reads from the last aligned offset. Returns the bytes now in
+ * buf (less than want only at end of file: the file shrank) or -errno. */
+ssize_t scan_read_rest(const scan_fd *f, uint8_t *buf, size_t cap, uint64_t off, size_t got,
+                       size_t want)
+{
+    while (got < want) {
+        size_t from = f->direct ? got / PB_ALIGN * PB_ALIGN : got;
+        ssize_t n = pread(f->fd, buf + from, cap - from, (off_t)(off + from));
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -errno;
+        }
+        if (from + (size_t)n <= got)
+            break; /* end of file */
+        got = from + (size_t)n;
+    }
+    return (ssize_t)(got < want ? got : want);
+}
+
+/* What one chunk of the file needs. */
+typedef struct chunk_plan {
+    uint64_t off;
+    size_t want; /* bytes of file data expected (size at open) */
+    size_t cap;  /* request length: want rounded up to PB_ALIGN */
+} chunk_plan;
+
+static chunk_plan plan_chunk(const scanner *s, const scan_fd *f, uint64_t index)
+{
+    chunk_plan p;
+    assert(s->read_size % PB_PAGE_SIZE == 0); /* chunks start on page boundaries */
+    p.off = f->spans ? f->spans[index].off : index * s->read_size;
+    size_t most = f->spans ? f->spans[index].len : s->read_size;
+    uint64_t left = f->size - p.off;
+    p.want = left < most ? (size_t)left : most;
+    p.cap = scan_round_up(p.want, PB_ALIGN);
+    return p;
+}
+
+/* The requests a scan of f makes (the last may end short at the file's end). */
+static uint64_t chunk_count(const scanner *s, const scan_fd *f)
+{
+    return f->spans ? f->nspans : (f->size + s->read_size - 1) / s->read_size;
+}
+
+/* Hand one chunk to the callback; got < want means the file shrank: deliver what is
+ * there and stop (*stop). */
+static int deliver(scanner *s, const scan_fd *f, const chunk_plan *p, const uint8_t *buf,
+                   size_t got, scan_chunk_cb cb, void *ctx, uint64_t *delivered, bool *stop)
+{
+    *stop = got < p->want;
+    if (got == 0)
+        return 0;
+    int rc = cb(ctx, p->off, buf, got);
+    s->bytes_read += got;
+    *delivered += got;
+    if (!f->direct)
+        (void)posix_fadvise(f->fd, (off_t)p->off, (off_t)got, POSIX_FADV_DONTNEED);
+    if (rc != 0)
+        *stop = true;
+    return rc;
+}
+
+/* ------------------------------------------------------------------ pacing */
+
+static void log_decision(const scanner *s, scan_ctl_event ev)
+{
+    if (ev != SCAN_CTL_NONE)
+        pb_info("scan: %s", s->ctl.msg);
+}
+
+/* Every 0.1 s (the controller decides on that period): the device's completed reads. */
+static void watch_device(scanner *s, double now)
+{
+    char text[512];
+    scan_dev_counters dc;
+    if (s->stat_fd < 0 || now - s->dev_read_at < 0.1)
+        return;
+    s->dev_read_at = now;
+    ssize_t n = pread(s->stat_fd, text, sizeof(text) - 1, 0);
+    if (n <= 0)
+        return;
+    text[n] = '\0';
+    if (scan_ctl_parse_stat(text, &dc) == 0)
+        log_decision(s, scan_ctl_device(&s->ctl, now, dc.reads, s->own_dev_reads));
+}
+
+/* One completion: its latency and size go to the controller. */
+static void note_completion(scanner *s, double submitted, int res)
+{
+    double now = pb_now();
+    /* Each of our requests is at least one device read, split at the device's largest
+     * request: counting them so (not our bytes over that size, which undercounts a 512 KiB
+     * read on a 4 MiB device 8 times) keeps our own reads out of "others' reads". */
+    if (res > 0)
+        s->own_dev_reads += ((size_t)res + s->dev_max_io - 1) / s->dev_max_io;
+    log_decision(s, scan_ctl_sample(&s->ctl, now, res > 0 ? (size_t)res : 0, now - submitted));
+    watch_device(s, now);
+}
+
+/* While yielding: sleep the pause the controller asks for before the next request. */
+static void pace(scanner *s)
+{
+    double left;
+    while ((left = scan_ctl_pause(&s->ctl, pb_now())) > 0) {
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int scan_pread(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb, void *ctx,
+                      uint64_t *delivered, pb_error *err)
+{
+    uint64_t nchunks = chunk_count(s, f);
+    for (uint64_t i = 0; i < nchunks; i++) {
+        chunk_plan p = plan_chunk(s, f, i);
+        pace(s);
+        double t0 = pb_now();
+        ssize_t got = scan_read_rest(f, s->bufs, p.cap, p.off, 0, p.want);
+        s->wait_s += pb_now() - t0;
+        note_completion(s, t0, got > 0 ? (int)got : 0);
+        if (got < 0) {
+            errno = (int)-got;
+            return pb_fail_errno(err, PB_EIO, "read %s at offset %llu", path,
+                                 (unsigned long long)p.off);
+        }
+        bool stop;
+        int rc = deliver(s, f, &p, s->bufs, (size_t)got, cb, ctx, delivered, &stop);
+        if (rc != 0 || stop)
+            return rc;
+    }
+    return 0;
+}
+
+/* io_uring state of one file scan: chunk i lives in slot i % queue_depth. */
+typedef struct uring_scan {
+    uint64_t nchunks, submitted, completed_upto;
+    unsigned inflight;
+    int *res;   /* per slot: cqe result, or INT_MIN while in flight */
+} uring_scan;
+
+static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
+{
+    chunk_plan p = plan_chunk(s, f, u->submitted);
+    unsigned slot = (unsigned)(u->submitted % s->queue_depth);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
+    if (!sqe)
+        return -EBUSY; /* cannot happen: the ring holds queue_depth entries */
+    uint8_t *buf = s->bufs + (size_t)slot * s->read_size;
+    if (s->fixed)
+        io_uring_prep_read_fixed(sqe, f->fd, buf, (unsigned)p.cap, p.off, (int)slot);
+    else
+        io_uring_prep_read(sqe, f->fd, buf, (unsigned)p.cap, p.off);
+    sqe->ioprio = (uint16_t)s->ioprio;
+    io_uring_sqe_set_data64(sqe, u->submitted);
+    u->res[slot] = INT_MIN;
+    s->t_sub[slot] = pb_now();
+    u->submitted++;
+    u->inflight++;
+    return 0;
+}
+
+/* Reap one completion into its slot. submit_and_wait also pushes any request a
+ * previous io_uring_submit left in the submission queue, so waiting cannot hang. */
+static int uring_reap(scanner *s, uring_scan *u)
+{
+    struct io_uring_cqe *cqe;
+    double t0 = 0;
+    while (io_uring_peek_cqe(&s->ring, &cqe) != 0) {
+        if (t0 == 0)
+            t0 = pb_now();
+        int rc = io_uring_submit_and_wait(&s->ring, 1);
+        if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+            return rc;
+    }
+    if (t0 != 0)
+        s->wait_s += pb_now() - t0;
+    uint64_t index = io_uring_cqe_get_data64(cqe);
+    unsigned slot = (unsigned)(index % s->queue_depth);
+    u->res[slot] = cqe->res;
+    io_uring_cqe_seen(&s->ring, cqe);
+    u->inflight--;
+    note_completion(s, s->t_sub[slot], u->res[slot]);
+    return 0;
+}
+
+/* Wait for every request still in flight: their buffers and fd must stay valid. */
+static void uring_drain(scanner *s, uring_scan *u)
+{
+    while (u->inflight > 0)
+        if (uring_reap(s, u) < 0)
+            break;
+}
+
+/* Submit up to the controller's depth, within the free slots. While the controller asks
+ * for a pause, nothing is submitted; when nothing is in flight either and the caller is
+ * about to wait for the next chunk (may_sleep), the pause is slept here, so one is. */
+static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u, bool may_sleep)
+{
+    bool added = false;
+    if (u->inflight == 0 && may_sleep)
+        pace(s);
+    else if (scan_ctl_pause(&s->ctl, pb_now()) > 0)
+        return 0;
+    while (u->submitted < u->nchunks && u->submitted < u->completed_upto + s->queue_depth &&
+           u->inflight < scan_ctl_depth(&s->ctl)) {
+        int rc = uring_submit_next(s, f, u);
+        if (rc < 0)
+            return rc;
+        added = true;
+    }
+    if (!added)
+        return 0;
+    /* Transient refusals are retried by uring_reap, which submits what is queued. */
+    int rc = io_uring_submit(&s->ring);
+    return rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY ? rc : 0;
+}
+
+static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb, void *ctx,
+                      uint64_t *delivered, pb_error *err)
+{
+    int res[QUEUE_DEPTH_MAX];
+    uring_scan u = {.nchunks = chunk_count(s, f), .res = res};
+    int rc = 0;
+
+    while (u.completed_upto < u.nchunks) {
+        int sys = uring_fill(s, f, &u, true);
+        if (sys < 0) {
+            rc = pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys));
+            goto out;
+        }
+        uint64_t i = u.completed_upto;
+        unsigned slot = (unsigned)(i % s->queue_depth);
+        assert(u.submitted > i); /* else res[slot] is an older chunk's */
+        while (res[slot] == INT_MIN) {
+            sys = uring_reap(s, &u);
+            if (sys < 0) {
+                rc = pb_fail(err, PB_EIO, "io_uring wait for %s: %s", path, strerror(-sys));
+                goto out;
+            }
+        }
+        /* Keep the device busy while this chunk is checked and hashed: the next request
+         * goes out now, within the controller's depth, and never into a pause. */
+        uint64_t before = u.submitted;
+        sys = uring_fill(s, f, &u, false);
+        s->ctl.st.overlapped += u.submitted - before;
+        if (sys < 0) {
+            rc = pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys));
+            goto out;
+        }
+        chunk_plan p = plan_chunk(s, f, i);
+        uint8_t *buf = s->bufs + (size_t)slot * s->read_size;
+        /* A failed (EAGAIN, EINTR) or short completion is finished synchronously; only
+         * end of file ends the chunk short. */
+        size_t have = res[slot] > 0 ? (size_t)res[slot] : 0;
+        double t0 = pb_now();
+        ssize_t got = scan_read_rest(f, buf, p.cap, p.off, have, p.want);
+        s->wait_s += pb_now() - t0;
+        if (got < 0) {
+            errno = (int)-got;
+            rc = pb_fail_errno(err, PB_EIO, "read %s at offset %llu", path,
+                               (unsigned long long)p.off);
+            goto out;
+        }
+        bool stop;
+        rc = deliver(s, f, &p, buf, (size_t)got, cb, ctx, delivered, &stop);
+        u.completed_upto++;
+        if (rc != 0 || stop)
+            goto out;
+    }
+out:
+    uring_drain(s, &u);
+    return rc;
+}
+
+int scan_queue_read(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb,
+                    void *ctx, uint64_t *delivered, pb_error *err)
+{
+    if (s->ring_ok)
+        return scan_uring(s, path, f, cb, ctx, delivered, err);
+    return scan_pread(s, path, f, cb, ctx, delivered, err);
+}

@@ -1,0 +1,62 @@
+/*
+ * engine/scan_queue_internal.h — what scan.c (opening files, the public calls) and
+ * scan_queue.c (the request queue: io_uring or pread, pacing, delivery in file order)
+ * share, private to the scanner. Split so each file holds one concern.
+ */
+#ifndef PB_ENGINE_SCAN_QUEUE_INTERNAL_H
+#define PB_ENGINE_SCAN_QUEUE_INTERNAL_H
+
+#include "engine/scan.h"
+#include "engine/scan_ctl_internal.h"
+#include "engine/scan_internal.h"
+
+#include <liburing.h>
+#include <sys/types.h>
+
+#define QUEUE_DEPTH_MAX 1024u
+
+struct scanner {
+    size_t read_size;
+    unsigned queue_depth;
+    bool direct;         /* try O_DIRECT */
+    bool ring_ok;        /* io_uring initialised */
+    bool fixed;          /* bufs registered with the ring (no page pinning per read) */
+    bool warned;         /* the buffered-fallback warning was given */
+    const char *method;  /* path used by the latest scan (or the one planned) */
+    uint8_t *bufs;       /* queue_depth * read_size, PB_ALIGN aligned */
+    uint64_t bytes_read;
+    int ioprio;          /* put on every io_uring request (0 = the thread's) */
+    int stat_fd;         /* the device's /sys/block/<dev>/stat, -1 when not watched */
+    size_t dev_max_io;   /* largest request the device takes (queue/max_sectors_kb) */
+    uint64_t own_dev_reads; /* device requests our completed reads became */
+    double dev_read_at;  /* when stat_fd was last read */
+    double wait_s;       /* waiting for reads: completions, preads (bk_stages) */
+    scan_ctl ctl;
+    double t_sub[QUEUE_DEPTH_MAX]; /* per slot: when its request was submitted */
+    struct io_uring ring;
+};
+
+/* An open file being scanned. */
+typedef struct scan_fd {
+    int fd;
+    bool direct;   /* opened with O_DIRECT */
+    uint64_t size; /* st_size at open: the scan never reads past it */
+    const scan_span *spans; /* the requests of a ranged read (scan_ranges.c); NULL: the
+                             * whole file in read_size chunks */
+    uint64_t nspans;        /* spans that start before size */
+} scan_fd;
+
+/* Read the chunks of f (the whole file, or its spans) with the scanner's queue, in file
+ * order, to cb; *delivered counts the bytes handed over. io_uring when the ring is up,
+ * else pread. */
+int scan_queue_read(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb,
+                    void *ctx, uint64_t *delivered, pb_error *err);
+
+/* Complete a read of want bytes at off into buf (capacity cap, a multiple of PB_ALIGN)
+ * of which got bytes are already there; see scan_queue.c. Bytes in buf, or -errno. */
+ssize_t scan_read_rest(const scan_fd *f, uint8_t *buf, size_t cap, uint64_t off, size_t got,
+                       size_t want);
+
+static inline size_t scan_round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+#endif
