@@ -111,9 +111,11 @@ out=$(_pb_as_pg env PAGEBACK_TEST_FAULT=backup.standby-replay-behind PGHOST="$PG
     "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" --wal-timeout 2 2>&1)
 rc=$?
 pg_env "$PRI"
-re='ends at ([0-9A-F]+/[0-9A-F]+), but the standby has replayed WAL up to ([0-9A-F]+/[0-9A-F]+) only after 2 s'
+lsn='([0-9A-F]+/[0-9A-F]+)'
+re="ends at $lsn, but the standby has replayed WAL up to $lsn only after 2 s"
 if [ $rc = 1 ] && [[ "$out" =~ $re ]]; then
-    pb_assert_eq "$(pg_psql "$PRI" "SELECT '${BASH_REMATCH[1]}'::pg_lsn - '${BASH_REMATCH[2]}'::pg_lsn")" 1 \
+    gap="'${BASH_REMATCH[1]}'::pg_lsn - '${BASH_REMATCH[2]}'::pg_lsn"
+    pb_assert_eq "$(pg_psql "$PRI" "SELECT $gap")" 1 \
         "a standby backup whose end is not replayed is refused after the wait, naming both LSNs"
 else
     echo "$out" | tail -5 >&2

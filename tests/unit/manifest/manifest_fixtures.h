@@ -76,7 +76,8 @@ static inline int add_rel(mf_manifest *m, uint32_t backup, const char *path, uin
     uint64_t at = 0;
     for (uint32_t j = 0; j < nr; j++) {
         uint32_t i = reverse ? nr - 1 - j : j;
-        f.runs[j] = (mf_run){firsts[i], counts[i], backup, 100 + i, 4096ull * i, counts[i] * 8192, 0};
+        f.runs[j] = (mf_run){firsts[i], counts[i], backup, 100 + i, 4096ull * i,
+                             counts[i] * 8192, 0};
         for (uint32_t p = 0; p < counts[i]; p++)
             f.page_hashes[at++] = hv(backup, path, firsts[i] + p);
     }
