@@ -27,9 +27,11 @@ typedef struct scan_opts {
                               * none); with adaptive only */
     int ioprio;           /* I/O priority on every request (scan_io_class_parse); 0 = the
                            * thread's own */
+    const char *device_stat; /* a /sys/block/<dev>/stat-format file to watch instead of
+                              * device_path's (unit tests feed made-up counters) */
 } scan_opts;
 
-#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0}
+#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0, NULL}
 
 /* What the scanner's controller did, for the log and the backup report. Counts are
  * decisions, not requests, except requests. */
@@ -51,6 +53,7 @@ typedef struct scan_io_stats {
     double latency_floor_ms; /* lowest completion latency seen */
     double foreground_reads_per_s_peak; /* others' reads on the device, highest seen */
     bool device_watched;     /* the device's counters were read */
+    unsigned member_disks_watched; /* an md array's member disks watched beside it */
     uint64_t own_device_reads; /* device requests our reads became (kept out of others') */
     double wait_seconds;     /* the scanning thread waiting for its reads (stage timing) */
 } scan_io_stats;

@@ -25,7 +25,7 @@
 #define DEVICE_PERIOD 0.1      /* seconds between device samples that count */
 #define YIELD_READS 50.0       /* foreground reads/s that make the scan yield */
 #define PAUSE_FULL_BYTES (512.0 * 1024) /* a request this big earns the whole pause */
-#define PAUSE_MIN 0.0005               /* shorter pauses are not taken */
+#define PAUSE_MIN 0.0001               /* shorter pauses are not taken */
 #define PAUSE_MAX 0.020
 
 void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned)
@@ -189,7 +189,8 @@ double scan_ctl_pause(scan_ctl *c, double now)
         /* Leave the device idle twice as long as our last read held it, scaled down for
          * a small read (it delays others little; a data directory of small files must
          * not crawl): others' reads then find it free most of the time. */
-        double scale = (double)c->last_bytes / PAUSE_FULL_BYTES;
+        double full = c->pause_full_bytes ? (double)c->pause_full_bytes : PAUSE_FULL_BYTES;
+        double scale = (double)c->last_bytes / full;
         double p = 2 * c->last_lat * (scale < 1 ? scale : 1);
         if (p < PAUSE_MIN)
             return 0;
