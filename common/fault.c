@@ -47,6 +47,9 @@ const pb_fault_info pb_fault_points[] = {
     {"backup.skip-miss", "not a crash (pb_fault_fires): the file-level skip treats the nth "
                          "changed relation segment as unchanged, so a verify scan must "
                          "catch it"},
+    {"backup.standby-replay-behind", "not a crash (pb_fault_fires): the nth end check of a "
+                                     "backup from a standby sees replay stuck just before "
+                                     "the end, so the backup waits and is refused"},
 };
 const size_t pb_fault_npoints = sizeof(pb_fault_points) / sizeof(pb_fault_points[0]);
 

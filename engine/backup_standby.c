@@ -21,9 +21,15 @@
  *   rule 9) would name the parent as newer than its child. The standby is first given
  *   time to replay past the parent's end, and a backup that still ends before it is
  *   refused.
+ * - The backup is not finished on WAL the standby has not applied: after pg_backup_stop
+ *   its end is compared with pg_last_wal_replay_lsn() (bounded wait, then refused). The
+ *   minimum recovery point never passes replay, so this holds today; pg_control, read
+ *   last before the stop, carries a minimum recovery point at or before the end, which
+ *   is where a restore of the backup becomes consistent.
  */
 #include "engine/backup_internal.h"
 #include "engine/envelope.h"
+#include "common/fault.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,31 +45,67 @@ static uint32_t label_start_timeline(const char *label)
     return tli <= UINT32_MAX ? (uint32_t)tli : 0;
 }
 
+/* Wait (bounded by --wal-timeout, renewing the writer lock) until the standby has replayed
+ * up to lsn; *replayed is where it got, believed up to cap only (a test's stuck standby).
+ * 0 with *replayed < lsn is a timeout, for the caller to name. */
+static int wait_replayed(bk_ctx *ctx, pgc *conn, uint64_t lsn, uint64_t cap,
+                         uint64_t *replayed, pb_error *err)
+{
+    double deadline = pb_now() + ctx->opts->wal_timeout_secs;
+    char want[32], at[32];
+    pb_lsn_format(lsn, want);
+    for (;;) {
+        int rc = pgc_replay_lsn(conn, replayed, err);
+        if (rc == 0 && *replayed > cap)
+            *replayed = cap;
+        if (rc || *replayed >= lsn || pb_now() > deadline)
+            return rc;
+        if ((rc = repo_lock_renew(ctx->lock, err)))
+            return rc;
+        pb_lsn_format(*replayed, at);
+        pb_debug("waiting for the standby to replay up to %s (at %s)", want, at);
+        usleep(100000);
+    }
+}
+
 int bk_standby_before_start(bk_ctx *ctx, pgc *conn, pb_error *err)
 {
     if (!ctx->standby || !ctx->prev_stop_lsn)
         return 0;
-    double deadline = pb_now() + ctx->opts->wal_timeout_secs;
+    uint64_t replayed = 0;
+    int rc = wait_replayed(ctx, conn, ctx->prev_stop_lsn, UINT64_MAX, &replayed, err);
+    if (rc || replayed >= ctx->prev_stop_lsn)
+        return rc;
     char want[32], at[32];
     pb_lsn_format(ctx->prev_stop_lsn, want);
-    for (;;) {
-        uint64_t replayed = 0;
-        int rc = pgc_replay_lsn(conn, &replayed, err);
-        if (rc)
-            return rc;
-        if (replayed >= ctx->prev_stop_lsn)
-            return 0;
-        pb_lsn_format(replayed, at);
-        if (pb_now() > deadline)
-            return pb_fail(err, PB_ESTATE, "the standby has replayed WAL up to %s only, not "
-                           "past %s where the parent backup ends, after %u s: an incremental "
-                           "from it would end before its parent", at, want,
-                           ctx->opts->wal_timeout_secs);
-        if ((rc = repo_lock_renew(ctx->lock, err)))
-            return rc;
-        pb_debug("waiting for the standby to replay past %s (at %s)", want, at);
-        usleep(100000);
-    }
+    pb_lsn_format(replayed, at);
+    return pb_fail(err, PB_ESTATE, "the standby has replayed WAL up to %s only, not past %s "
+                   "where the parent backup ends, after %u s: an incremental from it would "
+                   "end before its parent", at, want, ctx->opts->wal_timeout_secs);
+}
+
+/* The end is the standby's minimum recovery point, which PostgreSQL only moves to WAL it
+ * has replayed, so replay is at or past it when pg_backup_stop returns; checked all the
+ * same (a backup must not be finished on WAL its server has not applied), with a bounded
+ * wait and an error naming both LSNs. */
+static int check_replayed_end(bk_ctx *ctx, pgc *conn, const mf_backup *h, uint32_t tli,
+                              pb_error *err)
+{
+    uint64_t replayed = 0;
+    bool stuck = pb_fault_fires("backup.standby-replay-behind");
+    int rc = wait_replayed(ctx, conn, h->stop_lsn, stuck ? h->stop_lsn - 1 : UINT64_MAX,
+                           &replayed, err);
+    char stop[32], at[32];
+    pb_lsn_format(h->stop_lsn, stop);
+    pb_lsn_format(replayed, at);
+    if (rc == 0 && replayed < h->stop_lsn)
+        return pb_fail(err, PB_ESTATE, "backup %s from a standby ends at %s, but the standby "
+                       "has replayed WAL up to %s only after %u s: take the backup again",
+                       h->id, stop, at, ctx->opts->wal_timeout_secs);
+    if (rc == 0)
+        pb_info("backup %s from a standby ends at %s on timeline %u (its minimum recovery "
+                "point; replayed up to %s)", h->id, stop, tli, at);
+    return rc;
 }
 
 int bk_standby_after_stop(bk_ctx *ctx, pgc *conn, const char *label, pb_error *err)
@@ -90,9 +132,7 @@ int bk_standby_after_stop(bk_ctx *ctx, pgc *conn, const char *label, pb_error *e
         return pb_fail(err, PB_ESTATE, "backup %s from a standby ends at %s, before its "
                        "parent %s ends (%s): the standby has not flushed what it replayed; "
                        "take the backup again", h->id, stop, h->parent, parent);
-    pb_info("backup %s from a standby ends at %s on timeline %u (its minimum recovery "
-            "point)", h->id, stop, tli);
-    return 0;
+    return check_replayed_end(ctx, conn, h, tli, err);
 }
 
 /* backup/<id>/databases: the name -> OID list restore --db-include maps names with.

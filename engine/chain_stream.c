@@ -13,34 +13,62 @@
 #include <string.h>
 
 #define SNIFF_BYTES 20u /* manifest v2 prefix: magic, version, header and index lengths */
+/* What the first read takes of a manifest: its header and index, and all of a small
+ * manifest (an incremental's is ~25 KiB), so opening a stream costs one request where it
+ * cost three or four on object storage (sniff, stat, header and index, first chunk). */
+#define PREFIX_BYTES (64u << 10)
 
 typedef struct repo_src {
     repo *r;
     char key[256];
-    uint8_t sniff[SNIFF_BYTES]; /* the first bytes, read once */
+    uint8_t *prefix; /* the first bytes, read once; dropped once reads pass them */
+    size_t prefix_len;
+    uint64_t size; /* of the object, from the first read */
 } repo_src;
 
+static void src_free(void *ctx)
+{
+    repo_src *s = ctx;
+    if (s)
+        free(s->prefix);
+    free(s);
+}
+
+/* Reads within the prefix come from it; the stream reads forward, so the first read
+ * past it frees it. */
 static int repo_read(void *ctx, uint64_t off, size_t len, void *dst, pb_error *err)
 {
     repo_src *s = ctx;
-    if (off == 0 && len <= SNIFF_BYTES) {
-        memcpy(dst, s->sniff, len);
+    if (s->prefix && off <= s->prefix_len && len <= s->prefix_len - off) {
+        memcpy(dst, s->prefix + off, len);
         return 0;
     }
+    free(s->prefix);
+    s->prefix = NULL;
+    s->prefix_len = 0;
     return repo_get_range(s->r, s->key, off, len, dst, err);
 }
 
-/* Reads the first bytes of backup/<id>/manifest; *raw_v2 tells whether it is a version 2
- * object (else the compressed envelope of an older writer). */
-static int sniff(repo *r, const char *id, repo_src *s, bool *raw_v2, pb_error *err)
+/* Reads the first bytes of backup/<id>/manifest into a new *out; *raw_v2 tells whether
+ * it is a version 2 object (else the compressed envelope of an older writer, or an object
+ * too short to be either, which the whole read names). */
+static int sniff(repo *r, const char *id, repo_src **out, bool *raw_v2, pb_error *err)
 {
+    *raw_v2 = false;
+    repo_src *s = *out = calloc(1, sizeof(*s));
+    if (s)
+        s->prefix = malloc(PREFIX_BYTES);
+    if (!s || !s->prefix)
+        return pb_fail(err, PB_ENOMEM, "opening the manifest of %s", id);
     s->r = r;
     snprintf(s->key, sizeof(s->key), "backup/%s/manifest", id);
-    int rc = repo_get_range(r, s->key, 0, SNIFF_BYTES, s->sniff, err);
+    int rc = repo_get_range_upto(r, s->key, 0, PREFIX_BYTES, s->prefix, &s->prefix_len,
+                                 &s->size, err);
     if (rc == PB_ENOENT)
         return pb_fail(err, rc, "backup set %s not found in repository %s", id,
                        repo_location(r));
-    *raw_v2 = rc == 0 && memcmp(s->sniff, "PBMANIF1", 8) == 0 && pb_get_u32(s->sniff + 8) == 2;
+    *raw_v2 = rc == 0 && s->prefix_len >= SNIFF_BYTES && memcmp(s->prefix, "PBMANIF1", 8) == 0 &&
+              pb_get_u32(s->prefix + 8) == 2;
     return rc;
 }
 
@@ -55,16 +83,20 @@ static int check_id(const mf_backup *h, repo *r, const char *key, const char *id
 
 int chain_load_header(repo *r, const char *id, mf_backup *out, pb_error *err)
 {
-    repo_src s;
+    repo_src *s = NULL;
     bool v2 = false;
     int rc = sniff(r, id, &s, &v2, err);
     if (rc == 0 && v2) {
         char what[300];
-        snprintf(what, sizeof(what), "%s/%s", repo_location(r), s.key);
-        mf_source src = {repo_read, NULL, &s, UINT64_MAX, NULL};
+        snprintf(what, sizeof(what), "%s/%s", repo_location(r), s->key);
+        mf_source src = {repo_read, NULL, s, s->size, NULL};
         rc = mf_read_header(&src, what, out, err);
-        return rc ? rc : check_id(out, r, s.key, id, err);
+        if (rc == 0)
+            rc = check_id(out, r, s->key, id, err);
+        src_free(s);
+        return rc;
     }
+    src_free(s);
     mf_manifest *m = NULL;
     if (rc == 0 || rc == PB_ECORRUPT) /* a short object: let the whole read name it */
         rc = chain_load(r, id, &m, err);
@@ -77,18 +109,13 @@ int chain_load_header(repo *r, const char *id, mf_backup *out, pb_error *err)
 int chain_stream_open(repo *r, const char *id, mf_stream **out, pb_error *err)
 {
     *out = NULL;
-    repo_src *s = calloc(1, sizeof(*s));
-    if (!s)
-        return pb_fail(err, PB_ENOMEM, "opening the manifest of %s", id);
+    repo_src *s = NULL;
     bool v2 = false;
-    uint64_t size = 0;
-    int rc = sniff(r, id, s, &v2, err);
-    if (rc == 0 && v2)
-        rc = repo_stat(r, s->key, &size, err);
+    int rc = sniff(r, id, &s, &v2, err);
     if (rc == 0 && v2) {
         char what[300];
         snprintf(what, sizeof(what), "%s/%s", repo_location(r), s->key);
-        mf_source src = {repo_read, free, s, size, chain_manifest_codec()};
+        mf_source src = {repo_read, src_free, s, s->size, chain_manifest_codec()};
         rc = mf_stream_open(out, &src, what, err);
         if (rc == 0) { /* the stream owns s now */
             rc = check_id(mf_stream_header(*out), r, s->key, id, err);
@@ -104,7 +131,7 @@ int chain_stream_open(repo *r, const char *id, mf_stream **out, pb_error *err)
         if (rc == 0)
             rc = mf_stream_from_manifest(out, m, err);
     }
-    free(s);
+    src_free(s);
     return rc;
 }
 

@@ -139,4 +139,27 @@ int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t le
 /* Bytes read from the repository so far. */
 uint64_t pack_source_fetched(const pack_source *s);
 
+/* ---- the shared pack cache (engine/pack_cache.c) ------------------------------------
+ * The first PACK_CACHE_PREFIX bytes of each pack a restore touches (all of a small
+ * pack, as an incremental's usually are), read once in one request and shared by the
+ * sources of all its workers, up to PACK_CACHE_BUDGET bytes in all and
+ * PACK_CACHE_ENTRIES packs; past the budget the sources read for themselves. A source
+ * given a cache looks there before reading (pack_source_set_cache). Thread-safe: a
+ * worker that needs a pack another is reading waits for that read. */
+#define PACK_CACHE_PREFIX (1u << 20)
+#define PACK_CACHE_BUDGET (24u << 20)
+#define PACK_CACHE_ENTRIES 4096u
+typedef struct pack_cache pack_cache;
+int pack_cache_new(pack_cache **out, repo *r, pb_error *err);
+void pack_cache_free(pack_cache *c); /* accepts NULL; after every source using it */
+/* 1 and *out at [start, start + len) of key when the cache holds those bytes (reading
+ * the pack's first bytes now when it has room for them and nobody has); 0 and *out NULL
+ * otherwise, and the caller reads for itself (also when the cache's read failed: the
+ * caller's read reports the error). *fetched grows by the bytes this call read. c may
+ * be NULL. */
+int pack_cache_get(pack_cache *c, const char *key, uint64_t start, size_t len,
+                   const uint8_t **out, uint64_t *fetched);
+/* s looks in c (which outlives s) before reading; NULL: no cache. */
+void pack_source_set_cache(pack_source *s, pack_cache *c);
+
 #endif

@@ -68,6 +68,7 @@ typedef struct slot {
 
 struct pack_source {
     repo *r;
+    pack_cache *cache; /* shared by the workers of a restore, or NULL */
     slot slots[PACK_SOURCE_SLOTS];
     uint64_t clock;
     uint64_t fetched;
@@ -94,6 +95,11 @@ void pack_source_free(pack_source *s)
 uint64_t pack_source_fetched(const pack_source *s)
 {
     return s->fetched;
+}
+
+void pack_source_set_cache(pack_source *s, pack_cache *c)
+{
+    s->cache = c;
 }
 
 static int grow(slot *sl, size_t need, pb_error *err)
@@ -137,30 +143,44 @@ static slot *pick(pack_source *s, const char *key, uint64_t start, size_t len, b
 }
 
 /* How much to read from start when len is asked: more when the reads run sequentially
- * through the pack (doubling up to PACK_READAHEAD_MAX, never past its end). Random
- * access (an incremental chain) never reads ahead. */
-static int plan_read(pack_source *s, slot *sl, const char *key, uint64_t start, size_t len,
-                     size_t *want, pb_error *err)
+ * through the pack (doubling up to PACK_READAHEAD_MAX, never past its end once known).
+ * Random access (an incremental chain) never reads ahead. */
+static size_t plan_read(slot *sl, const char *key, uint64_t start, size_t len)
 {
     bool seq = sequential(sl, key, start);
     size_t ahead = sl->readahead ? sl->readahead * 2 : READAHEAD_FIRST;
     sl->readahead = seq ? (ahead > PACK_READAHEAD_MAX ? PACK_READAHEAD_MAX : ahead) : 0;
     if (!seq)
         sl->obj_size = 0;
-    *want = len;
     if (!sl->readahead)
-        return 0;
-    if (!sl->obj_size) {
-        int rc = repo_stat(s->r, key, &sl->obj_size, err);
-        if (rc)
-            return rc;
+        return len;
+    uint64_t room = sl->obj_size > start ? sl->obj_size - start : UINT64_MAX;
+    if (sl->obj_size == 0 || (uint64_t)len + sl->readahead < room)
+        return len + sl->readahead;
+    return room > len ? (size_t)room : len;
+}
+
+/* Read [start, start + want) into sl, of which len bytes are needed. A read ahead may
+ * end early at the pack's end, which the same request tells (no stat first: one request
+ * where there were two on object storage). */
+static int read_into(pack_source *s, slot *sl, const char *key, uint64_t start, size_t len,
+                     size_t *want, pb_error *err)
+{
+    int rc = grow(sl, *want, err);
+    if (rc || *want == len)
+        return rc ? rc : repo_get_range(s->r, key, start, len, sl->buf, err);
+    size_t got = 0;
+    uint64_t size = 0;
+    rc = repo_get_range_upto(s->r, key, start, *want, sl->buf, &got, &size, err);
+    if (rc == 0 && got < len)
+        rc = pb_fail(err, PB_ECORRUPT, "%s is too short: wanted %zu bytes at offset %llu, "
+                     "the object holds %llu", key, len, (unsigned long long)start,
+                     (unsigned long long)size);
+    if (rc == 0) {
+        sl->obj_size = size;
+        *want = got;
     }
-    uint64_t room = sl->obj_size > start ? sl->obj_size - start : 0;
-    if ((uint64_t)len + sl->readahead < room)
-        *want = len + sl->readahead;
-    else if (room > len)
-        *want = (size_t)room;
-    return 0;
+    return rc;
 }
 
 int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t len,
@@ -180,13 +200,11 @@ int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t le
         *out = sl->buf + (start - sl->start);
         return 0;
     }
-    size_t want = len;
-    int rc = plan_read(s, sl, key, start, len, &want, err);
+    if (pack_cache_get(s->cache, key, start, len, out, &s->fetched))
+        return 0;
+    size_t want = plan_read(sl, key, start, len);
     sl->used = false;
-    if (rc == 0)
-        rc = grow(sl, want, err);
-    if (rc == 0)
-        rc = repo_get_range(s->r, key, start, want, sl->buf, err);
+    int rc = read_into(s, sl, key, start, len, &want, err);
     if (rc)
         return rc;
     sl->used = true;

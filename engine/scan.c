@@ -116,6 +116,29 @@ static bool register_buffers(scanner *s)
     return rc == 0;
 }
 
+/* On an md array, also watch its member disks (scan_members.c): reads that bypass the
+ * array are others' too. stat_path is the array's stat file. */
+static void open_members(scanner *s, const char *stat_path)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", stat_path);
+    char *slash = strrchr(dir, '/');
+    scan_members *m = slash ? malloc(sizeof(*m)) : NULL;
+    if (!m)
+        return;
+    *slash = '\0';
+    if (scan_device_members(dir, m) == 0) {
+        for (size_t i = 0; i < m->n; i++) {
+            int fd = open(m->stat[i], O_RDONLY | O_CLOEXEC);
+            if (fd >= 0)
+                s->member_fd[s->nmembers++] = fd;
+        }
+        s->md_chunk = m->chunk_bytes;
+        pb_debug("scan: watching %zu member disks of %s too", s->nmembers, dir);
+    }
+    free(m);
+}
+
 /* pread keeps one request in flight whatever the depth: the controller's ceiling is 1
  * there, and only its yielding pauses apply. */
 static void start_controller(scanner *s, const scan_opts *o)
@@ -127,6 +150,8 @@ static void start_controller(scanner *s, const scan_opts *o)
         char stat_path[PATH_MAX];
         if (scan_device_stat(o->device_path, stat_path, sizeof(stat_path), &max_io) == 0)
             s->stat_fd = open(stat_path, O_RDONLY | O_CLOEXEC);
+        if (s->stat_fd >= 0)
+            open_members(s, stat_path);
         if (s->stat_fd < 0)
             pb_info("scan: no block device found under %s: not watching others' reads",
                     o->device_path);
@@ -141,6 +166,7 @@ static void start_controller(scanner *s, const scan_opts *o)
     s->ctl.pause_full_bytes = s->read_size < SCAN_YIELD_REQUEST ? s->read_size
                                                                 : SCAN_YIELD_REQUEST;
     s->ctl.st.device_watched = s->stat_fd >= 0;
+    s->ctl.st.member_disks_watched = (unsigned)s->nmembers;
 }
 
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
@@ -171,6 +197,8 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
     s->direct = o.direct;
     s->ioprio = o.ioprio;
     s->stat_fd = -1;
+    for (size_t i = 0; i < SCAN_MEMBERS_MAX; i++)
+        s->member_fd[i] = -1;
     void *mem = NULL;
     if (posix_memalign(&mem, PB_ALIGN, o.read_size * o.queue_depth) != 0) {
         free(s);
@@ -200,6 +228,8 @@ void scan_free(scanner *s)
         io_uring_queue_exit(&s->ring);
     if (s->stat_fd >= 0)
         close(s->stat_fd);
+    for (size_t i = 0; i < s->nmembers; i++)
+        close(s->member_fd[i]);
     free(s->bufs);
     free(s);
 }

@@ -53,6 +53,7 @@ typedef struct scan_io_stats {
     double latency_floor_ms; /* lowest completion latency seen */
     double foreground_reads_per_s_peak; /* others' reads on the device, highest seen */
     bool device_watched;     /* the device's counters were read */
+    unsigned member_disks_watched; /* an md array's member disks watched beside it */
     uint64_t own_device_reads; /* device requests our reads became (kept out of others') */
     double wait_seconds;     /* the scanning thread waiting for its reads (stage timing) */
 } scan_io_stats;

@@ -92,4 +92,31 @@ int scan_ctl_parse_stat(const char *text, scan_dev_counters *out);
  * reading. */
 int scan_device_stat(const char *path, char *stat_path, size_t len, size_t *max_io);
 
+/* ---- the members of an md array (scan_members.c) ----
+ * Others may read an array's disks without going through it: another array or a
+ * partition on the same disks. The array's counters miss those reads; its members'
+ * whole-disk counters hold them, next to the array's own traffic split into chunks. */
+#define SCAN_MEMBERS_MAX 32
+
+typedef struct scan_members {
+    size_t n;
+    size_t chunk_bytes;                /* md/chunk_size (0: unknown: no split assumed) */
+    char stat[SCAN_MEMBERS_MAX][4096]; /* each member's whole disk's stat file */
+} scan_members;
+
+/* The members of the array whose sysfs directory is dev_dir (dev_dir/slaves/ *; a
+ * partition counts as its whole disk). PB_ENOENT when dev_dir is no md array. */
+int scan_device_members(const char *dev_dir, scan_members *out);
+
+/* Reads on the members that the array's own reads do not explain, summed over samples
+ * (never decreasing). Call with cumulative counters; the first call sets the baseline. */
+typedef struct scan_member_track {
+    bool have;
+    uint64_t md_reads, md_sectors, member_reads;
+    uint64_t direct;
+} scan_member_track;
+
+uint64_t scan_members_direct(scan_member_track *t, uint64_t md_reads, uint64_t md_sectors,
+                             uint64_t member_reads, size_t chunk_bytes);
+
 #endif

@@ -93,7 +93,26 @@ static void log_decision(const scanner *s, scan_ctl_event ev)
         pb_info("scan: %s", s->ctl.msg);
 }
 
-/* Every 0.1 s (the controller decides on that period): the device's completed reads. */
+/* Reads on an md array's member disks that its own reads do not explain, so far. */
+static uint64_t member_direct_reads(scanner *s, const scan_dev_counters *md)
+{
+    char text[512];
+    uint64_t member_reads = 0;
+    for (size_t i = 0; i < s->nmembers; i++) {
+        scan_dev_counters mc;
+        ssize_t m = pread(s->member_fd[i], text, sizeof(text) - 1, 0);
+        if (m <= 0)
+            continue;
+        text[m] = '\0';
+        if (scan_ctl_parse_stat(text, &mc) == 0)
+            member_reads += mc.reads;
+    }
+    return scan_members_direct(&s->members, md->reads, md->read_sectors, member_reads,
+                               s->md_chunk);
+}
+
+/* Every 0.1 s (the controller decides on that period): the device's completed reads,
+ * and on an md array those that bypassed it on its member disks. */
 static void watch_device(scanner *s, double now)
 {
     char text[512];
@@ -105,8 +124,10 @@ static void watch_device(scanner *s, double now)
     if (n <= 0)
         return;
     text[n] = '\0';
-    if (scan_ctl_parse_stat(text, &dc) == 0)
-        log_decision(s, scan_ctl_device(&s->ctl, now, dc.reads, s->own_dev_reads));
+    if (scan_ctl_parse_stat(text, &dc) != 0)
+        return;
+    uint64_t direct = s->nmembers ? member_direct_reads(s, &dc) : 0;
+    log_decision(s, scan_ctl_device(&s->ctl, now, dc.reads + direct, s->own_dev_reads));
 }
 
 /* One completion: its latency and size go to the controller. */

@@ -28,6 +28,10 @@ struct scanner {
     uint64_t bytes_read;
     int ioprio;          /* put on every io_uring request (0 = the thread's) */
     int stat_fd;         /* the device's /sys/block/<dev>/stat, -1 when not watched */
+    int member_fd[SCAN_MEMBERS_MAX]; /* an md array's member disks' stat files */
+    size_t nmembers;
+    size_t md_chunk;     /* the array's chunk: its own reads split there on the members */
+    scan_member_track members;
     size_t dev_max_io;   /* largest request the device takes (queue/max_sectors_kb) */
     uint64_t own_dev_reads; /* device requests our completed reads became */
     double dev_read_at;  /* when stat_fd was last read */

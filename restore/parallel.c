@@ -2,8 +2,9 @@
  * restore/parallel.c — files rebuilt by several workers at once. Each worker owns its
  * buffers and zstd context and takes the next files from the chain's merged manifest
  * streams (restore/plan_merge.c), copying their records out under a lock; the repository
- * handle is shared (both drivers are thread-safe). With object storage the time of a
- * restore is mostly request latency, which workers overlap.
+ * handle is shared (both drivers are thread-safe), and so is one pack cache, which reads
+ * each small pack once for all of them (engine/pack.h). With object storage the time of
+ * a restore is mostly request latency, which workers overlap.
  */
 #include "restore/restore_internal.h"
 
@@ -27,6 +28,7 @@ typedef struct par_state {
     int rc;
     pb_error err;
     rs_progress progress; /* under mu */
+    pack_cache *cache;    /* small packs read once for all workers (engine/pack.h) */
 } par_state;
 
 typedef struct par_worker {
@@ -105,6 +107,8 @@ static void *par_run(void *vw)
     ctx.reader = NULL;
     pb_error err = PB_ERROR_INIT;
     int rc = rs_ctx_buffers(&ctx, &err);
+    if (rc == 0)
+        pack_source_set_cache(ctx.source, st->cache);
     size_t n = 0;
     while (rc == 0 && !atomic_load(&st->failed) && (rc = grab(w, &n, &err)) == 0 && n) {
         for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -150,6 +154,12 @@ int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *to
     atomic_init(&st.failed, 0);
     pthread_mutex_init(&st.mu, NULL);
     pthread_mutex_init(&st.mg_mu, NULL);
+    if (pack_cache_new(&st.cache, proto->repo, err) != 0) {
+        pthread_mutex_destroy(&st.mu);
+        pthread_mutex_destroy(&st.mg_mu);
+        free(w);
+        return PB_ENOMEM;
+    }
     if (totals) {
         st.progress.files_total = totals->files_total;
         st.progress.bytes_total = totals->bytes_total;
@@ -174,6 +184,7 @@ int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *to
         *err = st.err;
     pthread_mutex_destroy(&st.mu);
     pthread_mutex_destroy(&st.mg_mu);
+    pack_cache_free(st.cache);
     free(w);
     return rc;
 }

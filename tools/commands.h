@@ -3,6 +3,7 @@
 #define PB_TOOLS_COMMANDS_H
 
 #include "tools/options.h"
+#include <stdio.h>
 
 /* Exit codes (docs/pageback.1, EXIT STATUS). */
 enum { CMD_EXIT_OK = 0, CMD_EXIT_FAILED = 1, CMD_EXIT_USAGE = 2 };
@@ -59,12 +60,26 @@ int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *e
 
 /* tools/progress.c: the progress display of a backup or restore (bk_opts.progress,
  * rs_opts.progress). */
+/* The figures of one progress call, kept as numbers: a line is formatted only when it is
+ * drawn or logged. */
+typedef struct cmd_progress_view {
+    const char *what;
+    const char *unit; /* what files_done counts: NULL = "files" */
+    uint64_t bytes_done, bytes_total, files_done, files_total;
+    bool pages; /* a backup: pages_changed and bytes_skipped are shown */
+    uint64_t pages_changed, bytes_skipped;
+    double at; /* when it was reported (now()) */
+} cmd_progress_view;
 typedef struct cmd_progress {
     bool tty, enabled, drew, pending;
     unsigned interval;
     double start, last, first_byte; /* first_byte: when bytes were first counted */
-    char latest[320]; /* the newest live line, drawn or not: the end draws it */
+    cmd_progress_view latest; /* the newest figures, drawn or not: the end draws them */
     bool whole_repo;  /* verify of every backup: its files are backups */
+    double (*now)(void *now_ctx); /* the clock: pb_now unless a test drives it */
+    void *now_ctx;
+    FILE *out;              /* the terminal's stream: stderr */
+    unsigned long formats;  /* lines formatted so far (the unit test counts them) */
 } cmd_progress;
 void cmd_progress_init(cmd_progress *p, const pb_options *o);
 void cmd_progress_backup(void *ctx, const bk_progress *b); /* a bk_progress_fn */

@@ -139,6 +139,7 @@ static const rfield scan_fields[] = {
     RF(scan_io_stats, FT_F64, latency_floor_ms),
     RF(scan_io_stats, FT_F64, foreground_reads_per_s_peak),
     RF(scan_io_stats, FT_BOOL, device_watched), RF(scan_io_stats, FT_U64, own_device_reads),
+    RF(scan_io_stats, FT_U32, member_disks_watched),
 };
 static const rfield io_fields[] = {
     RF(bk_io_report, FT_SIZE, read_size), RF(bk_io_report, FT_U32, depth_max),

@@ -299,6 +299,24 @@ static int posix_get_range(void *impl, const char *key, uint64_t off, size_t len
     return rc;
 }
 
+static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err);
+
+/* repo_get_range_upto as one operation (one request in the counts, as on S3). */
+static int posix_get_range_upto(void *impl, const char *key, uint64_t off, size_t len,
+                                void *buf, size_t *got, uint64_t *size, pb_error *err)
+{
+    posix_repo *pr = impl;
+    int rc = posix_stat(impl, key, size, err);
+    if (rc == 0 && off >= *size)
+        rc = pb_fail(err, PB_ECORRUPT, "object %s/%s: offset %llu is at or past its end (%llu "
+                     "bytes)", pr->root, key, (unsigned long long)off, (unsigned long long)*size);
+    size_t n = rc == 0 && *size - off < len ? (size_t)(*size - off) : len;
+    if (rc == 0)
+        rc = posix_get_range(impl, key, off, n, buf, err);
+    *got = rc == 0 ? n : 0;
+    return rc;
+}
+
 static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err)
 {
     posix_repo *pr = impl;
@@ -501,4 +519,5 @@ const repo_driver repo_posix_driver = {
     .put_new = posix_put_new,
     .lock_probe = posix_lock_probe,
     .lock_rewrite = posix_lock_rewrite,
+    .get_range_upto = posix_get_range_upto,
 };

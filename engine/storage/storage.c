@@ -408,6 +408,31 @@ int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *
     return r->drv->get_range(r->impl, key, offset, len, buf, err);
 }
 
+int repo_get_range_upto(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
+                        size_t *got, uint64_t *size, pb_error *err)
+{
+    *got = 0;
+    int rc = check_key(key, err);
+    if (rc)
+        return rc;
+    if (!r->crypt && r->drv->get_range_upto && len > 0) {
+        count(r, REPO_REQ_GET_RANGE);
+        return r->drv->get_range_upto(r->impl, key, offset, len, buf, got, size, err);
+    }
+    rc = repo_stat(r, key, size, err);
+    if (rc == 0 && offset >= *size && len > 0)
+        rc = pb_fail(err, PB_ECORRUPT, "%s/%s: offset %llu is at or past the end of the "
+                     "%llu-byte object", repo_location(r), key, (unsigned long long)offset,
+                     (unsigned long long)*size);
+    if (rc)
+        return rc;
+    size_t n = *size - offset < len ? (size_t)(*size - offset) : len;
+    rc = repo_get_range(r, key, offset, n, buf, err);
+    if (rc == 0)
+        *got = n;
+    return rc;
+}
+
 int repo_stat(repo *r, const char *key, uint64_t *size, pb_error *err)
 {
     uint64_t dummy;

@@ -112,6 +112,12 @@ int repo_get(repo *r, const char *key, void **out, size_t *out_len, pb_error *er
 /* Read len bytes at offset into buf; a short object is PB_ECORRUPT. */
 int repo_get_range(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
                    pb_error *err);
+/* Read up to len bytes at offset into buf: *got = len, or fewer when the object ends
+ * first (an offset at or past its end is PB_ECORRUPT); *size = the object's size. One
+ * request where the driver can (S3: a ranged GET and its Content-Range), else a stat and
+ * a range read. For readers that read ahead without knowing where an object ends. */
+int repo_get_range_upto(repo *r, const char *key, uint64_t offset, size_t len, void *buf,
+                        size_t *got, uint64_t *size, pb_error *err);
 /* PB_ENOENT when absent; size may be NULL. */
 int repo_stat(repo *r, const char *key, uint64_t *size, pb_error *err);
 int repo_delete(repo *r, const char *key, pb_error *err);

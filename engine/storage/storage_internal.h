@@ -44,6 +44,10 @@ typedef struct repo_driver {
     void (*requests)(void *impl, repo_requests *out);
     /* Waits for the disk and bytes written since open (NULL: not counted, 0s). */
     void (*io_counts)(void *impl, uint64_t *flushes, uint64_t *bytes_written);
+    /* repo_get_range_upto in one request (S3). NULL: storage.c does a stat and a range
+     * read. Never called for an encrypted repository. */
+    int (*get_range_upto)(void *impl, const char *key, uint64_t off, size_t len, void *buf,
+                          size_t *got, uint64_t *size, pb_error *err);
 } repo_driver;
 
 /* Counters behind repo_requests: relaxed atomic adds (handles are shared by threads). */

@@ -75,6 +75,13 @@ pb_check "chain restore: $CHAIN_RANGED ranged GETs <= full's $FULL_RANGED + 40 x
 pb_check "chain restore: $CHAIN_RANGED ranged GETs < $CHANGED changed pages / 4" \
     test $((${CHAIN_RANGED:-999999} * 4)) -lt "$CHANGED"
 pb_log "restore requests: full $FULL_REQ ($FULL_RANGED ranged), chain $CHAIN_REQ ($CHAIN_RANGED ranged)"
+# No HEAD: a read ahead learns where a pack ends from its own ranged GET, and a manifest
+# opens with one read of its first bytes. Each incremental's small packs are read once
+# for all workers (engine/pack_cache.c): a few requests per incremental, not per file.
+HEADS=$(requests "$(grep 'object-store requests' "$PB_WORK/restore.out")" HEAD)
+pb_check "chain restore sends no HEAD (sent $HEADS)" test "${HEADS:-1}" = 0
+pb_check "chain restore: $CHAIN_REQ requests <= full's $FULL_REQ + 6 x $INCRS" \
+    test "${CHAIN_REQ:-999999}" -le $((${FULL_REQ:-0} + 6 * INCRS))
 
 pg_reconfigure "$PB_WORK/rchain" && pg_conf "$PB_WORK/rchain" "archive_mode = off"
 if pg_start "$PB_WORK/rchain" && pb_wait_recovery "$PB_WORK/rchain"; then

@@ -7,7 +7,9 @@
 # that finds no page the WAL-guided read would have missed. Each but the primary's full (which
 # full_backup.sh covers) is restored to a restore point made after the writes and
 # compared with the primary there, and checked with amcheck and pg_checksums; the
-# standby's incremental also to its own end. Then the standby is promoted: its next
+# standby's incremental also to its own end. The standby's full is taken with replay
+# paused: it ends at WAL the standby had replayed; a backup whose end the standby has not
+# replayed (a test fault) waits and is refused. Then the standby is promoted: its next
 # backup starts a new chain on timeline 2.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
@@ -56,6 +58,7 @@ backup() {
     out=$(pb backup "$@" 2>&1)
     local rc=$?
     pg_env "$PRI"
+    echo "$out" >"$PB_WORK/backup.out"
     if [ $rc != 0 ]; then
         echo "$out" >&2
         pb_test_fail "backup from $(basename "$from") failed"
@@ -71,8 +74,26 @@ backup() {
 # replayed after its parent's end (a quiet primary leaves it behind: refused, retried).
 pgbench_run_bg "$PRI" 600 1
 sleep 1
-backup "$STB" F --type full || give_up "no full backup from the standby"
+# The end of a standby backup is WAL the standby has replayed (engine/backup_standby.c):
+# with replay paused while the primary writes on, a full from it ends at or before the
+# paused replay LSN, and its log says where replay was.
+pg_psql "$STB" "SELECT pg_wal_replay_pause()" >/dev/null
+for i in $(seq 1 100); do
+    [ "$(pg_psql "$STB" "SELECT pg_get_wal_replay_pause_state()")" = paused ] && break
+    sleep 0.1
+done
+PAUSED=$(pg_psql "$STB" "SELECT pg_last_wal_replay_lsn()")
+backup "$STB" F --type full
+rc=$?
+pg_psql "$STB" "SELECT pg_wal_replay_resume()" >/dev/null
+[ $rc = 0 ] || give_up "no full backup from the standby with replay paused"
 F_S=${IDS[-1]}
+STOP=$(pb_info_field "$F_S" stop_lsn)
+pb_assert_eq "$(pg_psql "$STB" "SELECT '$STOP'::pg_lsn <= '$PAUSED'::pg_lsn")" t \
+    "the standby's full (replay paused at $PAUSED) ends at $STOP, WAL it had replayed"
+pb_check "the backup's log names its end and the replay LSN it was checked against" \
+    grep -q "ends at $STOP on timeline 1 (its minimum recovery point; replayed up to $PAUSED)" \
+    "$PB_WORK/backup.out"
 backup "$PRI" I || give_up "no incremental from the primary"
 I_P=${IDS[-1]}
 backup "$PRI" F --type full || give_up "no full backup from the primary"
@@ -82,6 +103,25 @@ I_S=${IDS[-1]}
 # WAL-guided from the standby, then a verify scan on top that counts what it would miss.
 backup "$STB" I --verify-scan 1 || give_up "no verify-scan incremental from the standby"
 I_V=${IDS[-1]}
+# A standby that has not replayed up to the backup's end (a test fault makes its replay look
+# stuck one byte before it): the backup waits --wal-timeout and is refused, naming both.
+pg_env "$STB"
+out=$(_pb_as_pg env PAGEBACK_TEST_FAULT=backup.standby-replay-behind PGHOST="$PGHOST" \
+    PGPORT="$PGPORT" PGUSER=postgres PGDATABASE=postgres "$PB_BIN" backup \
+    "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" --wal-timeout 2 2>&1)
+rc=$?
+pg_env "$PRI"
+lsn='([0-9A-F]+/[0-9A-F]+)'
+re="ends at $lsn, but the standby has replayed WAL up to $lsn only after 2 s"
+if [ $rc = 1 ] && [[ "$out" =~ $re ]]; then
+    gap="'${BASH_REMATCH[1]}'::pg_lsn - '${BASH_REMATCH[2]}'::pg_lsn"
+    pb_assert_eq "$(pg_psql "$PRI" "SELECT $gap")" 1 \
+        "a standby backup whose end is not replayed is refused after the wait, naming both LSNs"
+else
+    echo "$out" | tail -5 >&2
+    pb_test_fail "a standby backup whose end is not replayed is refused (rc $rc)"
+fi
+pb_assert_eq "$(pb_last_id)" "$I_V" "the refused backup left no backup behind"
 kill "$PB_PGBENCH_PID" 2>/dev/null
 wait "$PB_PGBENCH_PID" 2>/dev/null
 

@@ -321,7 +321,7 @@ def report_restore(recs):
             continue
         s = {k: _med(rs, k) for k in ("wall_s", "sync_s", "total_s", "cpu_s", "rss_mib",
                                      "chain_length", "restored_mib", "requests",
-                                     "ranged_gets")}
+                                     "ranged_gets", "heads")}
         s["reps"] = len(rs)
         s["values"] = [r.get("total_s") for r in rs]
         out["restore"][what] = s
@@ -368,7 +368,8 @@ def report_restore(recs):
         s = out["restore"].get(what)
         if s and s.get("requests"):
             text += (f"\nobject-store requests, restore of {what}: {s['requests']:.0f} "
-                     f"({s['ranged_gets']:.0f} ranged GETs), {s['wall_s']:.2f} s")
+                     f"({s['ranged_gets']:.0f} ranged GETs, {s.get('heads') or 0:.0f} HEADs), "
+                     f"{s['wall_s']:.2f} s")
     return out, text
 
 

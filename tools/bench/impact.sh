@@ -72,6 +72,17 @@ run_tool() {
     pgbackrest) pgbr backup --type=full >/dev/null 2>&1 ;;
     esac
 }
+# Each tool's windows archive WAL to that tool's repository only: with both archive_commands
+# chained (as bench_cluster sets them up), every segment a backup switches would cost the
+# database two archive pushes, one of them for the other tool.
+PB_PUSH=${BENCH_ARCHIVE_COMMAND%% && pgbackrest*}
+PGBR_PUSH="pgbackrest --config=$PGBR_CONF --stanza=bench archive-push %p"
+archive_for() {
+    local cmd=$PB_PUSH
+    [ "$1" = pgbackrest ] && cmd=$PGBR_PUSH
+    pg_conf "$SRC" "archive_command = '${cmd//\'/\'\'}'" &&
+        pg_psql "$SRC" "SELECT pg_reload_conf()" >/dev/null
+}
 # window NAME [TOOL]: WINDOW seconds idle, or TOOL back to back; one line per window
 # "name start end read_bytes runs" in $WINDOWS.
 WINDOWS=$PB_WORK/windows.txt
@@ -104,12 +115,14 @@ sleep 5
 window "idle"
 for t in $TOOLS; do
     pb_log "scenario 1: $t"
+    archive_for "$t"
     window "$t" "$t"
     window "after_$t"
 done
 kill "$LOAD" 2>/dev/null
 wait "$LOAD" 2>/dev/null
 LOAD=
+archive_for pageback
 
 # ------------------------------------------------------------------ scenario 2
 pb_log "scenario 2: idle database, pageback vs dd O_DIRECT"

@@ -11,7 +11,7 @@
 #
 # Reported: the chain/full ratio, bytes stored per changed page of the incrementals
 # (their changes are scattered: random pgbench rows), and each restore's object-store
-# requests (total and ranged GETs, from the restore summary). With PB_REPO_KIND=s3 the
+# requests (total, ranged GETs and HEADs, from the restore summary). With PB_REPO_KIND=s3 the
 # repository is on the test S3 server (results restore_chain_s3.json); when a local
 # run's results/restore_chain.json exists, the S3/local restore time ratio is printed.
 #
@@ -62,7 +62,7 @@ LAST_ID=$(pb_last_id)
 
 # restore_one WHAT SET: timed restore into a fresh directory, then sync.
 restore_one() {
-    local what=$1 set=$2 d=$PB_WORK/restore.$1 t0 t1 sync_s size chain frames line req=0 ranged=0
+    local what=$1 set=$2 d=$PB_WORK/restore.$1 t0 t1 sync_s size chain frames line req=0 ranged=0 heads=0
     rm -rf "$d"
     mkdir -p "$d" && chmod 0700 "$d" && _pb_chown_pg "$d"
     bench_drop_caches
@@ -79,6 +79,7 @@ restore_one() {
         line=$(grep -m1 'object-store requests' "$BENCH_TMP/pb.out")
         req=$(sed -n 's/.*requests: \([0-9]*\) requests.*/\1/p' <<<"$line")
         ranged=$(sed -n 's/.* \([0-9]*\) ranged GET.*/\1/p' <<<"$line")
+        heads=$(sed -n 's/.* \([0-9]*\) HEAD.*/\1/p' <<<"$line")
     fi
     t0=$(date +%s.%N)
     sync
@@ -86,7 +87,7 @@ restore_one() {
     sync_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
     size=$(du -sm "$d" | cut -f1)
     bench_rec kind=restore what="$what" rep="$REP" set="$set" chain_length="${chain:-0}" \
-        frames_read="${frames:-0}" requests="${req:-0}" ranged_gets="${ranged:-0}" \
+        frames_read="${frames:-0}" requests="${req:-0}" ranged_gets="${ranged:-0}" heads="${heads:-0}" \
         wall_s="$T_WALL" sync_s="$sync_s" \
         total_s="$(awk -v a="$T_WALL" -v b="$sync_s" 'BEGIN {printf "%.2f", a + b}')" \
         cpu_s="$T_CPU" rss_mib="$T_RSS_MIB" restored_mib="$size"

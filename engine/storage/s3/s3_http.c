@@ -154,6 +154,19 @@ static size_t s3_header_cb(char *data, size_t size, size_t nmemb, void *ud)
             q->nomem = true;
         return q->nomem ? 0 : n;
     }
+    /* "Content-Range: bytes a-b/total": a ranged GET tells the object's size too. */
+    if (n > 14 && strncasecmp(data, "Content-Range:", 14) == 0) {
+        char line[128]; /* libcurl's header data is not NUL-terminated */
+        size_t l = n < sizeof(line) - 1 ? n : sizeof(line) - 1;
+        memcpy(line, data, l);
+        line[l] = '\0';
+        const char *slash = strchr(line, '/');
+        char *end = NULL;
+        unsigned long long total = slash ? strtoull(slash + 1, &end, 10) : 0;
+        if (slash && end > slash + 1 && total <= (unsigned long long)INT64_MAX)
+            q->range_total = (int64_t)total;
+        return n;
+    }
     if (n > 5 && strncasecmp(data, "ETag:", 5) == 0) {
         const char *v = data + 5;
         size_t l = n - 5;
@@ -383,6 +396,22 @@ static void s3_count(s3_repo *r, const s3_req *q)
     repo_requests_add(&r->requests, kind);
 }
 
+/* One line per request at debug level: what a request cost in time and whether it
+ * opened a connection (what an S3 restore waits on, docs/BENCHMARKS.md). */
+static void s3_trace(s3_req *q, const char *name)
+{
+    double total = 0, start = 0;
+    long conns = 0;
+    curl_off_t got = 0;
+    curl_easy_getinfo(q->h, CURLINFO_TOTAL_TIME, &total);
+    curl_easy_getinfo(q->h, CURLINFO_STARTTRANSFER_TIME, &start);
+    curl_easy_getinfo(q->h, CURLINFO_NUM_CONNECTS, &conns);
+    curl_easy_getinfo(q->h, CURLINFO_SIZE_DOWNLOAD_T, &got);
+    pb_debug("S3 %s %s%s%s: HTTP %ld, %lld bytes, %.1f ms (first byte %.1f ms)%s", q->method,
+             name, q->range ? " " : "", q->range ? q->range : "", q->status, (long long)got,
+             total * 1e3, start * 1e3, conns ? ", new connection" : "");
+}
+
 /* Run q with retries. On success q->status is 2xx and q->resp / q->dst_len hold the
  * body. The caller frees q->resp (also on failure). */
 int s3_do(s3_repo *r, s3_req *q, pb_error *err)
@@ -408,6 +437,7 @@ int s3_do(s3_repo *r, s3_req *q, pb_error *err)
         q->body_off = 0;
         q->overflow = q->nomem = false;
         q->etag[0] = '\0';
+        q->range_total = -1;
         q->status = 0;
         errbuf[0] = '\0';
         if (attempt)
@@ -437,6 +467,7 @@ int s3_do(s3_repo *r, s3_req *q, pb_error *err)
         else /* 501 Not Implemented is the server's answer, not a passing fault: a
               * request it refuses (Swift s3api's If-None-Match) is refused every time */
             retry = (q->status >= 500 && q->status != 501) || q->status == 429;
+        s3_trace(q, name);
         if (crc == CURLE_OK && q->status >= 200 && q->status < 300) {
             curl_easy_getinfo(q->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &q->content_length);
             goto out;

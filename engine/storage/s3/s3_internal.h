@@ -65,6 +65,7 @@ typedef struct s3_req {
     long status;
     char etag[128];
     curl_off_t content_length;
+    int64_t range_total; /* the object's size from a 206's Content-Range; -1 = none */
     /* per attempt */
     size_t body_off;
     pb_buf errbody;      /* body of a non-2xx answer, capped */

@@ -159,6 +159,42 @@ static int s3_get_range(void *impl, const char *key, uint64_t off, size_t len, v
     return rc;
 }
 
+/* Up to len bytes at off in one ranged GET: S3 answers a range that runs past the end
+ * with the bytes there are (RFC 9110 14.1.2) and names the object's size in its
+ * Content-Range, so a reader reading ahead needs no HEAD first. */
+static int s3_get_range_upto(void *impl, const char *key, uint64_t off, size_t len, void *buf,
+                             size_t *got, uint64_t *size, pb_error *err)
+{
+    s3_repo *r = impl;
+    int rc = s3_check_key(r, key, err);
+    if (rc)
+        return rc;
+    char range[80];
+    snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+    s3_req q = {.method = "GET", .key = s3_full_key(r, key), .range = range, .dst = buf,
+                .dst_cap = len};
+    if (!q.key)
+        return pb_fail(err, PB_ENOMEM, "S3 GET %s: out of memory", key);
+    rc = s3_do(r, &q, err);
+    uint64_t total = q.range_total >= 0 ? (uint64_t)q.range_total : 0;
+    if (rc == 0 && q.status == 200 && off == 0 && q.content_length >= 0)
+        total = (uint64_t)q.content_length; /* the whole object, and it fitted */
+    else if (rc == 0 && (q.status != 206 || q.range_total < 0))
+        rc = pb_fail(err, PB_EREMOTE, "S3 GET s3://%s/%s: range %s answered HTTP %ld without "
+                     "the object's size", r->bucket, q.key, range, q.status);
+    uint64_t expect = rc == 0 && total > off ? total - off : 0;
+    if (rc == 0 && (q.dst_len != (expect < len ? expect : len) || total <= off))
+        rc = pb_fail(err, PB_ECORRUPT, "S3 GET s3://%s/%s: range %s gave %zu bytes of an "
+                     "object of %" PRIu64, r->bucket, q.key, range, q.dst_len, total);
+    if (rc == 0) {
+        *got = q.dst_len;
+        *size = total;
+    }
+    pb_buf_free(&q.resp);
+    free((char *)q.key);
+    return rc;
+}
+
 static int s3_stat(void *impl, const char *key, uint64_t *size, pb_error *err)
 {
     s3_repo *r = impl;
@@ -556,4 +592,5 @@ const repo_driver repo_s3_driver = {
     .cleanup = s3_cleanup,
     .put_new = s3_put_new,
     .requests = s3_requests,
+    .get_range_upto = s3_get_range_upto,
 };

@@ -3,6 +3,9 @@
 #include "engine/scan_ctl_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../pbtest.h"
@@ -153,6 +156,69 @@ static void test_pinned(void)
     PBT_CHECK(c.st.requests == 4);
 }
 
+/* An md array's members, from a made-up sysfs tree: a partition counts as its disk, two
+ * partitions of one disk count once, and the chunk size comes along. */
+static void test_md_members(void)
+{
+    char root[64], p[256];
+    snprintf(root, sizeof(root), "/tmp/pbmdXXXXXX");
+    PBT_CHECK(mkdtemp(root) != NULL);
+    const char *dirs[] = {"md0", "md0/md", "md0/slaves", "sda", "sda/sda1", "sda/sda2", "sdb"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", root, dirs[i]);
+        PBT_CHECK(mkdir(p, 0700) == 0);
+    }
+    const char *files[] = {"md0/md/chunk_size", "sda/sda1/partition", "sda/sda2/partition"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "%s/%s", root, files[i]);
+        FILE *fp = fopen(p, "w");
+        PBT_CHECK(fp != NULL);
+        if (fp) {
+            fputs(i == 0 ? "524288\n" : "1\n", fp);
+            fclose(fp);
+        }
+    }
+    const char *links[][2] = {{"../../sda/sda1", "sda1"}, {"../../sda/sda2", "sda2"},
+                              {"../../sdb", "sdb"}};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof(p), "%s/md0/slaves/%s", root, links[i][1]);
+        PBT_CHECK(symlink(links[i][0], p) == 0);
+    }
+    scan_members m;
+    snprintf(p, sizeof(p), "%s/md0", root);
+    PBT_CHECK(scan_device_members(p, &m) == 0);
+    PBT_CHECK(m.n == 2 && m.chunk_bytes == 524288);
+    bool sda = false, sdb = false;
+    for (size_t i = 0; i < m.n; i++) {
+        sda |= strstr(m.stat[i], "/sda/stat") != NULL;
+        sdb |= strstr(m.stat[i], "/sdb/stat") != NULL;
+    }
+    PBT_CHECK(sda && sdb);
+    snprintf(p, sizeof(p), "%s/sdb", root);
+    PBT_CHECK(scan_device_members(p, &m) == PB_ENOENT); /* not an array */
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    PBT_CHECK(system(cmd) == 0);
+}
+
+/* Member reads beyond the array's own (one per read plus one per chunk of sectors) are
+ * others'; the sum never goes down, and a counter that went back is a new baseline. */
+static void test_members_direct(void)
+{
+    scan_member_track t;
+    memset(&t, 0, sizeof(t));
+    const size_t chunk = 512 * 1024;
+    PBT_CHECK(scan_members_direct(&t, 100, 1000, 500, chunk) == 0); /* baseline */
+    /* 10 array reads of 4 MiB (8192 sectors each: 8 chunks): 10 + 80 member reads */
+    PBT_CHECK(scan_members_direct(&t, 110, 1000 + 81920, 590, chunk) == 0);
+    /* the same, plus 300 reads on the disks that bypassed the array */
+    PBT_CHECK(scan_members_direct(&t, 120, 1000 + 163840, 980, chunk) == 300);
+    /* fewer member reads than explained: nothing added, nothing taken back */
+    PBT_CHECK(scan_members_direct(&t, 200, 1000 + 163840 + 819200, 1000, chunk) == 300);
+    PBT_CHECK(scan_members_direct(&t, 10, 0, 0, chunk) == 300); /* a reset */
+    PBT_CHECK(scan_members_direct(&t, 10, 0, 50, chunk) == 350);
+}
+
 static void test_parse_stat_fixture(void)
 {
     char path[4200], text[512];
@@ -182,5 +248,7 @@ int main(void)
     PBT_RUN(test_yield_on_foreground);
     PBT_RUN(test_pinned);
     PBT_RUN(test_parse_stat_fixture);
+    PBT_RUN(test_md_members);
+    PBT_RUN(test_members_direct);
     return PBT_DONE();
 }
