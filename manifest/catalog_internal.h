@@ -18,6 +18,7 @@ struct mf_catalog {
     rocksdb_options_t *opts;
     rocksdb_readoptions_t *ropts;
     rocksdb_writeoptions_t *wopts;
+    rocksdb_writeoptions_t *wopts_nosync; /* an apply's batches before its last */
     char *dir;
     mf_apply_stats last;
     size_t batch_limit; /* bytes a write batch may hold before it is written */

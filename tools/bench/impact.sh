@@ -108,7 +108,9 @@ LOGDIR=$PB_WORK/lat
 mkdir -p "$LOGDIR" && _pb_chown_pg "$LOGDIR"
 NT=$(echo $TOOLS | wc -w)
 TOTAL=$(( (WINDOW + 8) * (2 * NT + 1) + 30 ))
-(cd "$LOGDIR" && "$PB_PGBIN/pgbench" -n -S -c 2 -j 2 -R "$RATE" -T "$TOTAL" -l \
+# exec: $! is then pgbench itself, so the kill below ends the load (a subshell's kill left
+# pgbench running into scenario 2, which then measured a loaded database as idle).
+(cd "$LOGDIR" && exec "$PB_PGBIN/pgbench" -n -S -c 2 -j 2 -R "$RATE" -T "$TOTAL" -l \
     --log-prefix=lat -h "$PGHOST" -p "$PGPORT" -U postgres postgres >"$LOGDIR/pgbench.out" 2>&1) &
 LOAD=$!
 sleep 5
@@ -122,6 +124,8 @@ done
 kill "$LOAD" 2>/dev/null
 wait "$LOAD" 2>/dev/null
 LOAD=
+pgrep -x pgbench >/dev/null && pb_die "pgbench still runs: scenario 2 would not be idle"
+cp "$BENCH_TMP/pb-runs.out" "$BENCH_RESULTS/impact-runs.log" 2>/dev/null # the tools' logs
 archive_for pageback
 
 # ------------------------------------------------------------------ scenario 2
