@@ -30,6 +30,7 @@ import pickle
 import re
 import statistics
 import sys
+import time
 
 PAGE = 8192
 REL_RE = re.compile(r"^\d+(_(fsm|vm|init))?(\.\d+)?$")
@@ -444,12 +445,40 @@ def cmd_show(args):
     print(fn(recs)[1])
 
 
+def cmd_flush(args):
+    """flush PATH N BYTES GAP: N times, BYTES written at the next offset and fdatasync'ed."""
+    path, n, size, gap = args[0], int(args[1]), int(args[2]), float(args[3])
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    for i in range(n):
+        os.pwrite(fd, os.urandom(size), i * size)
+        os.fdatasync(fd)
+        time.sleep(gap)
+    os.close(fd)
+
+
+def cmd_dirsync(args):
+    """dirsync DIR N GAP: N times a 4 KiB file made durable and renamed, DIR fsync'ed."""
+    d, n, gap = args[0], int(args[1]), float(args[2])
+    for i in range(n):
+        p = os.path.join(d, "dirsync.%d" % i)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, b"x" * 4096)
+        os.fdatasync(fd)
+        os.close(fd)
+        os.rename(p, p + ".done")
+        dfd = os.open(d, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
+        time.sleep(gap)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     cmds = {"rec": cmd_rec, "pagehash": cmd_pagehash, "fio-json": cmd_fio_json,
             "pgbr-info": cmd_pgbr_info, "info-field": cmd_info_field, "report": cmd_report,
-            "show": cmd_show, "rereport": cmd_rereport}
+            "show": cmd_show, "rereport": cmd_rereport, "flush": cmd_flush,
+            "dirsync": cmd_dirsync}
     if sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

@@ -15,6 +15,13 @@
 # docs-ready PNG (gnuplot) in BENCH_RESULTS/impact-p99.png.
 #   SCALE (default 200)  WINDOW (default 60 s)  BENCH_RATE (400 tps)
 #   BENCH_CG_MIB (cgroup limit, default 1024)  BENCH_TOOLS (default: all five)
+#   BENCH_SCENARIOS (default 123)  BENCH_IDLE_REPS (scenario 2's rounds, default 3)
+# The fixed costs a backup is made of, piece by piece, under the same load:
+#   BENCH_SCENARIOS=1 BENCH_TOOLS="flush dirsync switchwal switchwal_nice checkpoint pb_file"
+# flush: 1 MiB write + fdatasync, 10/s; dirsync: 4 KiB write, fdatasync, rename, directory
+# fsync, 10/s; switchwal: an INSERT and pg_switch_wal() (one archive push), 1/s;
+# switchwal_nice: the same with archive_command under nice 10 / ionice -c2 -n7;
+# checkpoint: CHECKPOINT, 1/s; pb_file: a pageback incremental in file mode (reads ~nothing).
 # Smoke run: SCALE=5 WINDOW=10 BENCH_CG_MIB=256 tools/bench/impact.sh
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
@@ -70,6 +77,14 @@ run_tool() {
         _pb_as_pg "$PB_PGBIN/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres \
             -D "$BENCH_TMP/bb" -Fp -X none -c fast >/dev/null 2>&1 ;;
     pgbackrest) pgbr backup --type=full >/dev/null 2>&1 ;;
+    # The pieces a backup is made of, each repeated (BENCH_SCENARIOS=1 runs them alone):
+    flush) bench_py flush "$PB_WORK/flushfile" 10 1048576 0.1 ;;
+    dirsync) bench_py dirsync "$PB_WORK" 10 0.1 ;;
+    switchwal | switchwal_nice)
+        pg_psql "$SRC" "CREATE TABLE IF NOT EXISTS sw (x int); INSERT INTO sw VALUES (1);
+                        SELECT pg_switch_wal()" >/dev/null 2>&1; sleep 1 ;;
+    checkpoint) pg_psql "$SRC" "CHECKPOINT" >/dev/null; sleep 1 ;;
+    pb_file) pb_run --type incr --incremental-mode file ;;
     esac
 }
 # Each tool's windows archive WAL to that tool's repository only: with both archive_commands
@@ -80,6 +95,7 @@ PGBR_PUSH="pgbackrest --config=$PGBR_CONF --stanza=bench archive-push %p"
 archive_for() {
     local cmd=$PB_PUSH
     [ "$1" = pgbackrest ] && cmd=$PGBR_PUSH
+    [ "$1" = switchwal_nice ] && cmd="nice -n 10 ionice -c2 -n7 $PB_PUSH"
     pg_conf "$SRC" "archive_command = '${cmd//\'/\'\'}'" &&
         pg_psql "$SRC" "SELECT pg_reload_conf()" >/dev/null
 }
@@ -125,13 +141,15 @@ kill "$LOAD" 2>/dev/null
 wait "$LOAD" 2>/dev/null
 LOAD=
 pgrep -x pgbench >/dev/null && pb_die "pgbench still runs: scenario 2 would not be idle"
+SCENARIOS=${BENCH_SCENARIOS:-123}
 cp "$BENCH_TMP/pb-runs.out" "$BENCH_RESULTS/impact-runs.log" 2>/dev/null # the tools' logs
 archive_for pageback
 
 # ------------------------------------------------------------------ scenario 2
-pb_log "scenario 2: idle database, pageback vs dd O_DIRECT"
 IDLE=$PB_WORK/idle.txt
 : >"$IDLE"
+if [[ $SCENARIOS == *2* ]]; then
+pb_log "scenario 2: idle database, pageback vs dd O_DIRECT"
 : >"$BENCH_RESULTS/impact-idle.log"
 mapfile -t FILES < <(find "$SRC/base" -type f -size +1M | sort)
 # The virtual disk's rate moves by 2x from one pass to the next (the host's cache):
@@ -151,7 +169,10 @@ for rep in $(seq 1 "${BENCH_IDLE_REPS:-3}"); do
     cat "$BENCH_TMP/pb.out" >>"$BENCH_RESULTS/impact-idle.log"
 done
 
+fi
+
 # ------------------------------------------------------------------ scenario 3
+if [[ $SCENARIOS == *3* ]]; then
 pb_log "scenario 3: hot table residency"
 # The table is frozen and left alone by autovacuum before it is cached: otherwise the
 # database's own first pass over it (hint bits, then VACUUM, each page's first change after
@@ -179,6 +200,7 @@ pb backup --type full >"$BENCH_TMP/hot.out" 2>&1 || pb_die "hot-table backup fai
 R1=$(res)
 { cg_mem after; echo "== residency $R0 -> $R1"; cat "$BENCH_TMP/hot.out"; } >>"$BENCH_RESULTS/impact-hot.log"
 echo "hot $R0 $R1" >>"$IDLE"
+fi
 
 # ------------------------------------------------------------------ report
 OUT=$BENCH_RESULTS/impact.json
