@@ -8,11 +8,7 @@
 # holds the whole manifest reports no such count (and would hold every record).
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_conf "$SRC" "autovacuum = off" && pg_start "$SRC" ||
-    pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_pgbench_source 1
 q() { pg_psql "$SRC" "$1" >/dev/null; }
 OUT=$PB_WORK/out
 mkdir -p "$OUT" && _pb_chown_pg "$OUT"

@@ -127,6 +127,17 @@ pb_setup() {
     pb_repo_setup
 }
 
+# pb_pgbench_source SCALE: the source cluster most scripts start from, in $PB_WORK/src
+# (SRC), autovacuum off (so nothing changes pages behind a test's back), pgbench data at
+# SCALE, and the libpq environment pointing at it. Dies on failure.
+pb_pgbench_source() {
+    SRC=$PB_WORK/src
+    pg_init_cluster "$SRC" && pg_conf "$SRC" "autovacuum = off" && pg_start "$SRC" ||
+        pb_die "source cluster did not start"
+    pg_env "$SRC"
+    pgbench_init "$SRC" "$1" || pb_die "pgbench init failed"
+}
+
 # ------------------------------------------------ recovery-target helpers
 # What the point-in-time scripts (pitr.sh, wal_targets.sh, timeline.sh) share: archive
 # the WAL written so far, fingerprint a table's rows, restore to a target and compare,

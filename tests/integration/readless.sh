@@ -7,13 +7,9 @@
 # changed segment is caught by the verify scan; an archive gap forces the fallback.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
 # No autovacuum: what changes between two backups is what the steps change, so the read
 # counts below are the skip rule's and not a background worker's.
-pg_init_cluster "$SRC" && pg_conf "$SRC" "autovacuum = off" && pg_start "$SRC" ||
-    pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-1}" || pb_die "pgbench init failed"
+pb_pgbench_source "${PB_SCALE:-1}"
 psql_src() { pg_psql "$SRC" "$@" >/dev/null; }
 mkdir -p "$PB_WORK/ts1" && _pb_chown_pg "$PB_WORK/ts1"
 psql_src "CREATE TABLESPACE ts1 LOCATION '$PB_WORK/ts1'"

@@ -7,11 +7,7 @@
 # source; a verify scan afterwards finds no missed page.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_conf "$SRC" "autovacuum = off" && pg_start "$SRC" ||
-    pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_pgbench_source 1
 psql_src() { pg_psql "$SRC" "$@" >/dev/null; }
 for t in a b c; do
     psql_src "CREATE TABLE t_$t AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 2000) g"

@@ -90,12 +90,10 @@ run_tool() {
 # Each tool's windows archive WAL to that tool's repository only: with both archive_commands
 # chained (as bench_cluster sets them up), every segment a backup switches would cost the
 # database two archive pushes, one of them for the other tool.
-PB_PUSH=${BENCH_ARCHIVE_COMMAND%% && pgbackrest*}
-PGBR_PUSH="pgbackrest --config=$PGBR_CONF --stanza=bench archive-push %p"
 archive_for() {
-    local cmd=$PB_PUSH
-    [ "$1" = pgbackrest ] && cmd=$PGBR_PUSH
-    [ "$1" = switchwal_nice ] && cmd="nice -n 10 ionice -c2 -n7 $PB_PUSH"
+    local cmd=$BENCH_PB_PUSH
+    [ "$1" = pgbackrest ] && cmd=$BENCH_PGBR_PUSH
+    [ "$1" = switchwal_nice ] && cmd="nice -n 10 ionice -c2 -n7 $BENCH_PB_PUSH"
     pg_conf "$SRC" "archive_command = '${cmd//\'/\'\'}'" &&
         pg_psql "$SRC" "SELECT pg_reload_conf()" >/dev/null
 }

@@ -186,7 +186,10 @@ bench_pgbr_prepare() {
     PGBR_DIR=$PB_WORK/pgbr
     PGBR_CONF=$PGBR_DIR/pgbackrest.conf
     mkdir -p "$PGBR_DIR"/{repo,log,lock,spool} && _pb_chown_pg "$PGBR_DIR"
-    BENCH_ARCHIVE_COMMAND="$PB_ARCHIVE_COMMAND && pgbackrest --config=$PGBR_CONF --stanza=bench archive-push %p"
+    # Each tool's own push, and both chained (what bench_cluster sets up).
+    BENCH_PB_PUSH=$PB_ARCHIVE_COMMAND
+    BENCH_PGBR_PUSH="pgbackrest --config=$PGBR_CONF --stanza=bench archive-push %p"
+    BENCH_ARCHIVE_COMMAND="$BENCH_PB_PUSH && $BENCH_PGBR_PUSH"
     if [ "${BENCH_ARCHIVE_DURING_INIT:-0}" = 1 ]; then
         PB_ARCHIVE_COMMAND=$BENCH_ARCHIVE_COMMAND
     else

@@ -124,6 +124,25 @@ static int s3_get(void *impl, const char *key, void **out, size_t *out_len, pb_e
 
 static int s3_stat(void *impl, const char *key, uint64_t *size, pb_error *err);
 
+/* One GET of bytes [off, off + len) of key into buf (len > 0). *q holds the answer for
+ * the caller to check; ranged_get_done frees it, whatever happened. */
+static int ranged_get(s3_repo *r, const char *key, uint64_t off, size_t len, void *buf,
+                      s3_req *q, char *range, size_t range_cap, pb_error *err)
+{
+    snprintf(range, range_cap, "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+    *q = (s3_req){.method = "GET", .key = s3_full_key(r, key), .range = range, .dst = buf,
+                  .dst_cap = len};
+    if (!q->key)
+        return pb_fail(err, PB_ENOMEM, "S3 GET %s: out of memory", key);
+    return s3_do(r, q, err);
+}
+
+static void ranged_get_done(s3_req *q)
+{
+    pb_buf_free(&q->resp);
+    free((char *)q->key);
+}
+
 static int s3_get_range(void *impl, const char *key, uint64_t off, size_t len, void *buf,
                         pb_error *err)
 {
@@ -142,20 +161,15 @@ static int s3_get_range(void *impl, const char *key, uint64_t off, size_t len, v
         return rc;
     }
     char range[80];
-    snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
-    s3_req q = {.method = "GET", .key = s3_full_key(r, key), .range = range, .dst = buf,
-                .dst_cap = len};
-    if (!q.key)
-        return pb_fail(err, PB_ENOMEM, "S3 GET %s: out of memory", key);
-    rc = s3_do(r, &q, err);
+    s3_req q;
+    rc = ranged_get(r, key, off, len, buf, &q, range, sizeof(range), err);
     if (rc == 0 && q.status != 206 && !(q.status == 200 && off == 0))
         rc = pb_fail(err, PB_EREMOTE, "S3 GET s3://%s/%s: range %s answered HTTP %ld, not 206",
                      r->bucket, q.key, range, q.status);
     else if (rc == 0 && q.dst_len != len)
         rc = pb_fail(err, PB_ECORRUPT, "S3 GET s3://%s/%s: object too short: range %s gave "
                      "%zu of %zu bytes", r->bucket, q.key, range, q.dst_len, len);
-    pb_buf_free(&q.resp);
-    free((char *)q.key);
+    ranged_get_done(&q);
     return rc;
 }
 
@@ -170,12 +184,8 @@ static int s3_get_range_upto(void *impl, const char *key, uint64_t off, size_t l
     if (rc)
         return rc;
     char range[80];
-    snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
-    s3_req q = {.method = "GET", .key = s3_full_key(r, key), .range = range, .dst = buf,
-                .dst_cap = len};
-    if (!q.key)
-        return pb_fail(err, PB_ENOMEM, "S3 GET %s: out of memory", key);
-    rc = s3_do(r, &q, err);
+    s3_req q;
+    rc = ranged_get(r, key, off, len, buf, &q, range, sizeof(range), err);
     uint64_t total = q.range_total >= 0 ? (uint64_t)q.range_total : 0;
     if (rc == 0 && q.status == 200 && off == 0 && q.content_length >= 0)
         total = (uint64_t)q.content_length; /* the whole object, and it fitted */
@@ -190,8 +200,7 @@ static int s3_get_range_upto(void *impl, const char *key, uint64_t off, size_t l
         *got = q.dst_len;
         *size = total;
     }
-    pb_buf_free(&q.resp);
-    free((char *)q.key);
+    ranged_get_done(&q);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include "manifest/manifest.h"
 #include "manifest/manifest_internal.h"
 #include "tests/unit/pbtest.h"
+#include "tests/unit/manifest/manifest_fixtures.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -14,18 +15,6 @@
 
 #define SEGS 24u
 #define SEG_PAGES 131072u
-
-static mf_manifest *new_manifest(const char *id, const char *parent, char type)
-{
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = type;
-    mf_manifest *m = NULL;
-    pb_error err = PB_ERROR_INIT;
-    return mf_new(&m, &h, &err) ? NULL : m;
-}
 
 static void seg_path(char *out, size_t cap, unsigned seg)
 {
