@@ -105,13 +105,20 @@ int pack_reader_read(pack_reader *rd, repo *r, const char *dir, const pack_loc *
  * in which it could have carried megabytes, so a gap of up to PACK_PLAN_GAP unneeded
  * bytes between two needed frames is read rather than split into two requests; no
  * range is longer than PACK_PLAN_MAX_RANGE (one frame longer than that is its own
- * range), which with the readahead bounds a source's memory to PACK_SOURCE_SLOTS x
- * (PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED + PACK_READAHEAD_MAX) bytes (36 MiB;
- * what buffers grow to is what was read, usually far less). */
+ * range); what one source's buffers hold together is bounded by its budget (below). */
 #define PACK_PLAN_GAP (256u << 10)
 #define PACK_PLAN_MAX_RANGE (4u << 20)
 #define PACK_READAHEAD_MAX (4u << 20)
 #define PACK_SOURCE_SLOTS 4
+/* A source's buffers together never hold more than its budget (pack_source_set_budget;
+ * PACK_SOURCE_BUDGET by default): before one buffer grows, the least recently used
+ * others are freed, and read-ahead is cut to a slot's share of the budget. So a
+ * restore's memory is its workers' budgets plus the pack cache's, whatever the size of
+ * the data (docs/DESIGN.md, memory). The default keeps every slot's full read-ahead
+ * (PACK_SOURCE_SLOTS x PACK_READAHEAD_MAX): the requests of a sequential restore stay
+ * as they were; the smallest budget holds one largest fetch. */
+#define PACK_SOURCE_BUDGET ((uint64_t)PACK_SOURCE_SLOTS * PACK_READAHEAD_MAX)
+#define PACK_SOURCE_MIN_BUDGET ((uint64_t)PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED)
 
 /* One range read of a plan: bytes [start, start + len) hold frames[first .. first+count). */
 typedef struct pack_range {
@@ -138,6 +145,11 @@ int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t le
                       const uint8_t **out, pb_error *err);
 /* Bytes read from the repository so far. */
 uint64_t pack_source_fetched(const pack_source *s);
+/* Bound s's buffers to bytes (>= PACK_SOURCE_MIN_BUDGET, else PB_EINVAL); what s holds
+ * now is dropped. */
+int pack_source_set_budget(pack_source *s, uint64_t bytes, pb_error *err);
+/* Bytes s's buffers hold now (never more than its budget). */
+uint64_t pack_source_held(const pack_source *s);
 
 /* ---- the shared pack cache (engine/pack_cache.c) ------------------------------------
  * The first PACK_CACHE_PREFIX bytes of each pack a restore touches (all of a small
@@ -159,6 +171,8 @@ void pack_cache_free(pack_cache *c); /* accepts NULL; after every source using i
  * be NULL. */
 int pack_cache_get(pack_cache *c, const char *key, uint64_t start, size_t len,
                    const uint8_t **out, uint64_t *fetched);
+/* Bound what c holds to bytes (instead of PACK_CACHE_BUDGET); before c's first get. */
+void pack_cache_set_budget(pack_cache *c, uint64_t bytes);
 /* s looks in c (which outlives s) before reading; NULL: no cache. */
 void pack_source_set_cache(pack_source *s, pack_cache *c);
 

@@ -50,6 +50,13 @@ int pack_cache_new(pack_cache **out, repo *r, pb_error *err)
     return 0;
 }
 
+void pack_cache_set_budget(pack_cache *c, uint64_t bytes)
+{
+    pthread_mutex_lock(&c->mu);
+    c->budget = bytes;
+    pthread_mutex_unlock(&c->mu);
+}
+
 void pack_cache_free(pack_cache *c)
 {
     if (!c)

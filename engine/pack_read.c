@@ -72,6 +72,7 @@ struct pack_source {
     slot slots[PACK_SOURCE_SLOTS];
     uint64_t clock;
     uint64_t fetched;
+    uint64_t budget, held; /* bytes its buffers may hold, and hold (engine/pack.h) */
 };
 
 int pack_source_new(pack_source **out, repo *r, pb_error *err)
@@ -80,6 +81,7 @@ int pack_source_new(pack_source **out, repo *r, pb_error *err)
     if (!*out)
         return pb_fail(err, PB_ENOMEM, "out of memory creating a pack source");
     (*out)->r = r;
+    (*out)->budget = PACK_SOURCE_BUDGET;
     return 0;
 }
 
@@ -102,15 +104,56 @@ void pack_source_set_cache(pack_source *s, pack_cache *c)
     s->cache = c;
 }
 
-static int grow(slot *sl, size_t need, pb_error *err)
+static void drop(pack_source *s, slot *sl)
+{
+    free(sl->buf);
+    s->held -= sl->cap;
+    sl->buf = NULL;
+    sl->cap = 0;
+    sl->used = false;
+}
+
+int pack_source_set_budget(pack_source *s, uint64_t bytes, pb_error *err)
+{
+    if (bytes < PACK_SOURCE_MIN_BUDGET)
+        return pb_fail(err, PB_EINVAL, "a pack source needs at least %llu bytes, not %llu",
+                       (unsigned long long)PACK_SOURCE_MIN_BUDGET, (unsigned long long)bytes);
+    for (int i = 0; i < PACK_SOURCE_SLOTS; i++)
+        drop(s, &s->slots[i]);
+    s->budget = bytes;
+    return 0;
+}
+
+uint64_t pack_source_held(const pack_source *s)
+{
+    return s->held;
+}
+
+/* Room for need bytes in sl within the budget: sl's buffer is reused when it is large
+ * enough, else freed and allocated anew after the least recently used other buffers
+ * are freed until it fits (what an earlier fetch returned is valid only until this
+ * call: engine/pack.h). need <= budget (plan_read). */
+static int grow(pack_source *s, slot *sl, size_t need, pb_error *err)
 {
     if (need <= sl->cap)
         return 0;
-    uint8_t *p = realloc(sl->buf, need);
-    if (!p)
+    drop(s, sl);
+    while (s->held + need > s->budget) {
+        slot *lru = NULL;
+        for (int i = 0; i < PACK_SOURCE_SLOTS; i++) {
+            slot *o = &s->slots[i];
+            if (o != sl && o->cap && (!lru || o->last_use < lru->last_use))
+                lru = o;
+        }
+        if (!lru)
+            break;
+        drop(s, lru);
+    }
+    sl->buf = malloc(need);
+    if (!sl->buf)
         return pb_fail(err, PB_ENOMEM, "out of memory for a %zu-byte read", need);
-    sl->buf = p;
     sl->cap = need;
+    s->held += need;
     return 0;
 }
 
@@ -145,11 +188,16 @@ static slot *pick(pack_source *s, const char *key, uint64_t start, size_t len, b
 /* How much to read from start when len is asked: more when the reads run sequentially
  * through the pack (doubling up to PACK_READAHEAD_MAX, never past its end once known).
  * Random access (an incremental chain) never reads ahead. */
-static size_t plan_read(slot *sl, const char *key, uint64_t start, size_t len)
+static size_t plan_read(const pack_source *s, slot *sl, const char *key, uint64_t start,
+                        size_t len)
 {
     bool seq = sequential(sl, key, start);
     size_t ahead = sl->readahead ? sl->readahead * 2 : READAHEAD_FIRST;
-    sl->readahead = seq ? (ahead > PACK_READAHEAD_MAX ? PACK_READAHEAD_MAX : ahead) : 0;
+    uint64_t share = s->budget / PACK_SOURCE_SLOTS; /* read-ahead per slot, in budget */
+    size_t most = share < PACK_READAHEAD_MAX ? (size_t)share : PACK_READAHEAD_MAX;
+    if (len + (uint64_t)most > s->budget)
+        most = (size_t)(s->budget - len);
+    sl->readahead = seq ? (ahead > most ? most : ahead) : 0;
     if (!seq)
         sl->obj_size = 0;
     if (!sl->readahead)
@@ -166,7 +214,7 @@ static size_t plan_read(slot *sl, const char *key, uint64_t start, size_t len)
 static int read_into(pack_source *s, slot *sl, const char *key, uint64_t start, size_t len,
                      size_t *want, pb_error *err)
 {
-    int rc = grow(sl, *want, err);
+    int rc = grow(s, sl, *want, err);
     if (rc || *want == len)
         return rc ? rc : repo_get_range(s->r, key, start, len, sl->buf, err);
     size_t got = 0;
@@ -202,7 +250,7 @@ int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t le
     }
     if (pack_cache_get(s->cache, key, start, len, out, &s->fetched))
         return 0;
-    size_t want = plan_read(sl, key, start, len);
+    size_t want = plan_read(s, sl, key, start, len);
     sl->used = false;
     int rc = read_into(s, sl, key, start, len, &want, err);
     if (rc)

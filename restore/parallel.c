@@ -29,6 +29,7 @@ typedef struct par_state {
     pb_error err;
     rs_progress progress; /* under mu */
     pack_cache *cache;    /* small packs read once for all workers (engine/pack.h) */
+    uint64_t source_budget; /* each worker's pack source (split_memory; 0: default) */
 } par_state;
 
 typedef struct par_worker {
@@ -104,6 +105,7 @@ static void *par_run(void *vw)
     ctx.frame = ctx.existing = NULL;
     ctx.frame_valid = false;
     ctx.source = NULL;
+    ctx.source_budget = st->source_budget;
     ctx.reader = NULL;
     pb_error err = PB_ERROR_INIT;
     int rc = rs_ctx_buffers(&ctx, &err);
@@ -128,6 +130,36 @@ static void *par_run(void *vw)
     return NULL;
 }
 
+/* A worker's own buffers besides its source: the decoded frame and the delta's pages
+ * (rs_ctx_buffers). */
+#define WORKER_FIXED (2u * PACK_MAX_FRAME_RAW)
+
+/* --max-memory split between the pack cache (a quarter, at most its default) and the
+ * workers' sources, with fewer workers when each would get less than the smallest
+ * source budget; refused when even one does not fit. 0: the defaults. */
+static int split_memory(uint64_t max, unsigned *jobs, uint64_t *cache, uint64_t *source,
+                        pb_error *err)
+{
+    *cache = PACK_CACHE_BUDGET;
+    *source = 0;
+    if (!max)
+        return 0;
+    uint64_t need = WORKER_FIXED + PACK_SOURCE_MIN_BUDGET;
+    *cache = max / 4 < PACK_CACHE_BUDGET ? max / 4 : PACK_CACHE_BUDGET;
+    uint64_t rest = max - *cache;
+    while (*jobs > 1 && rest / *jobs < need)
+        (*jobs)--;
+    if (rest / *jobs < need)
+        return pb_fail(err, PB_EINVAL, "--max-memory %llu bytes is too small for a restore: "
+                       "one worker needs %llu bytes and the pack cache takes %llu",
+                       (unsigned long long)max, (unsigned long long)need,
+                       (unsigned long long)*cache);
+    *source = rest / *jobs - WORKER_FIXED;
+    if (*source > PACK_SOURCE_BUDGET)
+        *source = PACK_SOURCE_BUDGET;
+    return 0;
+}
+
 static void add_stats(rs_stats *t, const rs_stats *s)
 {
     t->files_written += s->files_written;
@@ -144,6 +176,9 @@ int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *to
 {
     if (jobs < 1)
         jobs = 1;
+    uint64_t cache_budget = 0, source_budget = 0;
+    if (split_memory(proto->max_memory, &jobs, &cache_budget, &source_budget, err) != 0)
+        return PB_EINVAL;
     par_worker *w = calloc(jobs, sizeof(*w));
     if (!w)
         return pb_fail(err, PB_ENOMEM, "out of memory for restore workers");
@@ -160,6 +195,8 @@ int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *to
         free(w);
         return PB_ENOMEM;
     }
+    pack_cache_set_budget(st.cache, cache_budget);
+    st.source_budget = source_budget;
     if (totals) {
         st.progress.files_total = totals->files_total;
         st.progress.bytes_total = totals->bytes_total;

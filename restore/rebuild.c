@@ -435,6 +435,8 @@ int rs_ctx_buffers(rs_ctx *ctx, pb_error *err)
     if (!ctx->frame || !ctx->existing)
         return pb_fail(err, PB_ENOMEM, "out of memory for restore buffers");
     int rc = pack_source_new(&ctx->source, ctx->repo, err);
+    if (rc == 0 && ctx->source_budget)
+        rc = pack_source_set_budget(ctx->source, ctx->source_budget, err);
     return rc ? rc : pack_reader_new(&ctx->reader, err);
 }
 

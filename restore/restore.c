@@ -519,6 +519,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     ctx.stats = stats;
     ctx.progress = opts->progress;
     ctx.progress_ctx = opts->progress_ctx;
+    ctx.max_memory = opts->max_memory;
     stats->manifest_peak = ol.peak;
     rc = rebuild_all(&ctx, &ol, opts->jobs, err);
     if (rc == 0)

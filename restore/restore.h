@@ -66,10 +66,11 @@ typedef struct rs_opts {
     const char *state_dir;      /* local state: caches what the archived WAL holds (NULL: none) */
     rs_progress_fn progress;    /* NULL: no progress calls */
     void *progress_ctx;
+    uint64_t max_memory;        /* --max-memory: workers' buffers + pack cache (0: defaults) */
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL, NULL, NULL}
+                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL, NULL, NULL, 0}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];

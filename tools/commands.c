@@ -131,6 +131,7 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
     cmd_progress_init(&prog, o);
     o->restore.progress = prog.enabled ? cmd_progress_restore : NULL;
     o->restore.progress_ctx = &prog;
+    o->restore.max_memory = o->backup.max_memory; /* one --max-memory for every command */
     int rc = cmd_open_repo(&r, o, &err);
     if (rc == 0)
         rc = rs_restore(r, &o->restore, &st, &err);

@@ -59,7 +59,7 @@ static const opts_help_row rows[] = {
     {"cpu-priority", "backup", "idle|nice|normal", "idle", "CPU priority of page checks and compression"},
     {"cpu-weight", "backup", "1..10000", "none", "run in a cgroup with this CPU weight"},
     {"checkpoint", "backup", "spread|fast", "spread", "how pg_backup_start checkpoints"},
-    {"max-memory", "backup", "BYTES", "unbounded", "bound on read and compression buffers"},
+    {"max-memory", "backup restore", "BYTES", "unbounded", "bound on read and compression buffers"},
     {"compress-adapt", "backup", "on|off", "on",
      "lower the zstd level while compression is behind the reads (--compress-level: the top)"},
     {"progress-interval", "backup restore verify rebase", "SECONDS", "10",

@@ -83,6 +83,8 @@ static const struct {
      "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
      "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
      "           [--jobs N (files rebuilt in parallel, default 4)]\n"
+     "           [--max-memory BYTES (workers' read buffers + pack cache; fewer workers\n"
+     "            when they do not fit)]\n"
      "           [--db-include NAME ... (only these databases, plus template0, template1\n"
      "            and postgres, always; the others' relation files are restored empty,\n"
      "            to be dropped)]\n"},
