@@ -239,6 +239,54 @@ static void test_source_two_packs(void)
     repo_free(r);
 }
 
+/* Under the smallest budget, fetches across 6 packs of 6 MiB (largest ranges, small
+ * frames, sequential runs and jumps back) each return the right bytes, every byte of
+ * them readable (ASan) until the next call, and the source's buffers never hold more
+ * than the budget together (the old source let 4 buffers grow to 9 MiB each). */
+static void test_source_budget(void)
+{
+    pb_error e = PB_ERROR_INIT;
+    repo *r = pbt_repo_open(root);
+    enum { PACKS = 6 };
+    static uint8_t obj[6u << 20];
+    char key[PACKS][256];
+    for (int k = 0; k < PACKS; k++) {
+        for (size_t b = 0; b < sizeof(obj); b++)
+            obj[b] = (uint8_t)(b * 31u + (size_t)k * 7u + (b >> 12));
+        snprintf(key[k], sizeof(key[k]), "backup/Z/pack/%06d", k + 1);
+        PBT_CHECK(repo_put(r, key[k], obj, sizeof(obj), &e) == 0);
+    }
+    pack_source *s = NULL;
+    PBT_CHECK(pack_source_new(&s, r, &e) == 0);
+    PBT_CHECK(pack_source_set_budget(s, PACK_SOURCE_MIN_BUDGET - 1, &e) == PB_EINVAL);
+    PBT_CHECK(pack_source_set_budget(s, PACK_SOURCE_MIN_BUDGET, &e) == 0);
+    uint64_t most = 0;
+    size_t big = (size_t)PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED;
+    for (int round = 0; round < 40; round++) {
+        int k = (round * 5) % PACKS;
+        uint64_t start = round % 3 == 0 ? 16 : (uint64_t)(round * 40000) % (1u << 20);
+        size_t len = round % 3 == 0 ? big : 4000;
+        for (int step = 0; step < (round % 3 == 0 ? 1 : 12); step++) {
+            const uint8_t *p = NULL;
+            uint64_t at = start + (uint64_t)step * 5000; /* sequential: reads ahead */
+            PBT_CHECK(pack_source_fetch(s, key[k], at, len, &p, &e) == 0);
+            size_t bad = 0;
+            for (size_t b = 0; p && b < len; b++) {
+                uint64_t o = at + b;
+                bad += p[b] != (uint8_t)(o * 31u + (uint64_t)k * 7u + (o >> 12));
+            }
+            PBT_CHECK(p != NULL && bad == 0);
+            if (pack_source_held(s) > most)
+                most = pack_source_held(s);
+        }
+    }
+    PBT_CHECK(most > 0 && most <= PACK_SOURCE_MIN_BUDGET);
+    if (most > PACK_SOURCE_MIN_BUDGET)
+        fprintf(stderr, "buffers held %llu bytes\n", (unsigned long long)most);
+    pack_source_free(s);
+    repo_free(r);
+}
+
 /* pack_write_runs: every run of a shared frame gets the frame's location; a run that
  * does not fit the frame is refused before anything is written. */
 static void test_write_runs(void)
@@ -275,6 +323,7 @@ int main(void)
     PBT_RUN(test_source_one_read);
     PBT_RUN(test_source_readahead);
     PBT_RUN(test_source_two_packs);
+    PBT_RUN(test_source_budget);
     PBT_RUN(test_write_runs);
     pbt_rmtree(root);
     return PBT_DONE();
