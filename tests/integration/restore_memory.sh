@@ -1,0 +1,61 @@
+#!/bin/bash
+# tests/integration/restore_memory.sh — a restore's memory is a fixed budget, not what
+# the data makes its buffers grow to (issue 12; engine/pack.h, the source's budget).
+# pgbench -s 5 (~75 MB), a full and two incrementals; the chain is restored with
+# --max-memory 24M (split into a 6 MiB pack cache and two workers of 9 MiB: fewer
+# workers when four do not fit) and its peak RSS (--report peak_rss_bytes) must stay
+# under RSS_BOUND_MIB (the budget plus the process's own ~16 MiB). A build without a
+# restore budget refuses --max-memory for restore (its workers' buffers were bounded
+# only by 4 slots x 9 MiB each; this small chain does not reach that, the unit test
+# test_source_budget proves the budget itself). The bounded restore still starts and
+# holds the source's contents; a --max-memory too small for one worker is refused,
+# naming the bytes it needs. Fast: well under a minute.
+source "$(dirname "$0")/pb_lib.sh"
+RSS_BOUND_MIB=${RSS_BOUND_MIB:-44}
+pb_setup
+pb_pgbench_source 5
+q() { pg_psql "$SRC" "$1" >/dev/null; }
+OUT=$PB_WORK/out
+mkdir -p "$OUT" && _pb_chown_pg "$OUT"
+json() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null; }
+
+q "CHECKPOINT"
+pb backup --type full --quiet >/dev/null 2>&1 || pb_test_fail "full backup"
+for n in 1 2; do
+    q "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 50 = $n"
+    q "CHECKPOINT"
+    pb backup --type incr --quiet >/dev/null 2>&1 || pb_test_fail "incremental $n"
+done
+LAST=$(pb_last_id)
+DIGEST=$(pg_digest_all "$SRC")
+
+if pb_restore_start "$PB_WORK/rs" --set "$LAST" --max-memory 24M --report "$OUT/rs.json"; then
+    pb_test_ok "the chain restores with --max-memory 24M"
+    pb_assert_eq "$(pg_digest_all "$PB_WORK/rs")" "$DIGEST" "the bounded restore holds the source's contents"
+    pg_stop "$PB_WORK/rs"
+else
+    pb_test_fail "restore of the chain with --max-memory 24M"
+fi
+rss=$(json "$OUT/rs.json" '["peak_rss_bytes"] // 1048576')
+pb_log "restore --max-memory 24M: peak RSS ${rss:-?} MiB (bound $RSS_BOUND_MIB MiB)"
+if [ -n "$rss" ] && [ "$rss" -le "$RSS_BOUND_MIB" ]; then
+    pb_test_ok "the bounded restore's peak RSS ($rss MiB) is within $RSS_BOUND_MIB MiB"
+else
+    pb_test_fail "the bounded restore's peak RSS is ${rss:-unknown} MiB, over $RSS_BOUND_MIB MiB"
+fi
+
+# For the record (no bound: the defaults' budget is larger than this small chain needs).
+mkdir -p "$PB_WORK/dflt" && chmod 0700 "$PB_WORK/dflt" && _pb_chown_pg "$PB_WORK/dflt"
+pb restore --target-dir "$PB_WORK/dflt" --set "$LAST" --report "$OUT/dflt.json" >/dev/null 2>&1 &&
+    pb_log "restore with the defaults: peak RSS $(json "$OUT/dflt.json" '["peak_rss_bytes"] // 1048576') MiB"
+
+mkdir -p "$PB_WORK/small" && chmod 0700 "$PB_WORK/small" && _pb_chown_pg "$PB_WORK/small"
+if out=$(pb restore --target-dir "$PB_WORK/small" --set "$LAST" --max-memory 4M 2>&1); then
+    pb_test_fail "a restore with --max-memory 4M was accepted"
+else
+    case $out in
+    *"too small for a restore"*) pb_test_ok "--max-memory 4M is refused for a restore" ;;
+    *) pb_test_fail "--max-memory 4M refused without the reason: $out" ;;
+    esac
+fi
+pb_test_summary
