@@ -67,6 +67,9 @@ void bk_pipe_set_adapt(bk_pipe *p, bool on, int ceiling);
 /* What the pipe measured (queue waits, worker idle time, levels used) into io. */
 void bk_pipe_report(bk_pipe *p, bk_io_report *io);
 
+/* CPU seconds (user + sys) the calling thread has used so far; 0 where unknown. */
+double bk_thread_cpu(void);
+
 /* Lower the calling thread's CPU priority (bk_cpu_priority; Linux applies it to that thread
  * alone and threads it starts later inherit it); applied receives what was applied. */
 void bk_cpu_lower(int prio, char *applied, size_t len);
