@@ -18,7 +18,7 @@
 
 /* Runs one frame can hold: the changed pages of one region, each page its own run at
  * worst (engine/backup_file.c). */
-#define BK_JOB_RUNS 32u
+#define BK_JOB_RUNS 128u
 
 typedef struct bk_job {
     uint8_t *data;   /* PACK_MAX_FRAME_RAW bytes, 4096-aligned */
