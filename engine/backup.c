@@ -283,10 +283,12 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     pb_lsn_format(h->start_lsn, lsn);
     pb_info("backup %s started at LSN %s on timeline %u (%s)", h->id, lsn, h->timeline,
             scan_method(ctx->scan));
-    double t0 = pb_now();
+    double t0 = pb_now(), cpu0 = bk_thread_cpu();
     rc = scan_all(ctx, err);
     double t1 = pb_now();
     ctx->io.stages.scan_seconds = t1 - t0;
+    ctx->io.stages.reader_cpu_seconds = bk_thread_cpu() - cpu0;
+    ctx->io.stages.bytes_read = h->bytes_read;
     if (rc == 0)
         rc = stop_and_finish(ctx, conn, err);
     if (rc == 0)

@@ -35,6 +35,11 @@ typedef struct bk_stages {
     double write_seconds;      /* workers writing and committing packs to the repository */
     double worker_idle_seconds; /* workers waiting for frames to compress, summed */
     unsigned workers;          /* compression workers */
+    double drain_wait_seconds; /* the part of queue_wait spent at file ends (a file's frames
+                                * stored before its record is added), not on a full queue */
+    double reader_cpu_seconds; /* CPU (user + sys) of the reading thread during the scan */
+    double worker_cpu_seconds; /* CPU (user + sys) of the compression workers, summed */
+    uint64_t bytes_read;       /* read by the scan: the per-GB figures' denominator */
 } bk_stages;
 
 /* Frames compressed at one zstd level (adaptive compression: --compress-adapt). */

@@ -78,7 +78,10 @@ static void place_page(rel_scan *s, uint32_t blk)
                        blk / BK_REGION_PAGES == (s->run_count ? s->run_first
                                                               : s->cur->runs[0].first) /
                                                     BK_REGION_PAGES;
-    bool fits = s->frame_pages < BK_FRAME_PAGES &&
+    /* One run so far: bulk data, cut at BK_FRAME_PAGES; a frame of several runs holds
+     * scattered pages and grows to BK_SCATTERED_PAGES (engine/backup_internal.h). */
+    uint32_t limit = s->cur && s->cur->nruns ? BK_SCATTERED_PAGES : BK_FRAME_PAGES;
+    bool fits = s->frame_pages < limit &&
                 (adjacent || (s->cur && s->cur->nruns + 1 < BK_JOB_RUNS));
     if (s->frame_pages && !(fits && (adjacent || (BK_SHARE_FRAMES && same_region))))
         flush_rel_run(s);

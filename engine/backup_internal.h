@@ -11,13 +11,17 @@
 #include "engine/walk.h"
 #include "engine/walguide_internal.h"
 
-#define BK_FRAME_PAGES 32u   /* pages per frame: 256 KiB raw */
-/* The changed pages of one region of a file (1 MiB, aligned) share frames, up to
- * BK_FRAME_PAGES pages per frame, as several runs (mf_run.frame_page): scattered pages
+#define BK_FRAME_PAGES 32u   /* pages per frame of bulk data (full runs): 256 KiB raw */
+/* The changed pages of one region of a file (aligned) share frames, up to
+ * BK_SCATTERED_PAGES pages per frame, as several runs (mf_run.frame_page): scattered pages
  * then cost one frame header and compress together, and a restore reads one frame
- * instead of one per page. Manifest format v2 carries frame_page; with a writer of v1
- * (no frame_page) BK_SHARE_FRAMES must be 0: every run then has its own frame. */
-#define BK_REGION_PAGES 2048u /* 16 MiB: sparse random writes still fill frames */
+ * instead of one per page. A restore needs every page of such a frame, so a bigger one
+ * costs it nothing, while more pages give zstd more shared context (page headers, tuple
+ * layouts): scattered frames fill up to PACK_MAX_FRAME_RAW. Manifest format v2 carries
+ * frame_page; with a writer of v1 (no frame_page) BK_SHARE_FRAMES must be 0: every run
+ * then has its own frame. */
+#define BK_SCATTERED_PAGES (PACK_MAX_FRAME_RAW / PB_PAGE_SIZE) /* 128: 1 MiB raw */
+#define BK_REGION_PAGES 16384u /* 128 MiB: sparse random writes still fill frames */
 #define BK_SHARE_FRAMES 1
 /* A frame that is not one full run of BK_FRAME_PAGES pages holds scattered pages (an
  * incremental's random writes, a small file): few bytes, the costly ones per page, so

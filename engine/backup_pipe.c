@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ struct bk_pipe {
     size_t done_cap;
     bk_adapt adapt;      /* the level policy, under mu */
     double reader_wait;  /* the reader blocked: no free buffer, or draining */
+    double drain_wait;   /* ... the draining part (bk_pipe_take_runs) */
     double idle_s;       /* workers waiting for frames, summed */
     double win_start, win_wait, win_idle; /* the policy's window: start, sums at its start */
     unsigned win_frames; /* frames compressed in it */
@@ -48,6 +50,24 @@ struct bk_pipe {
 static int reserve_runs(bk_pipe *p, uint32_t n)
 {
     return PB_GROW(p->done, &p->done_cap, (size_t)p->nsubmitted + n);
+}
+
+double bk_thread_cpu(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU seconds a live worker has used (its thread's CPU clock); 0 where unknown. */
+static double worker_cpu(pthread_t t)
+{
+    clockid_t clk;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &clk) != 0 || clock_gettime(clk, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Rule of politeness (docs/DESIGN.md, "Polite I/O"): compression and page checks run only
@@ -294,7 +314,9 @@ int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err)
     double t0 = pb_now();
     while (p->inflight)
         pthread_cond_wait(&p->idle, &p->mu);
-    p->reader_wait += pb_now() - t0;
+    double waited = pb_now() - t0;
+    p->reader_wait += waited;
+    p->drain_wait += waited;
     int rc = p->rc;
     if (rc && err)
         *err = p->err;
@@ -337,6 +359,10 @@ void bk_pipe_report(bk_pipe *p, bk_io_report *io)
     io->stages.queue_wait_seconds = p->reader_wait;
     io->stages.worker_idle_seconds = p->idle_s;
     io->stages.workers = p->nthreads;
+    io->stages.drain_wait_seconds = p->drain_wait;
+    io->stages.worker_cpu_seconds = 0;
+    for (unsigned i = 0; i < p->nthreads; i++)
+        io->stages.worker_cpu_seconds += worker_cpu(p->threads[i]);
     io->compress_adapt = p->adapt.on;
     io->level_ceiling = p->adapt.ceiling;
     io->level_floor = p->adapt.floor;

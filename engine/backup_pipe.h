@@ -18,7 +18,7 @@
 
 /* Runs one frame can hold: the changed pages of one region, each page its own run at
  * worst (engine/backup_file.c). */
-#define BK_JOB_RUNS 32u
+#define BK_JOB_RUNS 128u
 
 typedef struct bk_job {
     uint8_t *data;   /* PACK_MAX_FRAME_RAW bytes, 4096-aligned */
@@ -66,6 +66,9 @@ void bk_pipe_release(bk_pipe *p, bk_job *job);
 void bk_pipe_set_adapt(bk_pipe *p, bool on, int ceiling);
 /* What the pipe measured (queue waits, worker idle time, levels used) into io. */
 void bk_pipe_report(bk_pipe *p, bk_io_report *io);
+
+/* CPU seconds (user + sys) the calling thread has used so far; 0 where unknown. */
+double bk_thread_cpu(void);
 
 /* Lower the calling thread's CPU priority (bk_cpu_priority; Linux applies it to that thread
  * alone and threads it starts later inherit it); applied receives what was applied. */

@@ -213,13 +213,31 @@ static void log_stages(const bk_io_report *io)
     }
     pb_info("stages: reading thread %.2f s = read wait %.2f s + pauses %.2f s + compression "
             "queue full %.2f s + page checks and hashing %.2f s; %u workers: compression %.2f s,"
-            " repository writes %.2f s, idle %.2f s", st->scan_seconds, st->read_wait_seconds,
-            st->pause_seconds, st->queue_wait_seconds, st->page_work_seconds, st->workers,
-            st->compress_seconds, st->write_seconds, st->worker_idle_seconds);
+            " repository writes %.2f s, idle %.2f s; %.2f s of the queue wait at file ends",
+            st->scan_seconds, st->read_wait_seconds, st->pause_seconds, st->queue_wait_seconds,
+            st->page_work_seconds, st->workers,
+            st->compress_seconds, st->write_seconds, st->worker_idle_seconds,
+            st->drain_wait_seconds);
     pb_info("compression levels (%s, ceiling %d, floor %d, %" PRIu64 " down, %" PRIu64 " up, "
             "final %d): %s", io->compress_adapt ? "adaptive" : "pinned", io->level_ceiling,
             io->level_floor, io->level_downs, io->level_ups, io->level_final,
             io->nlevels ? lv : "no frames");
+}
+
+/* CPU per GB read, per thread kind (the threads' own CPU clocks, robust on a shared machine
+ * where wall-time rates are not): what a 2-vCPU host has to keep up with the disk. */
+static void log_cpu(const bk_ctx *ctx, const struct rusage *ru)
+{
+    const bk_stages *st = &ctx->io.stages;
+    double gb = (double)st->bytes_read / 1e9;
+    double proc = (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
+                  (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
+    if (gb <= 0)
+        return;
+    pb_info("CPU per GB read: reading thread %.2f s/GB (%.2f s), %u workers %.2f s/GB "
+            "(%.2f s), process %.2f s/GB (%.2f s user+sys, %.2f GB read)",
+            st->reader_cpu_seconds / gb, st->reader_cpu_seconds, st->workers,
+            st->worker_cpu_seconds / gb, st->worker_cpu_seconds, proc / gb, proc, gb);
 }
 
 void bk_finish_report(bk_ctx *ctx)
@@ -234,8 +252,10 @@ void bk_finish_report(bk_ctx *ctx)
     io->flushes_per_gb = io->repo_bytes_written
                              ? (double)io->repo_flushes / ((double)io->repo_bytes_written / 1e9)
                              : 0;
-    if (getrusage(RUSAGE_SELF, &ru) == 0)
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
         io->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024;
+        log_cpu(ctx, &ru);
+    }
     const scan_io_stats *s = &io->scan;
     pb_info("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
             " plateaus, %" PRIu64 " cuts, %" PRIu64 " yields (%" PRIu64 " pauses, %.2f s); "

@@ -190,11 +190,13 @@ int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err)
     c->ropts = rocksdb_readoptions_create();
     rocksdb_readoptions_set_verify_checksums(c->ropts, 1);
     c->wopts = rocksdb_writeoptions_create();
-    rocksdb_writeoptions_set_sync(c->wopts, 1); /* one fsync per batch */
-    /* An apply's earlier batches are made durable by the fsync of its last: the WAL is
-     * one sequential file, and a crash that loses them loses the head pointer's removal
-     * with them, or leaves no head (catalog_apply.c). One fsync per apply, not one per
-     * MiB on the database's disk at the end of every backup. */
+    /* No write is synced. The catalog is a cache (DESIGN rule 7): after a power loss
+     * RocksDB's WAL replay (point-in-time recovery, the default, stops at the first torn
+     * record; WAL files are never recycled) keeps a prefix of the batches, so the head is
+     * the old one, none (the first batch removes it), or the new one (the last writes
+     * it: catalog_apply.c). The first two differ from the repository's newest backup,
+     * and chain_sync_catalog rebuilds the catalog from the committed manifests. */
+    rocksdb_writeoptions_set_sync(c->wopts, 0);
     c->wopts_nosync = rocksdb_writeoptions_create();
     c->batch_limit = MF_CATALOG_BATCH_LIMIT;
     int rc = open_db(c, err);

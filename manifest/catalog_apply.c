@@ -182,8 +182,8 @@ static void drop_path(apply_ctx *a, const char *path, size_t plen)
 
 /* Write the batch once it holds batch_limit bytes (called between files, so one file's
  * chunks, at most 32 MiB, may pass the limit): memory stays bounded whatever the size
- * of the head. The first batch holds the removal of "S" (see the top of the file). Not
- * synced: the apply's last write, with "S", syncs the WAL and everything before it. */
+ * of the head. The first batch holds the removal of "S" (see the top of the file). No
+ * batch is synced (catalog.c, mf_catalog_open, says why). */
 static int flush_if_full(apply_ctx *a)
 {
     size_t size = 0;
@@ -191,7 +191,7 @@ static int flush_if_full(apply_ctx *a)
     if (size < a->c->batch_limit)
         return 0;
     char *e = NULL;
-    rocksdb_write(a->c->db, a->c->wopts_nosync, a->batch, &e); /* the last one syncs */
+    rocksdb_write(a->c->db, a->c->wopts_nosync, a->batch, &e);
     if (e)
         return mfc_db_fail(a->err, e, a->c->dir, "writing a batch of the new head");
     rocksdb_writebatch_clear(a->batch);
@@ -372,7 +372,6 @@ static int apply_from(mf_catalog *c, const mf_backup *h, apply_in *in, pb_error 
         goto out;
     }
     a.st.batches++;
-    a.st.synced++;
     if (size > a.st.batch_peak)
         a.st.batch_peak = size;
     c->last = a.st;

@@ -58,7 +58,7 @@ typedef struct mf_apply_stats {
     uint64_t chunks_read;   /* old chunks read to merge */
     uint64_t batches;       /* write batches written (bounded: several for a large apply) */
     uint64_t batch_peak;    /* bytes of the largest batch written */
-    uint64_t synced;        /* of the batches, those written with an fsync: the last */
+    uint64_t synced;        /* of the batches, those written with an fsync: none (catalog.c) */
 } mf_apply_stats;
 
 /* What the catalog holds in memory now, and the fixed bounds (catalog_internal.h). */

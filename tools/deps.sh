@@ -7,6 +7,7 @@ PB_DEB_PACKAGES=(build-essential autoconf automake libtool pkg-config
     postgresql-15 postgresql-client-15 python3
     swift swift-proxy swift-account swift-container swift-object python3-swift memcached
     pgbackrest fio util-linux procps iproute2 bc
+    strace # tests/integration/flushes.sh counts flushes per backup
     libisal-dev # CRC-32C of WAL records (engine/wal/decode.c)
     clang) # clang: the libFuzzer targets of tests/fuzz/
 

@@ -159,6 +159,8 @@ static const rfield stage_fields[] = {
     RF(bk_stages, FT_F64, page_work_seconds), RF(bk_stages, FT_F64, compress_seconds),
     RF(bk_stages, FT_F64, write_seconds), RF(bk_stages, FT_F64, worker_idle_seconds),
     RF(bk_stages, FT_U32, workers),
+    RF(bk_stages, FT_F64, drain_wait_seconds), RF(bk_stages, FT_F64, reader_cpu_seconds),
+    RF(bk_stages, FT_F64, worker_cpu_seconds), RF(bk_stages, FT_U64, bytes_read),
 };
 static const rfield compression_fields[] = {
     RF(bk_io_report, FT_BOOL, compress_adapt), RF(bk_io_report, FT_INT, level_ceiling),

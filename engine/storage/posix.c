@@ -357,7 +357,9 @@ static int posix_del(void *impl, const char *key, pb_error *err)
     }
     char parent[PATH_MAX];
     posix_parent_of(key, parent, sizeof(parent));
-    int rc = posix_fsync_dir(pr, parent, err);
+    /* The writer lock's removal needs no flush (posix_excl.c): a lock that comes back
+     * after a power loss names a boot this host no longer has, and is taken over. */
+    int rc = strcmp(key, REPO_LOCK_KEY) == 0 ? 0 : posix_fsync_dir(pr, parent, err);
     if (rc == 0 && strncmp(key, "backup/", 7) == 0)
         prune_backup_dirs(pr, parent);
     return rc;

@@ -12,6 +12,13 @@
  * which the link keeps), so there is no moment at which the lock exists unlocked and a
  * prober could take it for the debris of a dead writer.
  *
+ * The writer lock is never flushed (no fdatasync, no directory fsync, on creation,
+ * renewal or removal): it guards running processes, and after a power loss none runs.
+ * Whatever the lock file holds after one (absent, empty, torn, or an old holder's text)
+ * is judged stale by storage_lock.c: unreadable and unflock'ed, or naming a boot id
+ * this host no longer has. Objects created here without hold_fd (archive-push) stay
+ * durable: data and name are synced before success is returned.
+ *
  * Temp files: every writer of the driver holds a flock on its temp file from creation
  * until the file has its final name (or is removed), and the kernel drops it when the
  * writer dies, however it dies. So a temp file whose flock we obtain is proof that its
@@ -53,7 +60,7 @@ int posix_put_new(void *impl, const char *key, const void *data, size_t len, int
         return rc;
     if (posix_write_all(fd, data, len) < 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
-    else if ((posix_count_flush(pr), fdatasync(fd)) < 0)
+    else if (!hold_fd && (posix_count_flush(pr), fdatasync(fd)) < 0)
         rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
     if (rc == 0)
         PB_FAULT_POINT("put-new.after-temp-write");
@@ -67,7 +74,7 @@ int posix_put_new(void *impl, const char *key, const void *data, size_t len, int
     if (rc == 0)
         PB_FAULT_POINT("put-new.after-link");
     (void)unlinkat(pr->dirfd, tmp, 0); /* still flock'ed: no cleaner takes it meanwhile */
-    if (rc == 0) {
+    if (rc == 0 && !hold_fd) {
         char parent[PATH_MAX];
         posix_parent_of(key, parent, sizeof(parent));
         rc = posix_fsync_dir(pr, parent, err);
@@ -124,7 +131,7 @@ int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, si
             return pb_fail_errno(err, PB_EIO, "cannot write lock %s/%s", pr->root, key);
         done += (size_t)n;
     }
-    if (ftruncate(fd, (off_t)len) < 0 || fdatasync(fd) < 0)
+    if (ftruncate(fd, (off_t)len) < 0) /* not flushed: see the head comment */
         return pb_fail_errno(err, PB_EIO, "cannot write lock %s/%s", pr->root, key);
     return 0;
 }

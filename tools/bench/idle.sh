@@ -29,6 +29,6 @@ for rep in 1 2 3; do
         bench_drop_caches
         bench_pb backup --type full || pb_die "backup failed"
         echo "rep $rep pageback_$which $(grep -o 'scanned .*' "$BENCH_TMP/pb.out" | head -1) cpu $T_CPU s rss $T_RSS_MIB"
-        grep -E "I/O:|stages:" "$BENCH_TMP/pb.out" | sed "s/^/    $which: /" | cut -c1-300
+        grep -E "I/O:|stages:|CPU per GB" "$BENCH_TMP/pb.out" | sed "s/^/    $which: /" | cut -c1-300
     done
 done

@@ -17,11 +17,12 @@
 #   BENCH_CG_MIB (cgroup limit, default 1024)  BENCH_TOOLS (default: all five)
 #   BENCH_SCENARIOS (default 123)  BENCH_IDLE_REPS (scenario 2's rounds, default 3)
 # The fixed costs a backup is made of, piece by piece, under the same load:
-#   BENCH_SCENARIOS=1 BENCH_TOOLS="flush dirsync switchwal switchwal_nice checkpoint pb_file"
+#   BENCH_SCENARIOS=1 BENCH_TOOLS="flush dirsync switchwal switchwal_nice checkpoint pb_file pg_api"
 # flush: 1 MiB write + fdatasync, 10/s; dirsync: 4 KiB write, fdatasync, rename, directory
 # fsync, 10/s; switchwal: an INSERT and pg_switch_wal() (one archive push), 1/s;
 # switchwal_nice: the same with archive_command under nice 10 / ionice -c2 -n7;
-# checkpoint: CHECKPOINT, 1/s; pb_file: a pageback incremental in file mode (reads ~nothing).
+# checkpoint: CHECKPOINT, 1/s; pb_file: a pageback incremental in file mode (reads ~nothing);
+# pg_api: pg_backup_start + pg_backup_stop back to back, the floor every tool's backup pays.
 # Smoke run: SCALE=5 WINDOW=10 BENCH_CG_MIB=256 tools/bench/impact.sh
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
@@ -85,6 +86,13 @@ run_tool() {
                         SELECT pg_switch_wal()" >/dev/null 2>&1; sleep 1 ;;
     checkpoint) pg_psql "$SRC" "CHECKPOINT" >/dev/null; sleep 1 ;;
     pb_file) pb_run --type incr --incremental-mode file ;;
+    # What PostgreSQL's side of any backup costs on its own: pg_backup_start (a spread
+    # checkpoint) and pg_backup_stop (a WAL switch, waiting for its archive push), nothing
+    # read or written by a tool. No tool's backup can cost the database less than this.
+    pg_api) "$PB_PGBIN/psql" -X -At -v ON_ERROR_STOP=1 -h "$(pg_sockdir "$SRC")" \
+                -p "$(pg_port "$SRC")" -U postgres -d postgres \
+                -c "SELECT pg_backup_start('impact', false)" \
+                -c "SELECT lsn FROM pg_backup_stop(true)" >/dev/null 2>&1 ;;
     esac
 }
 # Each tool's windows archive WAL to that tool's repository only: with both archive_commands

@@ -15,10 +15,16 @@
 # repository is on the test S3 server (results restore_chain_s3.json); when a local
 # run's results/restore_chain.json exists, the S3/local restore time ratio is printed.
 #
-#   tools/bench/restore_chain.sh                 # scale 100, 30 incrementals
+# The two restores alternate (full first on odd repetitions, the chain first on even
+# ones), each after dropping the page cache; medians of BENCH_REPS (default 5 here:
+# single restores of ~1.5 s vary +-25% on a busy machine) are reported.
+#
+#   tools/bench/restore_chain.sh                 # scale 100, 30 incrementals, 5 reps
+#   BENCH_SCALE=20 BENCH_INCRS=30 tools/bench/restore_chain.sh   # the issue's case
 #   BENCH_INCRS=10 BENCH_BATCH=500 BENCH_SCALE=50 tools/bench/restore_chain.sh
 #   BENCH_SCALE=20 BENCH_INCRS=10 tools/bench/restore_chain.sh &&
 #     PB_REPO_KIND=s3 BENCH_SCALE=20 BENCH_INCRS=10 tools/bench/restore_chain.sh
+BENCH_REPS=${BENCH_REPS:-5}
 source "$(dirname "$0")/lib.sh"
 SCALE=${BENCH_SCALE:-100}
 INCRS=${BENCH_INCRS:-30}

@@ -174,6 +174,47 @@ static void test_fast_level_round_trip(void)
     pbt_rmtree(dir);
 }
 
+/* The pipe's CPU and wait accounting: the workers' CPU comes from their own thread clocks
+ * (compression of a few MiB costs CPU), and a reader waiting for a file's frames at its end
+ * counts that wait as a drain, part of its queue wait (the stages' "at file ends"). */
+static void test_pipe_accounting(void)
+{
+    char dir[256];
+    PBT_CHECK(pbt_tmpdir(dir, sizeof(dir), "pipe") == 0);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = dir;
+    repo *r = NULL;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(&r, &o, &e) == 0);
+    pack_writer *w = NULL;
+    PBT_CHECK(pack_writer_open(&w, r, "backup/p", 64u << 20, 3, &e) == 0);
+    bk_pipe *p = NULL;
+    PBT_CHECK(bk_pipe_start(&p, &w, 1, &e) == 0);
+    bk_pipe_set_adapt(p, false, 3);
+    double cpu0 = bk_thread_cpu();
+    for (uint32_t f = 0; f < 8; f++) {
+        bk_job *job = bk_pipe_acquire(p);
+        for (size_t i = 0; i < PACK_MAX_FRAME_RAW; i++)
+            job->data[i] = (uint8_t)((i * 2654435761u) >> (13 + f % 3));
+        bk_pipe_submit(p, job, f, 1, PACK_MAX_FRAME_RAW);
+    }
+    mf_run *runs = NULL;
+    uint32_t n = 0;
+    PBT_CHECK(bk_pipe_take_runs(p, &runs, &n, &e) == 0 && n == 8);
+    free(runs);
+    bk_io_report io;
+    memset(&io, 0, sizeof(io));
+    bk_pipe_report(p, &io);
+    PBT_CHECK(io.stages.worker_cpu_seconds > 0);
+    PBT_CHECK(io.stages.drain_wait_seconds > 0);
+    PBT_CHECK(io.stages.drain_wait_seconds <= io.stages.queue_wait_seconds);
+    PBT_CHECK(bk_thread_cpu() >= cpu0 && cpu0 > 0);
+    bk_pipe_free(p);
+    pack_writer_free(w);
+    repo_free(r);
+    pbt_rmtree(dir);
+}
+
 int main(void)
 {
     PBT_RUN(test_ladder);
@@ -183,5 +224,6 @@ int main(void)
     PBT_RUN(test_levels_add);
     PBT_RUN(test_stages_close);
     PBT_RUN(test_fast_level_round_trip);
+    PBT_RUN(test_pipe_accounting);
     return PBT_DONE();
 }
