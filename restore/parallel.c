@@ -133,6 +133,8 @@ static void *par_run(void *vw)
 /* A worker's own buffers besides its source: the decoded frame and the delta's pages
  * (rs_ctx_buffers). */
 #define WORKER_FIXED (2u * PACK_MAX_FRAME_RAW)
+#define RS_DEFAULT_CACHE (8u << 20)
+#define RS_DEFAULT_SOURCE (PACK_SOURCE_MIN_BUDGET + (1u << 20))
 
 /* --max-memory split between the pack cache (a quarter, at most its default) and the
  * workers' sources, with fewer workers when each would get less than the smallest
@@ -140,8 +142,11 @@ static void *par_run(void *vw)
 static int split_memory(uint64_t max, unsigned *jobs, uint64_t *cache, uint64_t *source,
                         pb_error *err)
 {
-    *cache = PACK_CACHE_BUDGET;
-    *source = 0;
+    /* Without --max-memory each worker's source and the pack cache get fixed budgets
+     * that a restore of a few GB already fills (docs/DESIGN.md, flat memory): what a
+     * restore holds then depends on --jobs, never on the size of the data. */
+    *cache = RS_DEFAULT_CACHE;
+    *source = RS_DEFAULT_SOURCE;
     if (!max)
         return 0;
     uint64_t need = WORKER_FIXED + PACK_SOURCE_MIN_BUDGET;
