@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/bench/idle.sh — a full backup's read rate on an idle database against dd O_DIRECT
 # (512 KiB, 1 MiB, 2 MiB requests over the relation files over 1 MiB), and two pageback
-# binaries side by side (OLD_BIN, then PB_BIN), caches dropped before each pass, three
+# binaries side by side (OLD_BIN and PB_BIN, the order swapped every other round), caches dropped before each pass, three
 # alternated rounds (this virtual disk's rate moves by 2x between passes).
 #   OLD_BIN=/path/to/old/pageback SCALE=60 PB_BIN=build/pageback tools/bench/idle.sh
 set -u -o pipefail
@@ -24,7 +24,10 @@ for rep in 1 2 3; do
         t1=$(date +%s.%N)
         echo "rep $rep dd_$bs $(awk -v b="$BYTES" -v a="$t0" -v c="$t1" 'BEGIN {printf "%.0f", b / 1e6 / (c - a)}') MB/s"
     done
-    for which in old new; do
+    # The order alternates by round: the second backup of a round runs while the host may
+    # still be absorbing the first one's repository writes.
+    order="old new"; [ $((rep % 2)) -eq 0 ] && order="new old"
+    for which in $order; do
         [ $which = old ] && PB_BIN=$OLD || PB_BIN=$NEW
         bench_drop_caches
         bench_pb backup --type full || pb_die "backup failed"
