@@ -1,8 +1,9 @@
 #!/bin/bash
 # tools/bench/idle.sh — a full backup's read rate on an idle database against dd O_DIRECT
 # (512 KiB, 1 MiB, 2 MiB requests over the relation files over 1 MiB), and two pageback
-# binaries side by side (OLD_BIN and PB_BIN, the order swapped every other round), caches dropped before each pass, three
-# alternated rounds (this virtual disk's rate moves by 2x between passes).
+# binaries side by side (OLD_BIN and PB_BIN, their order swapped every other round),
+# caches dropped before each pass, three rounds (this virtual disk's rate moves by 2x
+# between passes).
 #   OLD_BIN=/path/to/old/pageback SCALE=60 PB_BIN=build/pageback tools/bench/idle.sh
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
