@@ -10,9 +10,7 @@ source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 pb_pgbench_source 1
 q() { pg_psql "$SRC" "$1" >/dev/null; }
-OUT=$PB_WORK/out
-mkdir -p "$OUT" && _pb_chown_pg "$OUT"
-json() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null; }
+pb_report_dir
 
 # backup NAME ARGS...: one backup with --report $OUT/NAME.json (reads pinned: the test
 # counts records, not the polite reader's pauses).
@@ -23,9 +21,9 @@ backup() {
         { echo "$out" >&2; pb_test_fail "backup $name ($*) failed"; return 1; }
     pb_test_ok "backup $name ($*)"
 }
-records() { json "$OUT/$1.json" '["io_applied"]["manifest_records_peak"]'; }
-files() { json "$OUT/$1.json" '["backup"]["files"]'; }
-msize() { stat -c %s "$PB_REPO/backup/$(json "$OUT/$1.json" '["backup"]["id"]')/manifest"; }
+records() { pb_json "$OUT/$1.json" '["io_applied"]["manifest_records_peak"]'; }
+files() { pb_json "$OUT/$1.json" '["backup"]["files"]'; }
+msize() { stat -c %s "$PB_REPO/backup/$(pb_json "$OUT/$1.json" '["backup"]["id"]')/manifest"; }
 
 backup small-full --type full
 q "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 100 = 0"
@@ -64,7 +62,7 @@ pb_assert_eq "$(records large-full)" "$(records small-full)" \
     "a full backup holds as many records with $lf files as with $sf"
 pb_assert_eq "$(records large-incr)" "$(records small-incr)" \
     "an incremental holds as many records with $lf files as with $sf"
-v=$(json "$OUT/large-incr.json" '["io_applied"]["manifest_bytes_peak"]')
+v=$(pb_json "$OUT/large-incr.json" '["io_applied"]["manifest_bytes_peak"]')
 [ -n "$v" ] && [ "$v" -gt 0 ] && [ "$v" -le $((8 << 20)) ] &&
     pb_test_ok "large-incr: at most $v manifest bytes held (a few chunks' buffers)" ||
     pb_test_fail "large-incr: manifest_bytes_peak '$v'"

@@ -13,9 +13,7 @@ source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 pb_pgbench_source 5
 q() { pg_psql "$SRC" "$1" >/dev/null; }
-OUT=$PB_WORK/out
-mkdir -p "$OUT" && _pb_chown_pg "$OUT"
-json() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null; }
+pb_report_dir
 backup() { # NAME ARGS...: one backup with --report $OUT/NAME.json
     local name=$1 out
     shift
@@ -23,7 +21,7 @@ backup() { # NAME ARGS...: one backup with --report $OUT/NAME.json
         { echo "$out" >&2; pb_test_fail "backup $name ($*) failed"; return 1; }
     pb_test_ok "backup $name ($*)"
 }
-rss_mib() { json "$OUT/$1.json" '["peak_rss_bytes"] // 1048576'; }
+rss_mib() { pb_json "$OUT/$1.json" '["peak_rss_bytes"] // 1048576'; }
 gets() { # NAME: plain and ranged GETs of the backup
     python3 -c "import json, sys; r = json.load(open(sys.argv[1]))['backup_requests']; print(r['get'] + r['get_range'])" \
         "$OUT/$1.json" 2>/dev/null

@@ -86,6 +86,16 @@ for b in d['backups']:
 " "$@"
 }
 
+# pb_report_dir: $OUT, a directory the postgres user may write --report files into.
+pb_report_dir() {
+    OUT=$PB_WORK/out
+    mkdir -p "$OUT" && _pb_chown_pg "$OUT"
+}
+
+# pb_json FILE EXPR: print the value EXPR (a Python subscript, e.g. '["peak_rss_bytes"]')
+# of the JSON report FILE; nothing when it cannot be read.
+pb_json() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null; }
+
 # pb_backup_id OUTPUT: the id from a `pageback backup` summary line.
 pb_last_id() {
     pb info --json | /usr/bin/python3 -c "

@@ -15,9 +15,7 @@ RSS_BOUND_MIB=${RSS_BOUND_MIB:-44}
 pb_setup
 pb_pgbench_source 5
 q() { pg_psql "$SRC" "$1" >/dev/null; }
-OUT=$PB_WORK/out
-mkdir -p "$OUT" && _pb_chown_pg "$OUT"
-json() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null; }
+pb_report_dir
 
 q "CHECKPOINT"
 pb backup --type full --quiet >/dev/null 2>&1 || pb_test_fail "full backup"
@@ -36,7 +34,7 @@ if pb_restore_start "$PB_WORK/rs" --set "$LAST" --max-memory 24M --report "$OUT/
 else
     pb_test_fail "restore of the chain with --max-memory 24M"
 fi
-rss=$(json "$OUT/rs.json" '["peak_rss_bytes"] // 1048576')
+rss=$(pb_json "$OUT/rs.json" '["peak_rss_bytes"] // 1048576')
 pb_log "restore --max-memory 24M: peak RSS ${rss:-?} MiB (bound $RSS_BOUND_MIB MiB)"
 if [ -n "$rss" ] && [ "$rss" -le "$RSS_BOUND_MIB" ]; then
     pb_test_ok "the bounded restore's peak RSS ($rss MiB) is within $RSS_BOUND_MIB MiB"
@@ -47,7 +45,7 @@ fi
 # For the record (no bound: the defaults' budget is larger than this small chain needs).
 mkdir -p "$PB_WORK/dflt" && chmod 0700 "$PB_WORK/dflt" && _pb_chown_pg "$PB_WORK/dflt"
 pb restore --target-dir "$PB_WORK/dflt" --set "$LAST" --report "$OUT/dflt.json" >/dev/null 2>&1 &&
-    pb_log "restore with the defaults: peak RSS $(json "$OUT/dflt.json" '["peak_rss_bytes"] // 1048576') MiB"
+    pb_log "restore with the defaults: peak RSS $(pb_json "$OUT/dflt.json" '["peak_rss_bytes"] // 1048576') MiB"
 
 mkdir -p "$PB_WORK/small" && chmod 0700 "$PB_WORK/small" && _pb_chown_pg "$PB_WORK/small"
 if out=$(pb restore --target-dir "$PB_WORK/small" --set "$LAST" --max-memory 4M 2>&1); then

@@ -136,18 +136,26 @@ static void test_stages_close(void)
     PBT_CHECK(st.page_work_seconds == 0);
 }
 
+/* A local repository in a new temporary directory and a pack writer on object obj. */
+static void open_pack_repo(char *dir, size_t dir_len, const char *obj, uint64_t pack_size,
+                           int level, repo **r, pack_writer **w)
+{
+    PBT_CHECK(pbt_tmpdir(dir, dir_len, "adapt") == 0);
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = dir;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(repo_open(r, &o, &e) == 0);
+    PBT_CHECK(pack_writer_open(w, *r, obj, pack_size, level, &e) == 0);
+}
+
 /* Frames stay valid zstd at the lowest level the policy may use: restore reads them. */
 static void test_fast_level_round_trip(void)
 {
     char dir[256];
-    PBT_CHECK(pbt_tmpdir(dir, sizeof(dir), "adapt") == 0);
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = dir;
     repo *r = NULL;
-    pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&r, &o, &e) == 0);
     pack_writer *w = NULL;
-    PBT_CHECK(pack_writer_open(&w, r, "backup/x", 1u << 20, 1, &e) == 0);
+    pb_error e = PB_ERROR_INIT;
+    open_pack_repo(dir, sizeof(dir), "backup/x", 1u << 20, 1, &r, &w);
     size_t len = 32 * PB_PAGE_SIZE;
     uint8_t *data = malloc(len), *back = malloc(len);
     for (size_t i = 0; i < len; i++)
@@ -180,14 +188,10 @@ static void test_fast_level_round_trip(void)
 static void test_pipe_accounting(void)
 {
     char dir[256];
-    PBT_CHECK(pbt_tmpdir(dir, sizeof(dir), "pipe") == 0);
-    repo_opts o = REPO_OPTS_INIT;
-    o.location = dir;
     repo *r = NULL;
-    pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&r, &o, &e) == 0);
     pack_writer *w = NULL;
-    PBT_CHECK(pack_writer_open(&w, r, "backup/p", 64u << 20, 3, &e) == 0);
+    pb_error e = PB_ERROR_INIT;
+    open_pack_repo(dir, sizeof(dir), "backup/p", 64u << 20, 3, &r, &w);
     bk_pipe *p = NULL;
     PBT_CHECK(bk_pipe_start(&p, &w, 1, &e) == 0);
     bk_pipe_set_adapt(p, false, 3);
