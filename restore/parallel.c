@@ -14,9 +14,6 @@
 #include <string.h>
 
 #define FILES_PER_GRAB 32
-/* A batch also closes once its copied records hold this much (a 1 GiB segment of a full
- * backup carries 1 MiB of page hashes): what a worker holds stays bounded. */
-#define BATCH_BYTES (4u << 20)
 
 typedef struct par_state {
     const rs_ctx *proto;
@@ -64,32 +61,21 @@ static void note_progress(par_state *st, uint64_t size)
     pthread_mutex_unlock(&st->mu);
 }
 
-/* The next regular files of the restored backup, in path order, copied into w->batch:
- * consecutive files go to one worker (a full backup's packs hold them in that order, so
- * each worker reads its part of a pack sequentially). *n = 0 at the end. */
+/* The next regular files of the restored backup, in path order, copied into w->batch
+ * (rs_recs_batch): consecutive files go to one worker (a full backup's packs hold them in
+ * that order, so each worker reads its part of a pack sequentially). *n = 0 at the end. */
 static int grab(par_worker *w, size_t *n, pb_error *err)
 {
     par_state *st = w->st;
-    size_t nchain = st->proto->nchain;
     uint64_t bytes = 0;
-    int rc = 0;
+    bool end = false;
     *n = 0;
     pthread_mutex_lock(&st->mg_mu);
-    while (!st->end && *n < FILES_PER_GRAB && bytes < BATCH_BYTES) {
-        const mf_file *const *files = NULL;
-        rc = mf_merge_next(st->mg, &files, err);
-        if (rc <= 0) {
-            st->end = true; /* the end, or a stream error: nothing more to hand out */
-            break;
-        }
-        rc = 0;
-        const mf_file *top = files[nchain - 1];
-        if (!top || (top->kind != MF_REL && top->kind != MF_FILE))
-            continue;
-        if ((rc = rs_recs_copy(&w->batch[*n], files, nchain, err)))
-            break;
-        bytes += w->batch[(*n)++].bytes;
-    }
+    int rc = st->end ? 0
+                     : rs_recs_batch(st->mg, st->proto->nchain, w->batch, FILES_PER_GRAB,
+                                     RS_BATCH_BYTES, n, &bytes, &end, err);
+    if (rc || end)
+        st->end = true; /* the end, or a stream error: nothing more to hand out */
     pthread_mutex_unlock(&st->mg_mu);
     if (bytes > w->peak)
         w->peak = bytes;
@@ -134,7 +120,6 @@ static void *par_run(void *vw)
  * (rs_ctx_buffers). */
 #define WORKER_FIXED (2u * PACK_MAX_FRAME_RAW)
 #define RS_DEFAULT_CACHE (8u << 20)
-#define RS_DEFAULT_SOURCE (PACK_SOURCE_MIN_BUDGET + (1u << 20))
 
 /* --max-memory split between the pack cache (a quarter, at most its default) and the
  * workers' sources, with fewer workers when each would get less than the smallest

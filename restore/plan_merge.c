@@ -98,6 +98,29 @@ int rs_recs_copy(rs_recs *dst, const mf_file *const *src, size_t n, pb_error *er
     return 0;
 }
 
+int rs_recs_batch(mf_merge *mg, size_t nchain, rs_recs *batch, size_t max, uint64_t max_bytes,
+                  size_t *n, uint64_t *bytes, bool *end, pb_error *err)
+{
+    *n = 0;
+    *bytes = 0;
+    *end = false;
+    while (*n < max && *bytes < max_bytes) {
+        const mf_file *const *files = NULL;
+        int rc = mf_merge_next(mg, &files, err);
+        if (rc <= 0) {
+            *end = true;
+            return rc;
+        }
+        const mf_file *top = files[nchain - 1];
+        if (!top || (top->kind != MF_REL && top->kind != MF_FILE))
+            continue;
+        if ((rc = rs_recs_copy(&batch[*n], files, nchain, err)))
+            return rc;
+        *bytes += batch[(*n)++].bytes;
+    }
+    return 0;
+}
+
 void rs_recs_clear(rs_recs *r)
 {
     for (size_t i = 0; i < r->n; i++) {

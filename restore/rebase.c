@@ -259,6 +259,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     ctx.stats = &stats;
     ctx.sink = sink_span;
     ctx.sink_ctx = &sink;
+    ctx.source_budget = RS_DEFAULT_SOURCE; /* as a restore worker's (docs/DESIGN.md, memory) */
     if (rc == 0)
         rc = rs_ctx_buffers(&ctx, err);
     if (rc == 0)

@@ -84,6 +84,11 @@ typedef struct rs_ctx {
     void *progress_ctx;
 } rs_ctx;
 
+/* A restore worker's and a rebase's pack source budget by default (rs_ctx.source_budget):
+ * one largest planned range, one frame and 1 MiB of read-ahead. A rebase left at
+ * PACK_SOURCE_BUDGET filled its 16 MiB once a database had large segments. */
+#define RS_DEFAULT_SOURCE (PACK_SOURCE_MIN_BUDGET + (1u << 20))
+
 /* Rebuild one regular file (MF_REL or MF_FILE) of the chain's last backup. recs[i] is
  * backup i's record of the file (NULL: it has none), recs[nchain - 1] the file itself:
  * one path of the chain's merged manifests (mf_merge_next), nothing else is looked up. */
@@ -126,6 +131,17 @@ typedef struct rs_recs {
 } rs_recs;
 int rs_recs_copy(rs_recs *dst, const mf_file *const *src, size_t n, pb_error *err);
 void rs_recs_clear(rs_recs *r); /* frees the copies, keeps the arrays */
+/* A restore worker's batch closes once its copies hold this much, so a worker holds the
+ * records of at most one large file beyond it: a 1 GiB segment of a full backup carries
+ * 1 MiB of page hashes, and a batch of several held several MiB per worker as soon as a
+ * database had several segments (docs/DESIGN.md, "Memory"). */
+#define RS_BATCH_BYTES (256u << 10)
+/* The next regular files (MF_REL, MF_FILE) of the merge's last backup, copied into
+ * batch[0..*n) until max files or until their copies hold max_bytes or more (always one
+ * file at least, whatever its size); *bytes is what the copies hold. *end: the merge is
+ * exhausted (the files of this batch, if any, are still to be rebuilt). */
+int rs_recs_batch(mf_merge *mg, size_t nchain, rs_recs *batch, size_t max, uint64_t max_bytes,
+                  size_t *n, uint64_t *bytes, bool *end, pb_error *err);
 void rs_recs_free(rs_recs *r);  /* accepts NULL */
 
 /* Allocate / free the buffers and decoder of a context. */
