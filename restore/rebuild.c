@@ -14,19 +14,43 @@
 #include <unistd.h>
 
 #define NO_SOURCE UINT32_MAX
+/* A relation file is mapped and rebuilt this many pages at a time: the source map of a
+ * 1 GiB segment held whole took 1 MiB in every worker (docs/DESIGN.md, "Memory"); one
+ * window takes 256 KiB, and a file of up to 256 MiB is still one window (one read plan
+ * per backup, as before). */
+#define MAP_WINDOW 32768u
+
+/* Pages [first, end) of the file being rebuilt: src[p - first] is page p's source. */
+typedef struct page_window {
+    uint32_t first, end;
+} page_window;
 
 typedef struct page_src {
     uint32_t backup; /* index in the chain */
     uint32_t hash_index;
 } page_src;
 
-/* Newest-first walk of the chain until every page of f has a source. */
+/* The sources of one window's pages. */
+typedef struct page_map {
+    const page_src *src;
+    page_window w;
+} page_map;
+
+/* The source of page p when backup bidx supplies it in this window, else NULL. */
+static const page_src *source_of(const page_map *m, uint32_t p, uint32_t bidx)
+{
+    if (p < m->w.first || p >= m->w.end || m->src[p - m->w.first].backup != bidx)
+        return NULL;
+    return &m->src[p - m->w.first];
+}
+
+/* Newest-first walk of the chain until every page of window w has a source. */
 static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *src,
-                       pb_error *err)
+                       page_window w, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
-    uint32_t missing = f->npages;
-    for (uint32_t p = 0; p < f->npages; p++)
+    uint32_t missing = w.end - w.first;
+    for (uint32_t p = 0; p < missing; p++)
         src[p].backup = NO_SOURCE;
     for (size_t i = ctx->nchain; i-- > 0 && missing;) {
         const mf_file *fi = recs[i];
@@ -35,11 +59,15 @@ static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *
         uint32_t h = 0;
         for (uint32_t r = 0; r < fi->nruns; r++) {
             const mf_run *run = &fi->runs[r];
+            if (run->first >= w.end || (uint64_t)run->first + run->count <= w.first) {
+                h += run->count;
+                continue;
+            }
             for (uint32_t k = 0; k < run->count; k++, h++) {
                 uint32_t p = run->first + k;
-                if (p < f->npages && src[p].backup == NO_SOURCE) {
-                    src[p].backup = (uint32_t)i;
-                    src[p].hash_index = h;
+                if (p >= w.first && p < w.end && src[p - w.first].backup == NO_SOURCE) {
+                    src[p - w.first].backup = (uint32_t)i;
+                    src[p - w.first].hash_index = h;
                     missing--;
                 }
             }
@@ -47,12 +75,13 @@ static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *
     }
     if (missing == 0)
         return 0;
-    for (uint32_t p = 0; p < f->npages; p++)
-        if (src[p].backup == NO_SOURCE)
+    for (uint32_t p = w.first; p < w.end; p++)
+        if (src[p - w.first].backup == NO_SOURCE)
             return pb_fail(err, PB_ECORRUPT,
                            "%s block %u has no source in the chain of backup %s "
-                           "(%u blocks missing)",
-                           f->path, p, ctx->hdrs[ctx->nchain - 1].id, missing);
+                           "(%u blocks missing from blocks %u to %u)",
+                           f->path, p, ctx->hdrs[ctx->nchain - 1].id, missing, w.first,
+                           w.end - 1);
     return 0;
 }
 
@@ -86,16 +115,16 @@ static int write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const
 /* Verify and write the pages of run that page_src selects, coalescing spans. The run's
  * pages start at page run->frame_page of the decoded frame (0 unless runs share it). */
 static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
-                       const mf_run *run, uint32_t bidx, const page_src *src, pb_error *err)
+                       const mf_run *run, uint32_t bidx, const page_map *map, pb_error *err)
 {
     const uint8_t *pages = ctx->frame + (size_t)run->frame_page * PB_PAGE_SIZE;
     uint32_t span_start = 0, span_len = 0;
     for (uint32_t k = 0; k <= run->count; k++) {
         uint32_t p = run->first + k;
-        bool take = k < run->count && p < f->npages && src[p].backup == bidx;
-        if (take) {
+        const page_src *ps = k < run->count && p < f->npages ? source_of(map, p, bidx) : NULL;
+        if (ps) {
             const uint8_t *page = pages + (size_t)k * PB_PAGE_SIZE;
-            if (pb_hash64(page, PB_PAGE_SIZE) != fi->page_hashes[src[p].hash_index])
+            if (pb_hash64(page, PB_PAGE_SIZE) != fi->page_hashes[ps->hash_index])
                 return pb_fail(err, PB_ECORRUPT,
                                "%s block %u from backup %s (pack %u, frame at %llu) fails its "
                                "hash check",
@@ -118,11 +147,13 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
     return 0;
 }
 
-static bool run_needed(const mf_run *run, const mf_file *f, const page_src *src, uint32_t bidx)
+static bool run_needed(const mf_run *run, const mf_file *f, const page_map *map, uint32_t bidx)
 {
+    if (run->first >= map->w.end || (uint64_t)run->first + run->count <= map->w.first)
+        return false;
     for (uint32_t k = 0; k < run->count; k++) {
         uint32_t p = run->first + k;
-        if (p < f->npages && src[p].backup == bidx)
+        if (p < f->npages && source_of(map, p, bidx))
             return true;
     }
     return false;
@@ -207,7 +238,7 @@ static int check_fit(const rs_ctx *ctx, const mf_file *f, const char *key, uint3
 /* The frames of one range of a plan: read once, each decoded once, runs applied. */
 static int apply_range(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                        const mf_run **runs, const pack_range *rg, const char *key,
-                       uint32_t bidx, const page_src *src, pb_error *err)
+                       uint32_t bidx, const page_map *map, pb_error *err)
 {
     const uint8_t *base = NULL;
     int rc = fetch_span(ctx, key, rg->start, (size_t)rg->len, &base, err);
@@ -218,7 +249,7 @@ static int apply_range(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
         if (rc == 0)
             rc = check_fit(ctx, f, key, bidx, run, got, err);
         if (rc == 0)
-            rc = apply_frame(ctx, fd, f, fi, run, bidx, src, err);
+            rc = apply_frame(ctx, fd, f, fi, run, bidx, map, err);
     }
     return rc;
 }
@@ -236,7 +267,7 @@ static int cmp_run(const void *a, const void *b)
 /* The needed runs of one pack (runs[0..n), sorted by offset): plan, then read. */
 static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                       const mf_run **runs, size_t n, pack_loc *locs, pack_range *ranges,
-                      uint32_t bidx, const page_src *src, pb_error *err)
+                      uint32_t bidx, const page_map *map, pb_error *err)
 {
     const char *id = ctx->hdrs[bidx].id;
     char dir[128], key[256];
@@ -250,13 +281,13 @@ static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
         return pb_error_wrap(err, "%s in backup %s", f->path, id);
     int rc = 0;
     for (size_t r = 0; rc == 0 && r < nr; r++)
-        rc = apply_range(ctx, fd, f, fi, runs, &ranges[r], key, bidx, src, err);
+        rc = apply_range(ctx, fd, f, fi, runs, &ranges[r], key, bidx, map, err);
     return rc;
 }
 
 /* Every frame of backup bidx that f needs, one read plan per pack. */
 static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_t bidx,
-                        const page_src *src, pb_error *err)
+                        const page_map *map, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1], *fi = recs[bidx];
     if (!fi || fi->kind != MF_REL || fi->nruns == 0)
@@ -269,14 +300,14 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_
                                               f->path);
     size_t n = 0;
     for (uint32_t r = 0; rc == 0 && r < fi->nruns; r++)
-        if (run_needed(&fi->runs[r], f, src, bidx))
+        if (run_needed(&fi->runs[r], f, map, bidx))
             need[n++] = &fi->runs[r];
     if (rc == 0)
         qsort(need, n, sizeof(*need), cmp_run);
     for (size_t i = 0, j; rc == 0 && i < n; i = j) {
         for (j = i + 1; j < n && need[j]->pack_no == need[i]->pack_no; j++)
             ;
-        rc = apply_pack(ctx, fd, f, fi, need + i, j - i, locs, ranges, bidx, src, err);
+        rc = apply_pack(ctx, fd, f, fi, need + i, j - i, locs, ranges, bidx, map, err);
     }
     free(need);
     free(locs);
@@ -287,13 +318,20 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_
 static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
-    page_src *src = calloc(f->npages ? f->npages : 1, sizeof(*src));
+    uint32_t wpages = f->npages < MAP_WINDOW ? f->npages : MAP_WINDOW;
+    page_src *src = calloc(wpages ? wpages : 1, sizeof(*src));
     if (!src)
         return pb_fail(err, PB_ENOMEM, "out of memory planning %s", f->path);
-    int rc = map_sources(ctx, recs, src, err);
-    /* Oldest backup first, frames in pack order: each needed frame is read once. */
-    for (size_t i = 0; rc == 0 && i < ctx->nchain; i++)
-        rc = rebuild_from(ctx, fd, recs, (uint32_t)i, src, err);
+    int rc = 0;
+    /* Window by window; in each, oldest backup first, frames in pack order: each needed
+     * frame is read once (a frame across a window's end may be decoded once more). */
+    for (uint64_t first = 0; rc == 0 && first < f->npages; first += wpages) {
+        uint64_t end = first + wpages < f->npages ? first + wpages : f->npages;
+        page_map map = {src, {(uint32_t)first, (uint32_t)end}};
+        rc = map_sources(ctx, recs, src, map.w, err);
+        for (size_t i = 0; rc == 0 && i < ctx->nchain; i++)
+            rc = rebuild_from(ctx, fd, recs, (uint32_t)i, &map, err);
+    }
     free(src);
     return rc;
 }
