@@ -1,22 +1,27 @@
 #!/bin/bash
 # tests/integration/restore_memory.sh — a restore's memory is a fixed budget, not what
 # the data makes its buffers grow to (issue 12; engine/pack.h, the source's budget).
-# pgbench -s 5 (~75 MB), a full and two incrementals; the chain is restored with
-# --max-memory 24M (split into a 6 MiB pack cache and two workers of 9 MiB: fewer
+# pgbench -s 5 (~75 MB) and a 40 MB table of hex text, a full and two incrementals; the
+# chain is restored with --max-memory 24M (split into a 6 MiB pack cache and two workers of 9 MiB: fewer
 # workers when four do not fit) and its peak RSS (--report peak_rss_bytes) must stay
 # under RSS_BOUND_MIB (the budget plus the process's own ~16 MiB). A build without a
 # restore budget refuses --max-memory for restore (its workers' buffers were bounded
 # only by 4 slots x 9 MiB each; this small chain does not reach that, the unit test
 # test_source_budget proves the budget itself). The bounded restore still starts and
 # holds the source's contents; a --max-memory too small for one worker is refused,
-# naming the bytes it needs. Fast: well under a minute.
+# naming the bytes it needs. A rebase of the chain stays under REBASE_BOUND_MIB (29 MiB
+# here; about 33 with a rebase pack source left at 16 MiB). Fast: about a minute.
 source "$(dirname "$0")/pb_lib.sh"
 RSS_BOUND_MIB=${RSS_BOUND_MIB:-44}
+REBASE_BOUND_MIB=${REBASE_BOUND_MIB:-29}
 pb_setup
 pb_pgbench_source 5
 q() { pg_psql "$SRC" "$1" >/dev/null; }
 pb_report_dir
 
+# ~40 MB of hex text (half compressible): packs long enough for 4 MiB read ranges
+q "CREATE TABLE noise AS SELECT g, md5(random()::text) a, md5(random()::text) b,
+   md5(random()::text) c FROM generate_series(1, 300000) g"
 q "CHECKPOINT"
 pb backup --type full --quiet >/dev/null 2>&1 || pb_test_fail "full backup"
 for n in 1 2; do
@@ -46,6 +51,22 @@ fi
 mkdir -p "$PB_WORK/dflt" && chmod 0700 "$PB_WORK/dflt" && _pb_chown_pg "$PB_WORK/dflt"
 pb restore --target-dir "$PB_WORK/dflt" --set "$LAST" --report "$OUT/dflt.json" >/dev/null 2>&1 &&
     pb_log "restore with the defaults: peak RSS $(pb_json "$OUT/dflt.json" '["peak_rss_bytes"] // 1048576') MiB"
+
+# A rebase rebuilds the chain through one pack source with the restore worker's budget
+# (restore/rebase.c; RS_DEFAULT_SOURCE, 6 MiB): a build that left it at the 16 MiB
+# default filled it on this chain's 64 MB table, read ahead up to 4 MiB per slot.
+if pb rebase --set "$LAST" --report "$OUT/rb.json" >"$PB_WORK/rb.log" 2>&1; then
+    pb_test_ok "the chain rebases"
+else
+    pb_test_fail "rebase of the chain: $(tail -n 3 "$PB_WORK/rb.log")"
+fi
+rb=$(pb_json "$OUT/rb.json" '["peak_rss_bytes"] // 1048576')
+pb_log "rebase: peak RSS ${rb:-?} MiB (bound $REBASE_BOUND_MIB MiB)"
+if [ -n "$rb" ] && [ "$rb" -le "$REBASE_BOUND_MIB" ]; then
+    pb_test_ok "the rebase's peak RSS ($rb MiB) is within $REBASE_BOUND_MIB MiB"
+else
+    pb_test_fail "the rebase's peak RSS is ${rb:-unknown} MiB, over $REBASE_BOUND_MIB MiB"
+fi
 
 mkdir -p "$PB_WORK/small" && chmod 0700 "$PB_WORK/small" && _pb_chown_pg "$PB_WORK/small"
 if out=$(pb restore --target-dir "$PB_WORK/small" --set "$LAST" --max-memory 4M 2>&1); then
