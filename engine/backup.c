@@ -109,6 +109,9 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
             correct_progress(ctx, &list.items[i], plan[i], pg->bytes_done - done0);
         bk_progress_note(ctx, 0);
     }
+    /* Every file's record waits for its frames, here once, not at each file's end. */
+    if (rc == 0)
+        rc = bk_records_settle(ctx, true, err);
     free(plan);
     mf_header(ctx->m)->files = list.count;
     walk_list_free(&list);
