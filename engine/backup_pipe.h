@@ -98,12 +98,12 @@ void bk_cpu_lower(int prio, char *applied, size_t len);
 /* ---- adaptive compression (engine/backup_adapt.c): pure, no clock, no threads ----------
  * In the spirit of zstd --adapt: the pipe measures, over windows of a queue's length of
  * frames (and at least BK_ADAPT_WINDOW_MIN s), how long the reading thread waited for
- * compression (a full queue, or a file's frames still compressing at its end) and how long
+ * compression (a full queue, or pending records waiting for files' last frames) and how long
  * the workers waited for frames. When the reader waited more than BK_ADAPT_BEHIND_FRAC of
  * the window while the workers were busy (idle under BK_ADAPT_IDLE_FRAC), compression is
  * behind the reads: the level steps down (1, then zstd's negative "fast" levels). A reader
- * that waits while the workers idle waits for one frame's latency (small files: each
- * file's last frame), which a faster level does not shorten much: the level holds. When
+ * that waits while the workers idle waits for one frame's latency (the last frame of a file
+ * whose record is due), which a faster level does not shorten much: the level holds. When
  * the reader hardly waited and the workers idled more than BK_ADAPT_IDLE_FRAC,
  * compression is ahead: one step back up towards the ceiling. Down is
  * multiplicative (level / 2 above 1, x 2 below 0), up is one step (level + 1 above 0,

@@ -63,7 +63,7 @@ struct bk_records {
     uint64_t records_held, records_peak, bytes_peak;
     pending queue[BK_PENDING_FILES]; /* a ring: npending from qhead */
     size_t qhead, npending;
-    uint64_t pending_bytes, pending_peak;
+    uint64_t pending_bytes; /* what they hold (the peak: ctx->io.manifest_pending_peak) */
 };
 
 static int spool_open(spool *s, const char *dir, const char *id, const char *what,
@@ -288,8 +288,8 @@ int bk_record_later(bk_ctx *ctx, mf_file *f, bk_pipe_file *frames, pb_error *err
     q->bytes += bk_pipe_file_bytes(frames);
     rec->npending++;
     rec->pending_bytes += q->bytes;
-    if (rec->npending > rec->pending_peak)
-        rec->pending_peak = rec->npending;
+    if (rec->npending > ctx->io.manifest_pending_peak)
+        ctx->io.manifest_pending_peak = rec->npending;
     note_held(rec, 0);
     return bk_records_settle(ctx, false, err);
 }
@@ -382,7 +382,6 @@ int bk_records_commit(bk_ctx *ctx, pb_error *err)
     strcat(key, "/manifest");
     /* The parent's stream is done with: the walk is over. */
     bk_cursor_close(&rec->prev);
-    ctx->io.manifest_pending_peak = rec->pending_peak;
     if (rec->npending) /* the scan settles every record before the stop */
         return pb_fail(err, PB_ESTATE, "backup %s: %zu file records still wait for their "
                        "frames at the commit", h->id, rec->npending);
