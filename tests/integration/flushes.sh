@@ -28,12 +28,15 @@ traced() {
         "$PB_BIN" backup "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" "$@" >/dev/null 2>&1
 }
 # count NAME CALL...: how many of those calls the trace holds.
-# sync_file_range with flags 0 (RocksDB probing for support) writes nothing: not counted.
+# sync_file_range with flags 0 (RocksDB probing for support) writes nothing, and with
+# SYNC_FILE_RANGE_WRITE alone it only starts writeback (the pack writer's pacing) and waits
+# for nothing: neither is counted.
 count() {
     local name=$1 re
     shift
     re=$(IFS='|'; echo "$*")
-    grep -E "^[0-9]+ +($re)\(" "$PB_WORK/trace.$name" | grep -cvE 'sync_file_range\(.*, 0\) '
+    grep -E "^[0-9]+ +($re)\(" "$PB_WORK/trace.$name" |
+        grep -cvE 'sync_file_range\(.*, (0|SYNC_FILE_RANGE_WRITE)\) '
 }
 show() {
     echo "-- $1: $(count "$1" fsync fdatasync sync_file_range syncfs msync) flushes," \
