@@ -347,9 +347,10 @@ static void prune_backup_dirs(posix_repo *pr, const char *dir)
     }
 }
 
-static int posix_del(void *impl, const char *key, pb_error *err)
+/* Unlink key; its directory is fsynced when durable (so the removal survives a power
+ * loss), and emptied backup directories are pruned. */
+static int remove_object(posix_repo *pr, const char *key, bool durable, pb_error *err)
 {
-    posix_repo *pr = impl;
     if (unlinkat(pr->dirfd, key, 0) < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
             return pb_fail(err, PB_ENOENT, "object %s/%s does not exist", pr->root, key);
@@ -357,12 +358,22 @@ static int posix_del(void *impl, const char *key, pb_error *err)
     }
     char parent[PATH_MAX];
     posix_parent_of(key, parent, sizeof(parent));
-    /* The writer lock's removal needs no flush (posix_excl.c): a lock that comes back
-     * after a power loss names a boot this host no longer has, and is taken over. */
-    int rc = strcmp(key, REPO_LOCK_KEY) == 0 ? 0 : posix_fsync_dir(pr, parent, err);
+    int rc = durable ? posix_fsync_dir(pr, parent, err) : 0;
     if (rc == 0 && strncmp(key, "backup/", 7) == 0)
         prune_backup_dirs(pr, parent);
     return rc;
+}
+
+static int posix_del(void *impl, const char *key, pb_error *err)
+{
+    return remove_object(impl, key, true, err);
+}
+
+/* The writer lock's removal needs no flush (posix_excl.c): a lock that comes back after
+ * a power loss names a boot this host no longer has, and is taken over. */
+static int posix_lock_remove(void *impl, const char *key, pb_error *err)
+{
+    return remove_object(impl, key, false, err);
 }
 
 /* ---- walking ------------------------------------------------------------------ */
@@ -521,5 +532,6 @@ const repo_driver repo_posix_driver = {
     .put_new = posix_put_new,
     .lock_probe = posix_lock_probe,
     .lock_rewrite = posix_lock_rewrite,
+    .lock_remove = posix_lock_remove,
     .get_range_upto = posix_get_range_upto,
 };

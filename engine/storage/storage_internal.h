@@ -39,6 +39,10 @@ typedef struct repo_driver {
     /* posix only (NULL elsewhere: repo_put): rewrite the held lock file in place. */
     int (*lock_rewrite)(void *impl, const char *key, int fd, const void *data, size_t len,
                         pb_error *err);
+    /* Remove the writer lock without making the removal durable (posix: no directory
+     * fsync; the lock needs none, posix_excl.c). NULL: del (S3, where every DELETE is
+     * durable once answered). */
+    int (*lock_remove)(void *impl, const char *key, pb_error *err);
     /* The requests the driver sent (repo_requests). NULL: one per operation, which
      * storage.c counts itself (posix). */
     void (*requests)(void *impl, repo_requests *out);
@@ -65,6 +69,8 @@ int repo_drv_lock_probe(repo *r, const char *key, int *fd, pb_error *err);
 bool repo_drv_has_probe(const repo *r);
 int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, size_t len,
                           pb_error *err);
+/* repo_delete of the lock object through the driver's lock_remove (its del when NULL). */
+int repo_drv_lock_remove(repo *r, const char *key, pb_error *err);
 
 /* Driver constructors. */
 int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_error *err);
