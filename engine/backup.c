@@ -408,10 +408,15 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         rc = init_manifest(&ctx, &plan, &info, err);
     if (rc == 0)
         rc = bk_records_open(&ctx, err);
+    /* The packs' and the database list's names are made durable once, all together,
+     * before the manifest commits (repo_defer_syncs, storage.h). */
+    repo_defer_syncs(r);
     if (rc == 0)
         rc = run_backup(&ctx, conn, &plan, &info, err);
     if (rc == 0)
         rc = check_parent(r, mf_header(ctx.m), err);
+    if (rc == 0)
+        rc = repo_sync_deferred(r, err);
     if (rc == 0)
         rc = bk_records_commit(&ctx, err); /* fault point backup.before-manifest-commit */
     ctx.cat = cat;

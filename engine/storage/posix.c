@@ -15,7 +15,8 @@
  * root process writing into a repository that another user owns gives what it creates
  * to that user, so the owner can still read and extend it.
  *
- * Create-if-absent objects and the writer lock file live in posix_excl.c.
+ * Create-if-absent objects and the writer lock file live in posix_excl.c; deferred
+ * directory syncs (a backup's objects before its manifest) in posix_defer.c.
  */
 #include "engine/storage/posix_internal.h"
 #include "common/fault.h"
@@ -93,7 +94,7 @@ static int make_parents(posix_repo *pr, const char *key, pb_error *err)
                                      path, (unsigned)pr->owner_uid);
             char parent[PATH_MAX];
             posix_parent_of(path, parent, sizeof(parent));
-            int rc = posix_fsync_dir(pr, parent, err);
+            int rc = posix_sync_entry(pr, parent, err);
             if (rc)
                 return rc;
         } else if (errno != EEXIST) {
@@ -187,6 +188,7 @@ int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_erro
         free(pr);
         return rc;
     }
+    pthread_mutex_init(&pr->defer_mu, NULL);
     pr->give_away = geteuid() == 0 && st.st_uid != 0;
     pr->owner_uid = st.st_uid;
     pr->owner_gid = st.st_gid;
@@ -200,6 +202,7 @@ static void posix_free(void *impl)
     if (!pr)
         return;
     close(pr->dirfd);
+    posix_defer_free(pr);
     free(pr->root);
     free(pr);
 }
@@ -534,4 +537,6 @@ const repo_driver repo_posix_driver = {
     .lock_rewrite = posix_lock_rewrite,
     .lock_remove = posix_lock_remove,
     .get_range_upto = posix_get_range_upto,
+    .defer_syncs = posix_defer_syncs,
+    .sync_deferred = posix_sync_deferred,
 };

@@ -468,6 +468,17 @@ int repo_drv_lock_remove(repo *r, const char *key, pb_error *err)
     return delete_with(r, key, r->drv->lock_remove ? r->drv->lock_remove : r->drv->del, err);
 }
 
+void repo_defer_syncs(repo *r)
+{
+    if (r->drv->defer_syncs)
+        r->drv->defer_syncs(r->impl);
+}
+
+int repo_sync_deferred(repo *r, pb_error *err)
+{
+    return r->drv->sync_deferred ? r->drv->sync_deferred(r->impl, err) : 0;
+}
+
 int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error *err)
 {
     int rc = check_prefix(prefix, err);

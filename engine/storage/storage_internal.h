@@ -52,6 +52,10 @@ typedef struct repo_driver {
      * read. Never called for an encrypted repository. */
     int (*get_range_upto)(void *impl, const char *key, uint64_t off, size_t len, void *buf,
                           size_t *got, uint64_t *size, pb_error *err);
+    /* repo_defer_syncs / repo_sync_deferred (posix). NULL: every commit is durable with
+     * its name when it returns (S3). */
+    void (*defer_syncs)(void *impl);
+    int (*sync_deferred)(void *impl, pb_error *err);
 } repo_driver;
 
 /* Counters behind repo_requests: relaxed atomic adds (handles are shared by threads). */
