@@ -116,6 +116,15 @@ static void set_table_options(rocksdb_options_t *opts, rocksdb_cache_t *cache)
     rocksdb_block_based_options_destroy(t);
 }
 
+/* RocksDB's own log (LOG in the catalog directory): warnings and errors only, and
+ * MF_CATALOG_INFO_LOGS old ones kept. By default each open wrote some 25 KiB of
+ * information into it and kept up to 1000 old logs. */
+static void set_log_options(rocksdb_options_t *opts)
+{
+    rocksdb_options_set_info_log_level(opts, 2); /* rocksdb::InfoLogLevel::WARN_LEVEL */
+    rocksdb_options_set_keep_log_file_num(opts, MF_CATALOG_INFO_LOGS);
+}
+
 static void set_memory_options(rocksdb_options_t *opts)
 {
     rocksdb_options_set_write_buffer_size(opts, MF_CATALOG_MEMTABLE_BYTES);
@@ -212,6 +221,7 @@ int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err)
     rocksdb_options_set_compression(c->opts, rocksdb_no_compression);
     set_table_options(c->opts, c->cache);
     set_memory_options(c->opts);
+    set_log_options(c->opts);
     c->ropts = rocksdb_readoptions_create();
     rocksdb_readoptions_set_verify_checksums(c->ropts, 1);
     c->wopts = rocksdb_writeoptions_create();

@@ -50,6 +50,7 @@ struct mf_catalog {
  * Crash safety is unchanged: no write is synced, so after a power loss the replay keeps
  * a prefix of the batches (catalog.c, mf_catalog_open). */
 #define MF_CATALOG_WAL_FILES 16
+#define MF_CATALOG_INFO_LOGS 4 /* RocksDB's LOG.old.* files kept */
 
 typedef struct f_value {
     mf_kind kind;
