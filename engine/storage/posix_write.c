@@ -5,8 +5,9 @@
  * deleting.
  *
  * Durability (docs/DESIGN.md, data-safety rules): an object is fdatasync'ed before it is
- * renamed over its name and its directory is fsynced after, so every pack is stable
- * before the manifest that names it commits. Politeness on the database's device
+ * renamed over its name and its directory is fsynced after (during a backup, once for
+ * all its objects by repo_sync_deferred: posix_defer.c), so every pack is stable before
+ * the manifest that names it commits. Politeness on the database's device
  * (docs/DESIGN.md, "Polite I/O"): repository files are written once and rarely read
  * back on the host being backed up, so the writer never leaves them in the page cache
  * (POSIX_FADV_DONTNEED once a range is on disk), never flushes in small pieces (the one
@@ -88,7 +89,7 @@ int posix_finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, p
     PB_FAULT_POINT("put.after-rename");
     char parent[PATH_MAX];
     posix_parent_of(key, parent, sizeof(parent));
-    return posix_fsync_dir(pr, parent, err);
+    return posix_sync_entry(pr, parent, err);
 }
 
 static void writer_free(posix_writer *w)
