@@ -20,8 +20,8 @@
 /* One row per PB_FAULT_POINT call site; docs/GUIDE.md lists the same points. */
 const pb_fault_info pb_fault_points[] = {
     {"backup.after-start", "pg_backup_start returned; nothing written to the repository yet"},
-    {"backup.mid-pack", "a relation file's frames are stored in a pack not yet committed "
-                        "(nth = after the nth relation file)"},
+    {"backup.mid-pack", "a relation file's frames are queued or stored in a pack not yet "
+                        "committed (nth = after the nth relation file)"},
     {"backup.before-manifest-commit", "packs committed, WAL verified, manifest not written"},
     {"backup.after-manifest-commit", "manifest committed (backup visible), local catalog "
                                      "not yet updated"},

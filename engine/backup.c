@@ -109,6 +109,9 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
             correct_progress(ctx, &list.items[i], plan[i], pg->bytes_done - done0);
         bk_progress_note(ctx, 0);
     }
+    /* Every file's record waits for its frames, here once, not at each file's end. */
+    if (rc == 0)
+        rc = bk_records_settle(ctx, true, err);
     free(plan);
     mf_header(ctx->m)->files = list.count;
     walk_list_free(&list);
@@ -408,10 +411,15 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         rc = init_manifest(&ctx, &plan, &info, err);
     if (rc == 0)
         rc = bk_records_open(&ctx, err);
+    /* The packs' and the database list's names are made durable once, all together,
+     * before the manifest commits (repo_defer_syncs, storage.h). */
+    repo_defer_syncs(r);
     if (rc == 0)
         rc = run_backup(&ctx, conn, &plan, &info, err);
     if (rc == 0)
         rc = check_parent(r, mf_header(ctx.m), err);
+    if (rc == 0)
+        rc = repo_sync_deferred(r, err);
     if (rc == 0)
         rc = bk_records_commit(&ctx, err); /* fault point backup.before-manifest-commit */
     ctx.cat = cat;
@@ -432,6 +440,11 @@ out:
         pack_writer_free(ctx.writers[i]);
     /* After the writers are gone (their unfinished uploads aborted), so nothing of this
      * backup is still being written while it is removed. */
+    /* A failed backup ends the deferral too: what goes through r later is durable at
+     * once again (this backup's own objects are dropped next). */
+    pb_error derr = PB_ERROR_INIT;
+    if (rc)
+        (void)repo_sync_deferred(r, &derr);
     if (rc && ctx.m)
         drop_partial(r, mf_header(ctx.m)->id);
     bk_records_free(ctx.rec);

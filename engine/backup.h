@@ -85,6 +85,8 @@ typedef struct bk_io_report {
     uint64_t page_cache_files;
     uint64_t manifest_records_peak; /* file records held in memory at once (issue 12) */
     uint64_t manifest_bytes_peak;  /* bytes of manifest held at once: chunks, index, records */
+    uint64_t manifest_pending_peak; /* records waiting for their frames at once (at most
+                                     * BK_PENDING_FILES, engine/backup_internal.h) */
 } bk_io_report;
 
 typedef enum bk_checksum_policy { BK_CHECKSUM_WARN = 0, BK_CHECKSUM_FAIL = 1 } bk_checksum_policy;

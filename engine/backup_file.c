@@ -347,12 +347,15 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         flush_rel_run(&s);
     bk_pipe_release(ctx->pipe, s.cur);
     s.cur = NULL;
-    /* Frames already queued are stored even when the file vanished: harmless. */
+    /* The file's frames are compressed and stored behind the reader, which goes on to the
+     * next file: the record waits for them instead (bk_record_later). */
+    bk_pipe_file *frames = NULL;
     pb_error perr = PB_ERROR_INIT;
-    int prc = bk_pipe_take_runs(ctx->pipe, &s.out.runs, &s.out.nruns, &perr);
+    int prc = bk_pipe_file_end(ctx->pipe, &frames, &perr);
     if (rc == PB_ENOENT) {
         pb_debug("%s vanished during the backup (dropped): skipped", e->path);
-        rc = 0;
+        /* Frames already queued are stored all the same, never named: harmless. */
+        rc = bk_record_later(ctx, NULL, frames, err);
         goto out;
     }
     if (rc == 0 && prc) {
@@ -365,7 +368,7 @@ static int bk_relation(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     report_missed(&s);
     s.out.size = size;
     s.out.npages = (uint32_t)((size + PB_PAGE_SIZE - 1) / PB_PAGE_SIZE);
-    rc = bk_record_add(ctx, &s.out, err);
+    rc = bk_record_later(ctx, &s.out, frames, err);
     if (rc == 0)
         memset(&s.out, 0, sizeof(s.out));
 out:
@@ -419,6 +422,7 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         goto out;
     }
     bool has_old = false;
+    bk_pipe_file *frames = NULL; /* the stored copy's frames, when it is shipped */
     uint64_t size = 0, cached = bk_cache_resident(abspath);
     if (ctx->cat) {
         rc = mf_catalog_lookup(ctx->cat, e->path, &old, err);
@@ -442,7 +446,7 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
         }
         rc = scan_file(ctx->scan, abspath, whole_store_chunk, &w, &size, err);
         pb_error perr = PB_ERROR_INIT;
-        int prc = bk_pipe_take_runs(ctx->pipe, &f.runs, &f.nruns, &perr);
+        int prc = bk_pipe_file_end(ctx->pipe, &frames, &perr);
         if (rc == 0 && prc) {
             *err = perr;
             rc = pb_error_wrap(err, "storing %s", e->path);
@@ -453,14 +457,14 @@ static int bk_whole(bk_ctx *ctx, const walk_entry *e, pb_error *err)
     bk_cache_left(ctx, abspath, cached);
     if (rc == PB_ENOENT) {
         pb_debug("%s vanished during the backup: skipped", e->path);
-        rc = 0;
+        rc = bk_record_later(ctx, NULL, frames, err);
         goto out;
     }
     if (rc)
         goto out;
     mf_header(ctx->m)->bytes_read += size;
     f.size = size;
-    rc = bk_record_add(ctx, &f, err);
+    rc = bk_record_later(ctx, &f, frames, err);
     if (rc == 0)
         memset(&f, 0, sizeof(f));
 out:
@@ -469,6 +473,8 @@ out:
     return rc;
 }
 
+/* Called after the scan settled every record (engine/backup.c): the pipe is idle, so its
+ * first writer is free for this frame. */
 int bk_memory_file(bk_ctx *ctx, const char *path, const void *data, size_t len, pb_error *err)
 {
     mf_file f;

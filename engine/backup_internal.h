@@ -171,8 +171,26 @@ void bk_throttle(bk_ctx *ctx, size_t bytes);
 /* After init_manifest: the spool in the state directory and the streaming writer. */
 int bk_records_open(bk_ctx *ctx, pb_error *err);
 /* Record f (as mf_add_file: on success f's pointers are taken). Paths come in walk order;
- * the few out of it (pg_control, backup_label, tablespace_map) are held aside. */
+ * the few out of it (pg_control, backup_label, tablespace_map) are held aside. While
+ * records wait for their frames (bk_record_later), f waits behind them. */
 int bk_record_add(bk_ctx *ctx, mf_file *f, pb_error *err);
+/* Records waiting for frames, at most: the walk's next files are read meanwhile. A full
+ * queue, or one holding more than BK_PENDING_BYTES (hashes and runs), waits for its oldest
+ * record's frames (a drain wait, bk_stages), so memory stays flat (issue 12). The frames
+ * in flight are bounded by the pipe's buffers, so more than a few files are pending only
+ * behind a slow frame. */
+#define BK_PENDING_FILES 64u
+#define BK_PENDING_BYTES (4u << 20)
+/* Record f once the frames of handle frames (bk_pipe_file_end) are stored: f.runs are
+ * theirs then. As bk_record_add, the caller clears f after a failure (a no-op when f was
+ * queued: its pointers are taken at once). f NULL: the file vanished, its frames land
+ * unrecorded. frames NULL: as bk_record_add. */
+int bk_record_later(bk_ctx *ctx, mf_file *f, bk_pipe_file *frames, pb_error *err);
+/* Write the pending records whose frames are stored, oldest first (never one before an
+ * earlier one); all: wait for every one (before pg_backup_stop). The first failure names
+ * the file whose frames failed. */
+int bk_records_settle(bk_ctx *ctx, bool all, pb_error *err);
+size_t bk_records_pending(const bk_ctx *ctx);
 /* Write the manifest with ctx->m's header (final by now) and commit it: the object
  * appears whole or not at all. Fills ctx->io's manifest_*_peak. */
 int bk_records_commit(bk_ctx *ctx, pb_error *err);

@@ -22,7 +22,6 @@ struct bk_pipe {
     pthread_cond_t work, idle, freed;
     bk_job *head, *tail; /* submitted, not yet stored */
     bk_job *free_list;
-    unsigned inflight;   /* submitted and not finished */
     bool stop;
     int rc;              /* first failure, sticky */
     pb_error err;
@@ -32,12 +31,13 @@ struct bk_pipe {
     unsigned ready;      /* workers that applied it */
     char cpu_applied[160];
     unsigned njobs;      /* frame buffers in the pool (the first njobs of jobs[]) */
-    mf_run *done;        /* stored runs since the last take, indexed by submission order */
-    uint32_t nsubmitted;
-    size_t done_cap;
+    bk_pipe_file *open;  /* the file being submitted (NULL until its first frame) */
+    bk_pipe_file *files; /* every file not yet taken, oldest first (open one included) */
+    pthread_cond_t landed; /* a file's last frame was stored */
+    bool held;           /* tests: workers start no new frame (bk_pipe_hold) */
     bk_adapt adapt;      /* the level policy, under mu */
     double reader_wait;  /* the reader blocked: no free buffer, or draining */
-    double drain_wait;   /* ... the draining part (bk_pipe_take_runs) */
+    double drain_wait;   /* ... the draining part (bk_pipe_file_take waiting) */
     double idle_s;       /* workers waiting for frames, summed */
     double win_start, win_wait, win_idle; /* the policy's window: start, sums at its start */
     unsigned win_frames; /* frames compressed in it */
@@ -46,10 +46,56 @@ struct bk_pipe {
     bk_job jobs[BK_PIPE_JOBS];
 };
 
-/* Called with the lock held, at submit time, so workers only write into place. */
-static int reserve_runs(bk_pipe *p, uint32_t n)
+/* One file's frames. runs grows under the lock at submit time, so workers only write
+ * into place (under the lock too); nruns and pages are the submitter's alone. */
+struct bk_pipe_file {
+    mf_run *runs;        /* in submission order; locations filled as frames are stored */
+    size_t cap;
+    uint32_t nruns;
+    uint64_t pages;      /* pages the runs hold */
+    unsigned unstored;   /* frames submitted and not yet stored (or skipped after a failure) */
+    bk_pipe_file *next;  /* p->files */
+};
+
+/* The file receiving submissions, created at its first frame. Lock held. */
+static bk_pipe_file *open_file(bk_pipe *p)
 {
-    return PB_GROW(p->done, &p->done_cap, (size_t)p->nsubmitted + n);
+    if (p->open)
+        return p->open;
+    bk_pipe_file *f = calloc(1, sizeof(*f)), **tail = &p->files;
+    if (!f)
+        return NULL;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = f;
+    p->open = f;
+    return f;
+}
+
+static void unlink_file(bk_pipe *p, bk_pipe_file *f)
+{
+    bk_pipe_file **at = &p->files;
+    while (*at && *at != f)
+        at = &(*at)->next;
+    if (*at)
+        *at = f->next;
+}
+
+/* Place job's runs in its file (at submit, lock held); false when out of memory. */
+static bool reserve_runs(bk_pipe *p, bk_job *job)
+{
+    bk_pipe_file *f = open_file(p);
+    job->file = f;
+    if (!f || PB_GROW(f->runs, &f->cap, (size_t)f->nruns + job->nruns)) {
+        job->file = NULL;
+        return false;
+    }
+    job->seq = f->nruns;
+    f->nruns += job->nruns;
+    for (uint32_t i = 0; i < job->nruns; i++)
+        f->pages += job->runs[i].count;
+    f->unstored++;
+    return true;
 }
 
 double bk_thread_cpu(void)
@@ -95,10 +141,10 @@ void bk_cpu_lower(int prio, char *applied, size_t len)
 /* Wait for work, timed and told to the level policy. Called with the lock held. */
 static void wait_for_work(bk_pipe *p)
 {
-    if (p->head || p->stop)
+    if ((p->head && !p->held) || p->stop)
         return;
     double t0 = pb_now();
-    while (!p->head && !p->stop)
+    while ((!p->head || p->held) && !p->stop)
         pthread_cond_wait(&p->work, &p->mu);
     p->idle_s += pb_now() - t0;
 }
@@ -166,14 +212,16 @@ static void *worker(void *vp)
         if (rc && !p->rc) {
             p->rc = rc;
             p->err = err;
+            pthread_cond_broadcast(&p->landed); /* a waiting reader learns it now */
         }
-        if (!failed && !rc)
-            memcpy(&p->done[job->seq], job->runs, job->nruns * sizeof(mf_run));
+        bk_pipe_file *f = job->file;
+        if (f && !failed && !rc)
+            memcpy(&f->runs[job->seq], job->runs, job->nruns * sizeof(mf_run));
+        if (f && --f->unstored == 0)
+            pthread_cond_broadcast(&p->landed);
         job->next = p->free_list;
         p->free_list = job;
         pthread_cond_signal(&p->freed);
-        if (--p->inflight == 0)
-            pthread_cond_broadcast(&p->idle);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -214,6 +262,7 @@ int bk_pipe_start_jobs(bk_pipe **out, pack_writer **packs, unsigned nworkers, in
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->idle, NULL);
     pthread_cond_init(&p->freed, NULL);
+    pthread_cond_init(&p->landed, NULL);
     for (unsigned i = 0; i < njobs; i++) {
         p->jobs[i].data = aligned_alloc(PB_ALIGN, PACK_MAX_FRAME_RAW);
         if (!p->jobs[i].data) {
@@ -252,11 +301,17 @@ void bk_pipe_free(bk_pipe *p)
     }
     for (unsigned i = 0; i < p->njobs; i++)
         free(p->jobs[i].data);
-    free(p->done);
+    while (p->files) {
+        bk_pipe_file *f = p->files;
+        p->files = f->next;
+        free(f->runs);
+        free(f);
+    }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->idle);
     pthread_cond_destroy(&p->freed);
+    pthread_cond_destroy(&p->landed);
     free(p);
 }
 
@@ -293,41 +348,86 @@ void bk_pipe_submit_runs(bk_pipe *p, bk_job *job, size_t len)
     job->len = len;
     job->next = NULL;
     pthread_mutex_lock(&p->mu);
-    if (reserve_runs(p, job->nruns) != 0 && !p->rc)
+    if (!reserve_runs(p, job) && !p->rc)
         p->rc = pb_fail(&p->err, PB_ENOMEM, "out of memory recording frames");
-    job->seq = p->nsubmitted;
-    if (!p->rc)
-        p->nsubmitted += job->nruns;
     if (p->tail)
         p->tail->next = job;
     else
         p->head = job;
     p->tail = job;
-    p->inflight++;
     pthread_cond_signal(&p->work);
     pthread_mutex_unlock(&p->mu);
 }
 
-int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err)
+/* The first failure (sticky) into err. Lock held. */
+static int sticky(bk_pipe *p, pb_error *err)
+{
+    if (p->rc && err)
+        *err = p->err;
+    return p->rc;
+}
+
+int bk_pipe_file_end(bk_pipe *p, bk_pipe_file **out, pb_error *err)
 {
     pthread_mutex_lock(&p->mu);
-    double t0 = pb_now();
-    while (p->inflight)
-        pthread_cond_wait(&p->idle, &p->mu);
-    double waited = pb_now() - t0;
-    p->reader_wait += waited;
-    p->drain_wait += waited;
-    int rc = p->rc;
-    if (rc && err)
-        *err = p->err;
-    *runs = rc ? NULL : p->done;
-    *count = rc ? 0 : p->nsubmitted;
-    if (rc)
-        free(p->done);
-    p->done = NULL;
-    p->nsubmitted = p->done_cap = 0;
+    *out = p->open;
+    p->open = NULL;
+    int rc = sticky(p, err);
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+uint64_t bk_pipe_file_bytes(const bk_pipe_file *f)
+{
+    return f ? (uint64_t)f->nruns * sizeof(mf_run) + 8 * f->pages : 0;
+}
+
+int bk_pipe_file_take(bk_pipe *p, bk_pipe_file *f, bool wait, bool *landed, mf_run **runs,
+                      uint32_t *count, pb_error *err)
+{
+    *runs = NULL;
+    *count = 0;
+    *landed = !f;
+    pthread_mutex_lock(&p->mu);
+    if (!f) {
+        int rc = sticky(p, err);
+        pthread_mutex_unlock(&p->mu);
+        return rc;
+    }
+    if (wait && f->unstored && !p->rc) {
+        double t0 = pb_now();
+        while (f->unstored && !p->rc)
+            pthread_cond_wait(&p->landed, &p->mu);
+        double waited = pb_now() - t0;
+        p->reader_wait += waited;
+        p->drain_wait += waited;
+    }
+    int rc = sticky(p, err);
+    if (rc == 0 && f->unstored == 0) {
+        unlink_file(p, f);
+        *landed = true;
+        *runs = f->runs;
+        *count = f->nruns;
+        free(f);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err)
+{
+    bk_pipe_file *f = NULL;
+    bool landed = false;
+    int rc = bk_pipe_file_end(p, &f, err);
+    return rc ? rc : bk_pipe_file_take(p, f, true, &landed, runs, count, err);
+}
+
+void bk_pipe_hold(bk_pipe *p, bool hold)
+{
+    pthread_mutex_lock(&p->mu);
+    p->held = hold;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
 }
 
 void bk_pipe_release(bk_pipe *p, bk_job *job)

@@ -3,7 +3,10 @@
  * scanning thread fills frame buffers taken from a bounded pool and submits them; a
  * worker compresses and appends them to the pack writer in submission order. The pool
  * bounds memory (BK_PIPE_JOBS x PACK_MAX_FRAME_RAW) and makes the reader wait when
- * compression falls behind. Private to engine/.
+ * compression falls behind. The frames submitted between two bk_pipe_file_end calls are
+ * one file's: the reader goes on to the next file at once and takes a file's runs (their
+ * locations) once its last frame is stored (engine/backup_records.c, "pending records").
+ * Private to engine/.
  */
 #ifndef PB_ENGINE_BACKUP_PIPE_H
 #define PB_ENGINE_BACKUP_PIPE_H
@@ -27,11 +30,14 @@ typedef struct bk_job {
     mf_run runs[BK_JOB_RUNS];
     uint32_t nruns;
     int level;       /* zstd level of this frame, 0 = the writer's */
-    uint32_t seq;    /* index of runs[0] among the runs submitted since the last take */
+    struct bk_pipe_file *file; /* the file it belongs to (NULL: recording it failed) */
+    uint32_t seq;    /* index of runs[0] among that file's runs */
     struct bk_job *next;
 } bk_job;
 
 typedef struct bk_pipe bk_pipe;
+/* One file's frames, from its first submit to bk_pipe_file_take (owned by the pipe). */
+typedef struct bk_pipe_file bk_pipe_file;
 
 #define BK_PIPE_MAX_WORKERS 8
 
@@ -56,9 +62,24 @@ bk_job *bk_pipe_acquire(bk_pipe *p);
 void bk_pipe_submit(bk_pipe *p, bk_job *job, uint32_t first, uint32_t count, size_t len);
 /* The same for a frame whose runs the submitter set in job->runs[0..job->nruns). */
 void bk_pipe_submit_runs(bk_pipe *p, bk_job *job, size_t len);
-/* Wait until every submitted job is stored, then hand over their runs in submission
- * order (*runs is malloc'd, caller frees; NULL when none). Returns the first failure. */
+/* The frames submitted since the previous call are one file's: *out is its handle (NULL
+ * when it had none: nothing to wait for). The handle stays the pipe's until
+ * bk_pipe_file_take hands its runs over (bk_pipe_free frees what was never taken). */
+int bk_pipe_file_end(bk_pipe *p, bk_pipe_file **out, pb_error *err);
+/* Memory the file's record will hold once its runs come: the runs and one page hash per
+ * page they hold. Reading thread only (the submitter's counts). */
+uint64_t bk_pipe_file_bytes(const bk_pipe_file *f);
+/* Are all of f's frames stored? wait: block until they are (timed as a drain wait, the
+ * reader's wait at a file's end). When they are (*landed true), hand over the runs in
+ * submission order with their locations (*runs malloc'd, caller frees; NULL when none)
+ * and free the handle. Returns the pipe's first failure (sticky), at once. */
+int bk_pipe_file_take(bk_pipe *p, bk_pipe_file *f, bool wait, bool *landed, mf_run **runs,
+                      uint32_t *count, pb_error *err);
+/* bk_pipe_file_end, then wait for that file's frames and take them: the runs submitted
+ * since the previous end (earlier files' handles are untouched). */
 int bk_pipe_take_runs(bk_pipe *p, mf_run **runs, uint32_t *count, pb_error *err);
+/* Tests: while held, no worker starts a new frame (bk_pipe_free still drains the queue). */
+void bk_pipe_hold(bk_pipe *p, bool hold);
 /* Give an acquired but unsubmitted buffer back. */
 void bk_pipe_release(bk_pipe *p, bk_job *job);
 /* Compression levels (--compress-level is the ceiling; on = --compress-adapt): call once
@@ -77,12 +98,12 @@ void bk_cpu_lower(int prio, char *applied, size_t len);
 /* ---- adaptive compression (engine/backup_adapt.c): pure, no clock, no threads ----------
  * In the spirit of zstd --adapt: the pipe measures, over windows of a queue's length of
  * frames (and at least BK_ADAPT_WINDOW_MIN s), how long the reading thread waited for
- * compression (a full queue, or a file's frames still compressing at its end) and how long
+ * compression (a full queue, or pending records waiting for files' last frames) and how long
  * the workers waited for frames. When the reader waited more than BK_ADAPT_BEHIND_FRAC of
  * the window while the workers were busy (idle under BK_ADAPT_IDLE_FRAC), compression is
  * behind the reads: the level steps down (1, then zstd's negative "fast" levels). A reader
- * that waits while the workers idle waits for one frame's latency (small files: each
- * file's last frame), which a faster level does not shorten much: the level holds. When
+ * that waits while the workers idle waits for one frame's latency (the last frame of a file
+ * whose record is due), which a faster level does not shorten much: the level holds. When
  * the reader hardly waited and the workers idled more than BK_ADAPT_IDLE_FRAC,
  * compression is ahead: one step back up towards the ceiling. Down is
  * multiplicative (level / 2 above 1, x 2 below 0), up is one step (level + 1 above 0,

@@ -213,11 +213,12 @@ static void log_stages(const bk_io_report *io)
     }
     pb_info("stages: reading thread %.2f s = read wait %.2f s + pauses %.2f s + compression "
             "queue full %.2f s + page checks and hashing %.2f s; %u workers: compression %.2f s,"
-            " repository writes %.2f s, idle %.2f s; %.2f s of the queue wait at file ends",
+            " repository writes %.2f s, idle %.2f s; %.2f s of the queue wait for files' last "
+            "frames (at most %" PRIu64 " records waited for theirs at once)",
             st->scan_seconds, st->read_wait_seconds, st->pause_seconds, st->queue_wait_seconds,
             st->page_work_seconds, st->workers,
             st->compress_seconds, st->write_seconds, st->worker_idle_seconds,
-            st->drain_wait_seconds);
+            st->drain_wait_seconds, io->manifest_pending_peak);
     pb_info("compression levels (%s, ceiling %d, floor %d, %" PRIu64 " down, %" PRIu64 " up, "
             "final %d): %s", io->compress_adapt ? "adaptive" : "pinned", io->level_ceiling,
             io->level_floor, io->level_downs, io->level_ups, io->level_final,

@@ -12,6 +12,14 @@
  * commit makes it appear whole (rule 7: a backup is visible only when its manifest is
  * committed last). The catalog is then moved from the second spool, record by record.
  *
+ * A file's record names its frames' locations, known only once a compression worker has
+ * stored them; the reading thread does not wait for that at the file's end (the disk
+ * would idle meanwhile). The record waits instead, in a small queue of pending records
+ * (bounded by BK_PENDING_FILES and BK_PENDING_BYTES), and every record made after it
+ * queues behind it, so they reach the writer in walk order; each is written once its
+ * frames are all stored (bk_records_settle), so a written record names only stored
+ * frames, and the commit refuses while any is pending (docs/DESIGN.md rule 7).
+ *
  * The parent's records (size, mtime and inode, for the file-level skip) are read the
  * same way: a stream over its manifest, advanced in path order along the walk.
  */
@@ -30,6 +38,13 @@
 #define BK_LATE_MAX 16u
 #define BK_COPY_BLOCK (1u << 20)
 
+/* A record waiting for its frames (f.runs come from them), or for an earlier one's. */
+typedef struct pending {
+    mf_file f;            /* f.path NULL: the file vanished, its frames land unrecorded */
+    bk_pipe_file *frames; /* NULL: nothing to wait for but the records before it */
+    uint64_t bytes;       /* what it holds (record_bytes once its runs are in) */
+} pending;
+
 typedef struct spool {
     int fd;
     uint64_t len;
@@ -46,6 +61,9 @@ struct bk_records {
     uint64_t late_bytes;
     bk_cursor prev;       /* the parent's records along the walk */
     uint64_t records_held, records_peak, bytes_peak;
+    pending queue[BK_PENDING_FILES]; /* a ring: npending from qhead */
+    size_t qhead, npending;
+    uint64_t pending_bytes; /* what they hold (the peak: ctx->io.manifest_pending_peak) */
 };
 
 static int spool_open(spool *s, const char *dir, const char *id, const char *what,
@@ -124,7 +142,7 @@ static int spool_stream(spool *s, const char *what, mf_stream **out, pb_error *e
 
 static void note_held(bk_records *rec, uint64_t extra)
 {
-    uint64_t bytes = mf_writer_peak(rec->wa) + rec->late_bytes + extra +
+    uint64_t bytes = mf_writer_peak(rec->wa) + rec->late_bytes + rec->pending_bytes + extra +
                      (rec->prev.s ? mf_stream_peak(rec->prev.s) : 0);
     if (bytes > rec->bytes_peak)
         rec->bytes_peak = bytes;
@@ -157,6 +175,8 @@ void bk_records_free(bk_records *rec)
     free(rec->last);
     for (size_t i = 0; i < rec->nlate; i++)
         mf_file_clear(&rec->late[i]);
+    for (size_t i = 0; i < rec->npending; i++)
+        mf_file_clear(&rec->queue[(rec->qhead + i) % BK_PENDING_FILES].f);
     bk_cursor_close(&rec->prev);
     free(rec);
 }
@@ -171,7 +191,8 @@ static uint64_t record_bytes(const mf_file *f)
     return n;
 }
 
-int bk_record_add(bk_ctx *ctx, mf_file *f, pb_error *err)
+/* Hand f to the writer (path order) or hold it aside (the few out of it). */
+static int record_write(bk_ctx *ctx, mf_file *f, pb_error *err)
 {
     bk_records *rec = ctx->rec;
     int c = rec->last ? strcmp(f->path, rec->last) : 1;
@@ -201,6 +222,86 @@ int bk_record_add(bk_ctx *ctx, mf_file *f, pb_error *err)
     rec->records_held++;
     note_held(rec, 0);
     return 0;
+}
+
+/* The oldest pending record: when its frames are stored (wait: once they are), give it
+ * its runs and write it. *done false when they are not stored yet. */
+static int settle_one(bk_ctx *ctx, bool wait, bool *done, pb_error *err)
+{
+    bk_records *rec = ctx->rec;
+    pending *q = &rec->queue[rec->qhead];
+    mf_run *runs = NULL;
+    uint32_t n = 0;
+    *done = true;
+    int rc = q->frames ? bk_pipe_file_take(ctx->pipe, q->frames, wait, done, &runs, &n, err)
+                       : 0;
+    if (rc)
+        return q->f.path ? pb_error_wrap(err, "storing %s", q->f.path) : rc;
+    if (!*done)
+        return 0;
+    q->frames = NULL;
+    rec->pending_bytes -= q->bytes;
+    rec->qhead = (rec->qhead + 1) % BK_PENDING_FILES;
+    rec->npending--;
+    if (!q->f.path) {
+        free(runs); /* frames of a file that vanished: stored, harmless, never named */
+        return 0;
+    }
+    q->f.runs = runs;
+    q->f.nruns = n;
+    rc = record_write(ctx, &q->f, err);
+    if (rc == 0)
+        memset(&q->f, 0, sizeof(q->f)); /* taken */
+    mf_file_clear(&q->f);
+    return rc;
+}
+
+int bk_records_settle(bk_ctx *ctx, bool all, pb_error *err)
+{
+    bk_records *rec = ctx->rec;
+    bool done = true;
+    while (rec->npending && done) {
+        bool over = rec->npending >= BK_PENDING_FILES || rec->pending_bytes > BK_PENDING_BYTES;
+        int rc = settle_one(ctx, all || over, &done, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int bk_record_later(bk_ctx *ctx, mf_file *f, bk_pipe_file *frames, pb_error *err)
+{
+    bk_records *rec = ctx->rec;
+    if (!f && !frames)
+        return 0;
+    if (!frames && !rec->npending)
+        return record_write(ctx, f, err);
+    /* Room: every call settles down to under BK_PENDING_FILES before it returns. */
+    pending *q = &rec->queue[(rec->qhead + rec->npending) % BK_PENDING_FILES];
+    memset(q, 0, sizeof(*q));
+    if (f) {
+        q->f = *f;
+        memset(f, 0, sizeof(*f)); /* taken */
+        q->bytes = record_bytes(&q->f);
+    }
+    q->frames = frames;
+    q->bytes += bk_pipe_file_bytes(frames);
+    rec->npending++;
+    rec->pending_bytes += q->bytes;
+    if (rec->npending > ctx->io.manifest_pending_peak)
+        ctx->io.manifest_pending_peak = rec->npending;
+    note_held(rec, 0);
+    return bk_records_settle(ctx, false, err);
+}
+
+int bk_record_add(bk_ctx *ctx, mf_file *f, pb_error *err)
+{
+    return bk_record_later(ctx, f, NULL, err);
+}
+
+size_t bk_records_pending(const bk_ctx *ctx)
+{
+    return ctx->rec->npending;
 }
 
 static int cmp_late(const void *a, const void *b)
@@ -281,6 +382,9 @@ int bk_records_commit(bk_ctx *ctx, pb_error *err)
     strcat(key, "/manifest");
     /* The parent's stream is done with: the walk is over. */
     bk_cursor_close(&rec->prev);
+    if (rec->npending) /* the scan settles every record before the stop */
+        return pb_fail(err, PB_ESTATE, "backup %s: %zu file records still wait for their "
+                       "frames at the commit", h->id, rec->npending);
     int rc = spool_open(&rec->b, ctx->opts->state_dir, h->id, "object", err);
     if (rc == 0)
         rc = mf_writer_new(&w, h, chain_manifest_codec(), spool_sink, &rec->b, err);

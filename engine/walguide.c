@@ -279,8 +279,11 @@ out:
 int wg_set_finish(wg_set *s, pb_error *err)
 {
     int rc = 0;
-    qsort(s->rels, s->nrels, sizeof(*s->rels), cmp_rel);
-    qsort(s->dbs, s->ndbs, sizeof(*s->dbs), cmp_rel);
+    /* qsort's array must not be NULL, even for no elements (C11 7.22.5) */
+    if (s->nrels)
+        qsort(s->rels, s->nrels, sizeof(*s->rels), cmp_rel);
+    if (s->ndbs)
+        qsort(s->dbs, s->ndbs, sizeof(*s->dbs), cmp_rel);
     compact(s);
     if (s->nruns) {
         if ((rc = spill(s, err)) || (rc = merge_runs(s, err)))

@@ -17,6 +17,7 @@
  */
 #include "manifest/catalog_internal.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,13 +88,15 @@ int mfc_f_decode(const char *v, size_t len, f_value *out)
     return 0;
 }
 
-/* Consume a RocksDB error string: Corruption maps to PB_ECORRUPT, the rest
- * (I/O, lock held by another process, ...) to PB_EIO. */
-int mfc_db_fail(pb_error *err, char *dberr, const char *dir, const char *op)
+/* Consume a RocksDB error string: Corruption maps to PB_ECORRUPT and marks the catalog
+ * damaged, the rest (I/O, lock held by another process, ...) to PB_EIO. */
+int mfc_db_fail(mf_catalog *c, pb_error *err, char *dberr, const char *op)
 {
     int code = strncmp(dberr, "Corruption", 10) == 0 ? PB_ECORRUPT : PB_EIO;
-    pb_fail(err, code, "catalog %s: %s: %s", dir, op, dberr);
+    pb_fail(err, code, "catalog %s: %s: %s", c->dir, op, dberr);
     rocksdb_free(dberr);
+    if (code == PB_ECORRUPT)
+        atomic_store(&c->damaged, true);
     return code;
 }
 
@@ -113,6 +116,15 @@ static void set_table_options(rocksdb_options_t *opts, rocksdb_cache_t *cache)
     rocksdb_block_based_options_destroy(t);
 }
 
+/* RocksDB's own log (LOG in the catalog directory): warnings and errors only, and
+ * MF_CATALOG_INFO_LOGS old ones kept. By default each open wrote some 25 KiB of
+ * information into it and kept up to 1000 old logs. */
+static void set_log_options(rocksdb_options_t *opts)
+{
+    rocksdb_options_set_info_log_level(opts, 2); /* rocksdb::InfoLogLevel::WARN_LEVEL */
+    rocksdb_options_set_keep_log_file_num(opts, MF_CATALOG_INFO_LOGS);
+}
+
 static void set_memory_options(rocksdb_options_t *opts)
 {
     rocksdb_options_set_write_buffer_size(opts, MF_CATALOG_MEMTABLE_BYTES);
@@ -124,22 +136,22 @@ static void set_memory_options(rocksdb_options_t *opts)
     rocksdb_options_set_writable_file_max_buffer_size(opts, MF_CATALOG_FILE_BUFFER_BYTES);
 }
 
-/* Read every key and value once with checksums verified: RocksDB checks a block only
- * when it is read, so a damaged catalog would otherwise fail (or worse, answer) in the
- * middle of a backup. Sequential, O(catalog): 8 bytes per page of the chain head. */
-static int verify_all(mf_catalog *c, pb_error *err)
+/* Each open replays the write-ahead logs the last flush left (avoid_flush_during_recovery:
+ * no table file is written at open, catalog_internal.h); past MF_CATALOG_WAL_FILES of
+ * them the memtable is flushed once, so an open never replays more than that. */
+static int wal_files(const char *dir)
 {
-    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-    rocksdb_readoptions_set_verify_checksums(ro, 1);
-    rocksdb_readoptions_set_fill_cache(ro, 0);
-    rocksdb_iterator_t *it = rocksdb_create_iterator(c->db, ro);
-    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it))
-        ;
-    char *e = NULL;
-    rocksdb_iter_get_error(it, &e);
-    rocksdb_iter_destroy(it);
-    rocksdb_readoptions_destroy(ro);
-    return e ? mfc_db_fail(err, e, c->dir, "verifying") : 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        n += len > 4 && strcmp(de->d_name + len - 4, ".log") == 0;
+    }
+    closedir(d);
+    return n;
 }
 
 static int open_db(mf_catalog *c, pb_error *err)
@@ -147,8 +159,14 @@ static int open_db(mf_catalog *c, pb_error *err)
     char *e = NULL;
     c->db = rocksdb_open(c->opts, c->dir, &e);
     if (e)
-        return mfc_db_fail(err, e, c->dir, "open");
-    return verify_all(c, err);
+        return mfc_db_fail(c, err, e, "open");
+    if (wal_files(c->dir) <= MF_CATALOG_WAL_FILES)
+        return 0;
+    rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+    rocksdb_flushoptions_set_wait(fo, 1);
+    rocksdb_flush(c->db, fo, &e);
+    rocksdb_flushoptions_destroy(fo);
+    return e ? mfc_db_fail(c, err, e, "flushing the replayed write-ahead logs") : 0;
 }
 
 /* The catalog is a cache of the repository (DESIGN rule 7): a damaged one is dropped
@@ -164,8 +182,24 @@ static int reopen_empty(mf_catalog *c, pb_error *err)
     char *e = NULL;
     rocksdb_destroy_db(c->opts, c->dir, &e);
     if (e)
-        return mfc_db_fail(err, e, c->dir, "removing the damaged catalog");
+        return mfc_db_fail(c, err, e, "removing the damaged catalog");
+    atomic_store(&c->damaged, false);
     return open_db(c, err);
+}
+
+/* RocksDB's defaults, but no table file written at open (catalog_internal.h). */
+static int set_recovery_options(mf_catalog *c, pb_error *err)
+{
+    rocksdb_options_t *o = rocksdb_options_create();
+    char *e = NULL;
+    rocksdb_get_options_from_string(c->opts, "avoid_flush_during_recovery=true", o, &e);
+    if (e) {
+        rocksdb_options_destroy(o);
+        return mfc_db_fail(c, err, e, "setting the recovery options");
+    }
+    rocksdb_options_destroy(c->opts);
+    c->opts = o;
+    return 0;
 }
 
 int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err)
@@ -187,6 +221,7 @@ int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err)
     rocksdb_options_set_compression(c->opts, rocksdb_no_compression);
     set_table_options(c->opts, c->cache);
     set_memory_options(c->opts);
+    set_log_options(c->opts);
     c->ropts = rocksdb_readoptions_create();
     rocksdb_readoptions_set_verify_checksums(c->ropts, 1);
     c->wopts = rocksdb_writeoptions_create();
@@ -195,11 +230,15 @@ int mf_catalog_open(mf_catalog **out, const char *dir, pb_error *err)
      * record; WAL files are never recycled) keeps a prefix of the batches, so the head is
      * the old one, none (the first batch removes it), or the new one (the last writes
      * it: catalog_apply.c). The first two differ from the repository's newest backup,
-     * and chain_sync_catalog rebuilds the catalog from the committed manifests. */
+     * and chain_sync_catalog rebuilds the catalog from the committed manifests. The logs
+     * of earlier opens are replayed too, before this one's (an open flushes none into a
+     * table file, catalog_internal.h), so the prefix spans them all. */
     rocksdb_writeoptions_set_sync(c->wopts, 0);
     c->wopts_nosync = rocksdb_writeoptions_create();
     c->batch_limit = MF_CATALOG_BATCH_LIMIT;
-    int rc = open_db(c, err);
+    int rc = set_recovery_options(c, err);
+    if (rc == 0)
+        rc = open_db(c, err);
     if (rc == PB_ECORRUPT)
         rc = reopen_empty(c, err);
     if (rc) {
@@ -216,6 +255,13 @@ void mf_catalog_close(mf_catalog *c)
         return;
     if (c->db)
         rocksdb_close(c->db);
+    char *e = NULL;
+    if (c->db && atomic_load(&c->damaged)) { /* the next open starts empty: rebuilt */
+        rocksdb_destroy_db(c->opts, c->dir, &e);
+        if (e)
+            pb_warn("catalog %s: removing the damaged catalog: %s", c->dir, e);
+        rocksdb_free(e);
+    }
     if (c->opts)
         rocksdb_options_destroy(c->opts);
     if (c->ropts)
@@ -237,7 +283,7 @@ int mfc_read_head(mf_catalog *c, const rocksdb_readoptions_t *ro, char out[MF_ID
     size_t len = 0;
     char *v = rocksdb_get(c->db, ro, "S", 1, &len, &e);
     if (e)
-        return mfc_db_fail(err, e, c->dir, "reading the head id");
+        return mfc_db_fail(c, err, e, "reading the head id");
     if (!v)
         return pb_fail(err, PB_ENOENT, "catalog %s is empty (no head backup)", c->dir);
     int rc = 0;
@@ -253,7 +299,16 @@ int mfc_read_head(mf_catalog *c, const rocksdb_readoptions_t *ro, char out[MF_ID
 
 int mf_catalog_head(mf_catalog *c, char out[MF_ID_LEN], pb_error *err)
 {
-    return mfc_read_head(c, c->ropts, out, err);
+    int rc = atomic_load(&c->damaged) ? PB_ECORRUPT : mfc_read_head(c, c->ropts, out, err);
+    if (rc == PB_ECORRUPT)
+        return pb_fail(err, PB_ENOENT, "catalog %s is damaged: no head (it is rebuilt from "
+                       "the repository)", c->dir);
+    return rc;
+}
+
+bool mf_catalog_damaged(const mf_catalog *c)
+{
+    return atomic_load(&c->damaged);
 }
 
 /* Every key starts with 'F', 'H' or 'S': ["", "\xff") holds them all. */
@@ -264,12 +319,16 @@ void mfc_batch_clear_all(rocksdb_writebatch_t *b)
 
 int mf_catalog_reset(mf_catalog *c, pb_error *err)
 {
+    if (atomic_load(&c->damaged)) {
+        pb_fail(err, PB_ECORRUPT, "catalog %s: a damaged block was read", c->dir);
+        return reopen_empty(c, err);
+    }
     rocksdb_writebatch_t *b = rocksdb_writebatch_create();
     mfc_batch_clear_all(b);
     char *e = NULL;
     rocksdb_write(c->db, c->wopts, b, &e);
     rocksdb_writebatch_destroy(b);
-    return e ? mfc_db_fail(err, e, c->dir, "reset") : 0;
+    return e ? mfc_db_fail(c, err, e, "reset") : 0;
 }
 
 /* ---- lookup ---- */
@@ -290,7 +349,7 @@ static int read_chunks(mf_catalog *c, rocksdb_iterator_t *it, const char *path,
             char *e = NULL;
             rocksdb_iter_get_error(it, &e);
             if (e)
-                return mfc_db_fail(err, e, c->dir, path);
+                return mfc_db_fail(c, err, e, path);
             return pb_fail(err, PB_ECORRUPT, "catalog %s: %s: hash chunk %llu of %u pages "
                            "missing or of the wrong size", c->dir, path,
                            (unsigned long long)ci, npages);
@@ -309,7 +368,7 @@ static int lookup_in(mf_catalog *c, const rocksdb_readoptions_t *ro, const char 
     size_t len = 0;
     char *v = rocksdb_get(c->db, ro, key, mfc_key_f(key, path), &len, &e);
     if (e)
-        return mfc_db_fail(err, e, c->dir, path);
+        return mfc_db_fail(c, err, e, path);
     if (!v)
         return pb_fail(err, PB_ENOENT, "catalog %s: %s is not in the head", c->dir, path);
     f_value fv;
@@ -338,6 +397,8 @@ int mf_catalog_lookup(mf_catalog *c, const char *path, mf_head_entry *out, pb_er
     memset(out, 0, sizeof(*out));
     if (!path || !*path || strlen(path) >= MF_PATH_MAX)
         return pb_fail(err, PB_EINVAL, "catalog %s: lookup of an empty or too long path", c->dir);
+    if (atomic_load(&c->damaged))
+        return pb_fail(err, PB_ENOENT, "catalog %s is damaged: %s is not known", c->dir, path);
     /* One snapshot so the file entry and its chunks come from the same apply. */
     const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(c->db);
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
@@ -349,6 +410,17 @@ int mf_catalog_lookup(mf_catalog *c, const char *path, mf_head_entry *out, pb_er
         free(out->hashes);
         memset(out, 0, sizeof(*out));
     }
+    /* Damage (a checksum RocksDB verified on this read, or an entry we cannot decode):
+     * the catalog is dropped, not the backup. Every lookup from now on answers "not in
+     * the head", so each file is read and shipped whole (always safe, DESIGN rule 3), and
+     * mf_catalog_close removes the catalog, which the next backup rebuilds. */
+    if (rc == PB_ECORRUPT)
+        atomic_store(&c->damaged, true);
+    if (rc == PB_ECORRUPT && !atomic_exchange(&c->damage_told, true))
+        pb_warn("%s: the catalog is dropped; this backup ships every file it reads from now "
+                "on, and the next one rebuilds the catalog from the repository", err->msg);
+    if (rc == PB_ECORRUPT)
+        rc = pb_fail(err, PB_ENOENT, "catalog %s is damaged: %s is not known", c->dir, path);
     return rc;
 }
 
@@ -393,5 +465,5 @@ int mf_catalog_count_keys(mf_catalog *c, char prefix, uint64_t *out, pb_error *e
     char *e = NULL;
     rocksdb_iter_get_error(it, &e);
     rocksdb_iter_destroy(it);
-    return e ? mfc_db_fail(err, e, c->dir, "counting keys") : 0;
+    return e ? mfc_db_fail(c, err, e, "counting keys") : 0;
 }

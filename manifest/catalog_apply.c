@@ -40,7 +40,7 @@ static int load_old_chunk(apply_ctx *a, const char *path, uint64_t ci, uint32_t 
         char *e = NULL;
         rocksdb_iter_get_error(a->hit, &e);
         if (e)
-            return mfc_db_fail(a->err, e, a->c->dir, path);
+            return mfc_db_fail(a->c, a->err, e, path);
         return pb_fail(a->err, PB_ECORRUPT, "catalog %s: %s: hash chunk %llu missing or of "
                        "the wrong size", a->c->dir, path, (unsigned long long)ci);
     }
@@ -193,7 +193,7 @@ static int flush_if_full(apply_ctx *a)
     char *e = NULL;
     rocksdb_write(a->c->db, a->c->wopts_nosync, a->batch, &e);
     if (e)
-        return mfc_db_fail(a->err, e, a->c->dir, "writing a batch of the new head");
+        return mfc_db_fail(a->c, a->err, e, "writing a batch of the new head");
     rocksdb_writebatch_clear(a->batch);
     a->st.batches++;
     if (size > a->st.batch_peak)
@@ -287,7 +287,7 @@ static int apply_incremental(apply_ctx *a, const rocksdb_readoptions_t *ro, appl
     char *e = NULL;
     rocksdb_iter_get_error(it, &e);
     if (e && !rc)
-        rc = mfc_db_fail(a->err, e, a->c->dir, "scanning file entries");
+        rc = mfc_db_fail(a->c, a->err, e, "scanning file entries");
     else if (e)
         rocksdb_free(e);
     rocksdb_iter_destroy(it);
@@ -346,6 +346,9 @@ static int apply_from(mf_catalog *c, const mf_backup *h, apply_in *in, pb_error 
     if (strnlen(h->id, MF_ID_LEN) == MF_ID_LEN || strnlen(h->parent, MF_ID_LEN) == MF_ID_LEN ||
         (h->type != 'F' && h->type != 'I' && h->type != 'S'))
         return pb_fail(err, PB_EINVAL, "catalog %s: apply: bad backup id or type", c->dir);
+    if (mf_catalog_damaged(c)) /* removed at close; the next backup rebuilds it */
+        return pb_fail(err, PB_ECORRUPT, "catalog %s was found damaged: %s is not applied",
+                       c->dir, h->id);
     apply_ctx a = {.c = c, .id = h->id, .full = h->type != 'I', .err = err};
     a.cur = malloc(MF_CHUNK_PAGES * 8);
     a.old = malloc(MF_CHUNK_PAGES * 8);
@@ -368,7 +371,7 @@ static int apply_from(mf_catalog *c, const mf_backup *h, apply_in *in, pb_error 
     rocksdb_writebatch_data(a.batch, &size);
     rocksdb_write(c->db, c->wopts, a.batch, &e);
     if (e) {
-        rc = mfc_db_fail(err, e, c->dir, "writing the new head");
+        rc = mfc_db_fail(c, err, e, "writing the new head");
         goto out;
     }
     a.st.batches++;

@@ -9,6 +9,8 @@
 #include "manifest/manifest_internal.h"
 
 #include <rocksdb/c.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 
 #define F_VALUE_LEN (4 + 4 + 8 + MF_ID_LEN)
 #define KEY_MAX (1 + MF_PATH_MAX + 1 + 4)
@@ -23,6 +25,10 @@ struct mf_catalog {
     mf_apply_stats last;
     size_t batch_limit; /* bytes a write batch may hold before it is written */
     rocksdb_cache_t *cache; /* the block cache, index and filter blocks included */
+    /* A read found damage (RocksDB verifies every block's checksum as it reads it): from
+     * then on the catalog answers nothing and is removed at close (catalog.c). */
+    _Atomic bool damaged;
+    _Atomic bool damage_told; /* the lookups' warning, once */
 };
 
 /* Memory the catalog may hold, fixed whatever the size of the head (docs/MANIFEST.md,
@@ -36,6 +42,15 @@ struct mf_catalog {
 #define MF_CATALOG_MEMTABLES 2
 #define MF_CATALOG_CACHE_BYTES (4u << 20)
 #define MF_CATALOG_FILE_BUFFER_BYTES (256u << 10) /* per file RocksDB writes */
+
+/* Flushes per open (issue 10): an open replays the write-ahead logs into the memtable and
+ * writes no table file (avoid_flush_during_recovery); the logs stay until the memtable
+ * is flushed, when it fills or when an open finds more than MF_CATALOG_WAL_FILES of them
+ * (one per open that wrote: an unchanged incremental's apply is a few hundred bytes).
+ * Crash safety is unchanged: no write is synced, so after a power loss the replay keeps
+ * a prefix of the batches (catalog.c, mf_catalog_open). */
+#define MF_CATALOG_WAL_FILES 16
+#define MF_CATALOG_INFO_LOGS 4 /* RocksDB's LOG.old.* files kept */
 
 typedef struct f_value {
     mf_kind kind;
@@ -52,8 +67,9 @@ uint64_t mfc_nchunks(uint32_t npages);
 uint32_t mfc_chunk_len(uint32_t npages, uint64_t ci);
 void mfc_f_encode(uint8_t v[F_VALUE_LEN], const mf_file *f);
 int mfc_f_decode(const char *v, size_t len, f_value *out);
-/* Consume a RocksDB error string: Corruption maps to PB_ECORRUPT, the rest to PB_EIO. */
-int mfc_db_fail(pb_error *err, char *dberr, const char *dir, const char *op);
+/* Consume a RocksDB error string: Corruption maps to PB_ECORRUPT (and marks c damaged),
+ * the rest to PB_EIO. */
+int mfc_db_fail(mf_catalog *c, pb_error *err, char *dberr, const char *op);
 /* Every key starts with 'F', 'H' or 'S': ["", "\xff") holds them all. */
 void mfc_batch_clear_all(rocksdb_writebatch_t *b);
 /* The "S" key: PB_ENOENT when absent. */

@@ -76,5 +76,7 @@ void mf_catalog_last_stats(const mf_catalog *c, mf_apply_stats *out);
 void mf_catalog_set_batch_limit(mf_catalog *c, size_t bytes);
 /* Number of keys whose first byte is `prefix` ('F', 'H' or 'S'). */
 int mf_catalog_count_keys(mf_catalog *c, char prefix, uint64_t *out, pb_error *err);
+/* Has a read found the catalog damaged? (Then it answers nothing; removed at close.) */
+bool mf_catalog_damaged(const mf_catalog *c);
 
 #endif

@@ -150,6 +150,7 @@ static const rfield io_fields[] = {
     RF(bk_io_report, FT_U64, buffer_bytes), RF(bk_io_report, FT_U32, pipe_jobs),
     RF(bk_io_report, FT_U64, manifest_records_peak),
     RF(bk_io_report, FT_U64, manifest_bytes_peak),
+    RF(bk_io_report, FT_U64, manifest_pending_peak),
     RF(bk_io_report, FT_STR, cpu_reader_applied),
 };
 /* Where the backup's time went (engine/backup.h, bk_stages). */

@@ -15,7 +15,8 @@
  * root process writing into a repository that another user owns gives what it creates
  * to that user, so the owner can still read and extend it.
  *
- * Create-if-absent objects and the writer lock file live in posix_excl.c.
+ * Create-if-absent objects and the writer lock file live in posix_excl.c; deferred
+ * directory syncs (a backup's objects before its manifest) in posix_defer.c.
  */
 #include "engine/storage/posix_internal.h"
 #include "common/fault.h"
@@ -93,7 +94,7 @@ static int make_parents(posix_repo *pr, const char *key, pb_error *err)
                                      path, (unsigned)pr->owner_uid);
             char parent[PATH_MAX];
             posix_parent_of(path, parent, sizeof(parent));
-            int rc = posix_fsync_dir(pr, parent, err);
+            int rc = posix_sync_entry(pr, parent, err);
             if (rc)
                 return rc;
         } else if (errno != EEXIST) {
@@ -187,6 +188,7 @@ int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_erro
         free(pr);
         return rc;
     }
+    pthread_mutex_init(&pr->defer_mu, NULL);
     pr->give_away = geteuid() == 0 && st.st_uid != 0;
     pr->owner_uid = st.st_uid;
     pr->owner_gid = st.st_gid;
@@ -200,6 +202,7 @@ static void posix_free(void *impl)
     if (!pr)
         return;
     close(pr->dirfd);
+    posix_defer_free(pr);
     free(pr->root);
     free(pr);
 }
@@ -347,9 +350,10 @@ static void prune_backup_dirs(posix_repo *pr, const char *dir)
     }
 }
 
-static int posix_del(void *impl, const char *key, pb_error *err)
+/* Unlink key; its directory is fsynced when durable (so the removal survives a power
+ * loss), and emptied backup directories are pruned. */
+static int remove_object(posix_repo *pr, const char *key, bool durable, pb_error *err)
 {
-    posix_repo *pr = impl;
     if (unlinkat(pr->dirfd, key, 0) < 0) {
         if (errno == ENOENT || errno == ENOTDIR)
             return pb_fail(err, PB_ENOENT, "object %s/%s does not exist", pr->root, key);
@@ -357,12 +361,22 @@ static int posix_del(void *impl, const char *key, pb_error *err)
     }
     char parent[PATH_MAX];
     posix_parent_of(key, parent, sizeof(parent));
-    /* The writer lock's removal needs no flush (posix_excl.c): a lock that comes back
-     * after a power loss names a boot this host no longer has, and is taken over. */
-    int rc = strcmp(key, REPO_LOCK_KEY) == 0 ? 0 : posix_fsync_dir(pr, parent, err);
+    int rc = durable ? posix_fsync_dir(pr, parent, err) : 0;
     if (rc == 0 && strncmp(key, "backup/", 7) == 0)
         prune_backup_dirs(pr, parent);
     return rc;
+}
+
+static int posix_del(void *impl, const char *key, pb_error *err)
+{
+    return remove_object(impl, key, true, err);
+}
+
+/* The writer lock's removal needs no flush (posix_excl.c): a lock that comes back after
+ * a power loss names a boot this host no longer has, and is taken over. */
+static int posix_lock_remove(void *impl, const char *key, pb_error *err)
+{
+    return remove_object(impl, key, false, err);
 }
 
 /* ---- walking ------------------------------------------------------------------ */
@@ -521,5 +535,8 @@ const repo_driver repo_posix_driver = {
     .put_new = posix_put_new,
     .lock_probe = posix_lock_probe,
     .lock_rewrite = posix_lock_rewrite,
+    .lock_remove = posix_lock_remove,
     .get_range_upto = posix_get_range_upto,
+    .defer_syncs = posix_defer_syncs,
+    .sync_deferred = posix_sync_deferred,
 };

@@ -1,10 +1,11 @@
 /* engine/storage/posix_internal.h — what the posix driver's files share. Private to
- * posix.c, posix_excl.c and posix_clean.c. */
+ * posix.c, posix_excl.c, posix_clean.c, posix_write.c and posix_defer.c. */
 #ifndef PB_ENGINE_STORAGE_POSIX_INTERNAL_H
 #define PB_ENGINE_STORAGE_POSIX_INTERNAL_H
 
 #include "engine/storage/storage_internal.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,6 +32,12 @@ typedef struct posix_repo {
      * by every writer thread of this handle: the backup reports flushes per GB. */
     _Atomic uint64_t flushes;
     _Atomic uint64_t bytes_written;
+    /* repo_defer_syncs (posix_defer.c): while defer is set, directories that got a new
+     * entry are listed here instead of fsynced, until repo_sync_deferred. */
+    pthread_mutex_t defer_mu;
+    bool defer;
+    char **pending;
+    size_t npending, pending_cap;
 } posix_repo;
 
 int posix_write_all(int fd, const void *data, size_t len);
@@ -74,6 +81,12 @@ int posix_writer_open(void *impl, const char *key, void **out, pb_error *err);
 int posix_writer_write(void *wp, const void *data, size_t len, pb_error *err);
 int posix_writer_commit(void *wp, pb_error *err);
 void posix_writer_abort(void *wp);
+/* dir got a new entry (a name renamed or linked into it, a directory made in it): fsync
+ * it now, or list it for posix_sync_deferred while the handle defers (posix_defer.c). */
+int posix_sync_entry(posix_repo *pr, const char *dir, pb_error *err);
+void posix_defer_syncs(void *impl);
+int posix_sync_deferred(void *impl, pb_error *err);
+void posix_defer_free(posix_repo *pr);
 /* Count one wait for the disk; the driver's io_counts op reads the totals. */
 void posix_count_flush(posix_repo *pr);
 void posix_io_counts(void *impl, uint64_t *flushes, uint64_t *bytes_written);

@@ -5,14 +5,19 @@
  * deleting.
  *
  * Durability (docs/DESIGN.md, data-safety rules): an object is fdatasync'ed before it is
- * renamed over its name and its directory is fsynced after, so every pack is stable
- * before the manifest that names it commits. Politeness on the database's device
+ * renamed over its name and its directory is fsynced after (during a backup, once for
+ * all its objects by repo_sync_deferred: posix_defer.c), so every pack is stable before
+ * the manifest that names it commits. Politeness on the database's device
  * (docs/DESIGN.md, "Polite I/O"): repository files are written once and rarely read
  * back on the host being backed up, so the writer never leaves them in the page cache
- * (POSIX_FADV_DONTNEED once a range is on disk) and never flushes in small pieces:
- * writeback is started every 64 MiB and waited for one step later (sync_file_range),
- * and the one fdatasync per object comes at its commit. Every wait for the disk is
- * counted (repo_io_counts): flushes per GB written is in the backup's report.
+ * (POSIX_FADV_DONTNEED once a range is on disk), never flushes in small pieces (the one
+ * fdatasync per object comes at its commit) and never writes in bursts: writeback of each
+ * MiB starts as soon as it is written (sync_file_range), and ranges WRITER_LAG behind are
+ * waited for and dropped. Left to the commit's fdatasync, a pack's tens of MiB reached the
+ * disk in one burst that the database's reads queued behind (docs/BENCHMARKS.md, "Seventh
+ * session"). Every flush (fdatasync, fsync) is counted (repo_io_counts): flushes per GB
+ * written is in the backup's report. Waiting for paced writeback flushes no device cache
+ * and commits no metadata, so it is not counted as one.
  */
 #include "engine/storage/posix_internal.h"
 #include "common/fault.h"
@@ -26,8 +31,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WRITER_BUF (1u << 20)        /* writer buffer: one write(2) per MiB */
-#define WRITER_SYNC_EVERY (64u << 20) /* flush and drop from cache every 64 MiB */
+#define WRITER_BUF (1u << 20) /* writer buffer: one write(2) per MiB */
+/* Writeback of a range is waited for once the writer is this far past it: the disk has had
+ * time to write it, and the file's dirty and cached bytes stay under WRITER_LAG + a MiB. */
+#define WRITER_LAG (4u << 20)
+/* Where sync_file_range is not supported: one fdatasync and cache drop per this much. */
+#define WRITER_FALLBACK_EVERY (64u << 20)
 
 typedef struct posix_writer {
     posix_repo *pr;
@@ -39,6 +48,7 @@ typedef struct posix_writer {
     uint64_t written;      /* bytes handed to write(2) */
     uint64_t started_upto; /* writeback started for [0, started_upto) */
     uint64_t synced_upto;  /* [0, synced_upto) is on disk and dropped from the cache */
+    bool no_range_sync;    /* sync_file_range unsupported here: fdatasync instead */
 } posix_writer;
 
 /* A failed or abandoned write: its temp file goes, and so do the directories it was
@@ -79,7 +89,7 @@ int posix_finish_tmp(posix_repo *pr, int fd, const char *tmp, const char *key, p
     PB_FAULT_POINT("put.after-rename");
     char parent[PATH_MAX];
     posix_parent_of(key, parent, sizeof(parent));
-    return posix_fsync_dir(pr, parent, err);
+    return posix_sync_entry(pr, parent, err);
 }
 
 static void writer_free(posix_writer *w)
@@ -110,36 +120,50 @@ int posix_writer_open(void *impl, const char *key, void **out, pb_error *err)
     return 0;
 }
 
-/* Every 64 MiB: wait for the writeback started at the previous step to finish and drop
- * that range from the page cache, then start writeback of what was written since.
- * Waiting one step behind keeps the disk busy without stalling the writer, and bounds
- * the dirty and cached bytes of this file to about 128 MiB. sync_file_range is enough
- * here (the final fdatasync at commit covers metadata); where it is not supported,
- * fdatasync does both steps at once. */
-static int writer_drop_cache(posix_writer *w, pb_error *err)
+/* Where sync_file_range is unsupported: flush and drop everything written so far, once
+ * per WRITER_FALLBACK_EVERY (a flush of its own, counted). */
+static int writer_sync_fallback(posix_writer *w, pb_error *err)
 {
-    off_t done_from = (off_t)w->synced_upto;
-    off_t done_len = (off_t)(w->started_upto - w->synced_upto);
-    int rc = 0;
-    if (done_len > 0)
-        posix_count_flush(w->pr);
-    if (done_len > 0)
-        rc = sync_file_range(w->fd, done_from, done_len,
-                             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                 SYNC_FILE_RANGE_WAIT_AFTER);
-    if (rc == 0)
-        rc = sync_file_range(w->fd, (off_t)w->started_upto,
-                             (off_t)(w->written - w->started_upto), SYNC_FILE_RANGE_WRITE);
-    if (rc < 0) {
-        if ((errno != ENOSYS && errno != EINVAL && errno != ESPIPE) || fdatasync(w->fd) < 0)
-            return pb_fail_errno(err, PB_EIO, "cannot flush %s/%s", w->pr->root, w->tmp);
-        done_len = (off_t)(w->written - w->synced_upto);
-        w->started_upto = w->written;
-    }
-    if (done_len > 0)
-        (void)posix_fadvise(w->fd, done_from, done_len, POSIX_FADV_DONTNEED);
-    w->synced_upto = (uint64_t)done_from + (uint64_t)done_len;
+    w->no_range_sync = true;
+    if (w->written - w->synced_upto < WRITER_FALLBACK_EVERY)
+        return 0;
+    posix_count_flush(w->pr);
+    if (fdatasync(w->fd) < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot flush %s/%s", w->pr->root, w->tmp);
+    (void)posix_fadvise(w->fd, (off_t)w->synced_upto, (off_t)(w->written - w->synced_upto),
+                        POSIX_FADV_DONTNEED);
+    w->synced_upto = w->started_upto = w->written;
+    return 0;
+}
+
+static bool range_sync_unsupported(void)
+{
+    return errno == ENOSYS || errno == EINVAL || errno == ESPIPE;
+}
+
+/* After each write(2): start writeback of what it wrote, then wait for the range more
+ * than WRITER_LAG behind (started long enough ago to be on disk by now) and drop it from
+ * the page cache. sync_file_range is enough here (the commit's fdatasync covers metadata
+ * and the device cache). */
+static int writer_pace(posix_writer *w, pb_error *err)
+{
+    if (w->no_range_sync)
+        return writer_sync_fallback(w, err);
+    if (sync_file_range(w->fd, (off_t)w->started_upto, (off_t)(w->written - w->started_upto),
+                        SYNC_FILE_RANGE_WRITE) < 0)
+        return range_sync_unsupported()
+                   ? writer_sync_fallback(w, err)
+                   : pb_fail_errno(err, PB_EIO, "cannot write back %s/%s", w->pr->root, w->tmp);
     w->started_upto = w->written;
+    if (w->started_upto - w->synced_upto <= WRITER_LAG)
+        return 0;
+    off_t from = (off_t)w->synced_upto, len = (off_t)(w->started_upto - WRITER_LAG - from);
+    if (sync_file_range(w->fd, from, len,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER) < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot write back %s/%s", w->pr->root, w->tmp);
+    (void)posix_fadvise(w->fd, from, len, POSIX_FADV_DONTNEED);
+    w->synced_upto = (uint64_t)(from + len);
     return 0;
 }
 
@@ -153,9 +177,7 @@ static int writer_flush(posix_writer *w, pb_error *err)
     atomic_fetch_add(&w->pr->bytes_written, w->buf_len);
     w->buf_len = 0;
     PB_FAULT_POINT("writer.mid-object");
-    if (w->written - w->started_upto >= WRITER_SYNC_EVERY)
-        return writer_drop_cache(w, err);
-    return 0;
+    return writer_pace(w, err);
 }
 
 int posix_writer_write(void *wp, const void *data, size_t len, pb_error *err)

@@ -445,15 +445,38 @@ int repo_stat(repo *r, const char *key, uint64_t *size, pb_error *err)
     return rc ? rc : r->drv->stat(r->impl, key, size ? size : &dummy, err);
 }
 
-int repo_delete(repo *r, const char *key, pb_error *err)
+/* repo_delete and repo_drv_lock_remove: the same request, del the durable one. */
+static int delete_with(repo *r, const char *key,
+                       int (*del)(void *impl, const char *key, pb_error *err), pb_error *err)
 {
     int rc = check_key(key, err);
     if (rc)
         return rc;
     count(r, REPO_REQ_DEL);
-    if (rc == 0 && r->crypt)
+    if (r->crypt)
         crypt_cache_drop(r->crypt, key);
-    return rc ? rc : r->drv->del(r->impl, key, err);
+    return del(r->impl, key, err);
+}
+
+int repo_delete(repo *r, const char *key, pb_error *err)
+{
+    return delete_with(r, key, r->drv->del, err);
+}
+
+int repo_drv_lock_remove(repo *r, const char *key, pb_error *err)
+{
+    return delete_with(r, key, r->drv->lock_remove ? r->drv->lock_remove : r->drv->del, err);
+}
+
+void repo_defer_syncs(repo *r)
+{
+    if (r->drv->defer_syncs)
+        r->drv->defer_syncs(r->impl);
+}
+
+int repo_sync_deferred(repo *r, pb_error *err)
+{
+    return r->drv->sync_deferred ? r->drv->sync_deferred(r->impl, err) : 0;
 }
 
 int repo_list(repo *r, const char *prefix, repo_list_cb cb, void *ctx, pb_error *err)

@@ -71,6 +71,15 @@ int repo_reseal(repo *r, const char *key, bool *resealed, pb_error *err);
 /* Human-readable location for messages ("/srv/repo" or "s3://b/p"). */
 const char *repo_location(const repo *r);
 bool repo_is_local(const repo *r);
+/* A commit made of many objects (a backup: its packs and database list, then the
+ * manifest that makes them a backup). From repo_defer_syncs on, each object's data is
+ * still on disk when its put or writer commit returns, but the names that objects and
+ * new directories add are made durable only by repo_sync_deferred, which ends the
+ * deferral: call it before writing the object that commits the whole. Deletes and
+ * repo_put_new are durable at once as always. No-ops where every write is durable with
+ * its name when answered (S3). */
+void repo_defer_syncs(repo *r);
+int repo_sync_deferred(repo *r, pb_error *err);
 /* Waits for the disk (fsync, fdatasync, sync_file_range WAIT) and bytes written through
  * this handle since it was opened; 0s where the driver does not count (S3). */
 void repo_io_counts(const repo *r, uint64_t *flushes, uint64_t *bytes_written);

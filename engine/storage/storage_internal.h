@@ -39,6 +39,10 @@ typedef struct repo_driver {
     /* posix only (NULL elsewhere: repo_put): rewrite the held lock file in place. */
     int (*lock_rewrite)(void *impl, const char *key, int fd, const void *data, size_t len,
                         pb_error *err);
+    /* Remove the writer lock without making the removal durable (posix: no directory
+     * fsync; the lock needs none, posix_excl.c). NULL: del (S3, where every DELETE is
+     * durable once answered). */
+    int (*lock_remove)(void *impl, const char *key, pb_error *err);
     /* The requests the driver sent (repo_requests). NULL: one per operation, which
      * storage.c counts itself (posix). */
     void (*requests)(void *impl, repo_requests *out);
@@ -48,6 +52,10 @@ typedef struct repo_driver {
      * read. Never called for an encrypted repository. */
     int (*get_range_upto)(void *impl, const char *key, uint64_t off, size_t len, void *buf,
                           size_t *got, uint64_t *size, pb_error *err);
+    /* repo_defer_syncs / repo_sync_deferred (posix). NULL: every commit is durable with
+     * its name when it returns (S3). */
+    void (*defer_syncs)(void *impl);
+    int (*sync_deferred)(void *impl, pb_error *err);
 } repo_driver;
 
 /* Counters behind repo_requests: relaxed atomic adds (handles are shared by threads). */
@@ -65,6 +73,8 @@ int repo_drv_lock_probe(repo *r, const char *key, int *fd, pb_error *err);
 bool repo_drv_has_probe(const repo *r);
 int repo_drv_lock_rewrite(repo *r, const char *key, int fd, const void *data, size_t len,
                           pb_error *err);
+/* repo_delete of the lock object through the driver's lock_remove (its del when NULL). */
+int repo_drv_lock_remove(repo *r, const char *key, pb_error *err);
 
 /* Driver constructors. */
 int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_error *err);

@@ -277,7 +277,7 @@ static int judge_existing(repo_lock *l, int *stale_fd, pb_error *err)
     pb_warn("taking over the writer lock %s/%s of %s (pid %ld on host %s): %s",
             repo_location(r), REPO_LOCK_KEY, h.owner[0] ? h.owner : "an unknown writer", h.pid,
             h.host, why);
-    rc = repo_delete(r, REPO_LOCK_KEY, err);
+    rc = repo_drv_lock_remove(r, REPO_LOCK_KEY, err);
     return rc == PB_ENOENT ? 0 : rc;
 }
 
@@ -361,7 +361,7 @@ void repo_lock_release(repo_lock *l)
     lock_info h;
     int rc = lock_read(l->r, &h, &err);
     if (rc == 0 && strcmp(h.token, l->me.token) == 0)
-        rc = repo_delete(l->r, REPO_LOCK_KEY, &err);
+        rc = repo_drv_lock_remove(l->r, REPO_LOCK_KEY, &err);
     else if (rc == 0)
         pb_warn("the writer lock %s/%s was taken over by pid %ld on host %s; leaving it",
                 repo_location(l->r), REPO_LOCK_KEY, h.pid, h.host);

@@ -16,6 +16,7 @@
 #   SCALE (default 200)  WINDOW (default 60 s)  BENCH_RATE (400 tps)
 #   BENCH_CG_MIB (cgroup limit, default 1024)  BENCH_TOOLS (default: all five)
 #   BENCH_SCENARIOS (default 123)  BENCH_IDLE_REPS (scenario 2's rounds, default 3)
+#   BENCH_OLD_BIN: the binary of the pb_old tool (a full with another build, side by side)
 # The fixed costs a backup is made of, piece by piece, under the same load:
 #   BENCH_SCENARIOS=1 BENCH_TOOLS="flush dirsync switchwal switchwal_nice checkpoint pb_file pg_api"
 # flush: 1 MiB write + fdatasync, 10/s; dirsync: 4 KiB write, fdatasync, rename, directory
@@ -71,6 +72,9 @@ pb_run() { pb backup "$@" >>"$BENCH_TMP/pb-runs.out" 2>&1; }
 run_tool() {
     case $1 in
     pb_adaptive) pb_run --type full ;;
+    # The same full with another binary (BENCH_OLD_BIN, e.g. the session's starting one),
+    # into the same repository: a change measured side by side in one run.
+    pb_old) PB_BIN=${BENCH_OLD_BIN:?pb_old needs BENCH_OLD_BIN} pb_run --type full ;;
     pb_pinned) pb_run --type full --read-size 512k --queue-depth 2 ;;
     pb_incr) pb_run --type incr ;;
     basebackup)

@@ -184,7 +184,7 @@ static void test_fast_level_round_trip(void)
 
 /* The pipe's CPU and wait accounting: the workers' CPU comes from their own thread clocks
  * (compression of a few MiB costs CPU), and a reader waiting for a file's frames at its end
- * counts that wait as a drain, part of its queue wait (the stages' "at file ends"). */
+ * counts that wait as a drain, part of its queue wait (the stages' "files' last frames"). */
 static void test_pipe_accounting(void)
 {
     char dir[256];

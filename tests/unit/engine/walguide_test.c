@@ -75,6 +75,23 @@ static void fill_and_check(size_t limit)
 static void test_in_memory(void) { fill_and_check(0); }
 static void test_spilled(void) { fill_and_check(40); }
 
+/* A set that saw no changed block and no dropped relation (a quiet interval of WAL)
+ * finishes and answers "nothing" for every relation (it once passed qsort a NULL array,
+ * undefined behaviour that UBSan stops at). */
+static void test_empty(void)
+{
+    pb_error err = PB_ERROR_INIT;
+    wg_set *s = NULL;
+    PBT_CHECK(wg_set_open(&s, dir, 0, &err) == 0);
+    PBT_CHECK(wg_set_finish(s, &err) == 0);
+    PBT_CHECK(wg_set_count(s) == 0);
+    uint32_t *blk = NULL;
+    size_t n = 1;
+    wg_key k = {1663, 5, 16384, 0, 0};
+    PBT_CHECK(wg_set_blocks(s, &k, &blk, &n, &err) == 0 && n == 0 && !blk);
+    wg_set_free(s);
+}
+
 static void test_paths(void)
 {
     wg_key k;
@@ -98,6 +115,7 @@ int main(void)
         return 1;
     PBT_RUN(test_in_memory);
     PBT_RUN(test_spilled);
+    PBT_RUN(test_empty);
     PBT_RUN(test_paths);
     pbt_rmtree(dir);
     return PBT_DONE();

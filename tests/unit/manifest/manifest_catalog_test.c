@@ -6,6 +6,9 @@
 #include "tests/unit/pbtest.h"
 #include "tests/unit/manifest/manifest_fixtures.h"
 
+/* manifest/catalog_internal.h's MF_CATALOG_WAL_FILES (that header includes RocksDB). */
+#define MF_CATALOG_WAL_FILES_TEST 16
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdarg.h>
@@ -347,31 +350,52 @@ static int damage_largest(const char *db, int truncate_it)
     return rc;
 }
 
-/* The catalog is a cache: a damaged one opens empty (head PB_ENOENT) so that the
- * backup rebuilds it from the repository, instead of failing every backup from now on
- * (old code: open or the first lookup fails with PB_ECORRUPT). */
+/* Files in db whose name ends with suffix. */
+static int count_suffix(const char *db, const char *suffix)
+{
+    char cmd[512], line[64] = "";
+    snprintf(cmd, sizeof(cmd), "ls '%s' | grep -c '%s$'", db, suffix);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    if (!fgets(line, sizeof(line), p))
+        line[0] = '\0';
+    pclose(p);
+    return atoi(line);
+}
+
+/* A head of 80 relations of 8000 pages (5 MB of hashes: more than the memtables hold,
+ * so part of it reaches a table file). */
+static int apply_big_full(mf_catalog *cat, const char *id, pb_error *err)
+{
+    mf_manifest *m = new_manifest(id, "", 'F');
+    for (int i = 0; i < 80; i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+        add_rel(m, 1, path, 8000, 0, 1, 0, 8000);
+    }
+    mf_sort(m);
+    int rc = mf_catalog_apply(cat, m, err);
+    mf_free(m);
+    return rc;
+}
+
+/* The catalog is a cache: damage is found where it is read (RocksDB verifies each block's
+ * checksum as it reads it; the catalog is no longer read whole at every open, issue 10).
+ * A damaged catalog answers "not in the head" from then on (the backup ships those files
+ * whole), applies nothing, and is removed at close: the next open is empty, and the
+ * backup rebuilds it from the repository instead of failing from now on. */
 static void test_catalog_damage_rebuilds(void)
 {
     for (int truncate_it = 0; truncate_it < 2; truncate_it++) {
         char dir[] = "/tmp/mf_test.XXXXXX";
         PBT_CHECK(mkdtemp(dir) != NULL);
-        char db[64];
+        char db[64], id[MF_ID_LEN];
         snprintf(db, sizeof(db), "%s/catalog", dir);
         pb_error err = PB_ERROR_INIT;
         mf_catalog *cat = NULL;
         PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
-        mf_manifest *m = new_manifest("F1", "", 'F');
-        for (int i = 0; i < 40; i++) {
-            char path[32];
-            snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
-            add_rel(m, 1, path, 3000, 0, 1, 0, 3000);
-        }
-        mf_sort(m);
-        PBT_CHECK(mf_catalog_apply(cat, m, &err) == 0);
-        mf_free(m);
-        mf_catalog_close(cat);
-        /* a reopen flushes the write-ahead log into table files */
-        PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+        PBT_CHECK(apply_big_full(cat, "F1", &err) == 0);
         mf_catalog_close(cat);
         PBT_CHECK(damage_largest(db, truncate_it) == 0);
         cat = NULL;
@@ -379,11 +403,74 @@ static void test_catalog_damage_rebuilds(void)
         PBT_CHECK(rc == 0);
         if (rc)
             fprintf(stderr, "  damaged catalog: %s\n", err.msg);
-        char id[MF_ID_LEN];
+        int unknown = 0;
+        for (int i = 0; cat && i < 80; i++) {
+            char path[32];
+            snprintf(path, sizeof(path), "base/1/%d", 1000 + i);
+            mf_head_entry e;
+            rc = mf_catalog_lookup(cat, path, &e, &err);
+            PBT_CHECK(rc == 0 || rc == PB_ENOENT);
+            PBT_CHECK(rc || (e.npages == 8000 && e.hashes && e.hashes[7999] != 0));
+            unknown += rc == PB_ENOENT;
+            free(e.hashes);
+        }
+        /* dropped at open (head gone), or found by a lookup (every answer after it none) */
+        bool found = cat && mf_catalog_damaged(cat);
+        PBT_CHECK(cat && (found ? unknown > 0 : mf_catalog_head(cat, id, &err) == PB_ENOENT));
+        mf_manifest *m = new_manifest("I2", "F1", 'I');
+        PBT_CHECK(!found || mf_catalog_apply(cat, m, &err) == PB_ECORRUPT);
+        PBT_CHECK(!found || mf_catalog_head(cat, id, &err) == PB_ENOENT);
+        mf_free(m);
+        mf_catalog_close(cat);
+        cat = NULL;
+        PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+        uint64_t n = 1;
         PBT_CHECK(cat && mf_catalog_head(cat, id, &err) == PB_ENOENT);
+        PBT_CHECK(cat && mf_catalog_count_keys(cat, 'H', &n, &err) == 0 && n == 0);
+        PBT_CHECK(cat && apply_big_full(cat, "F3", &err) == 0); /* rebuilt */
         mf_catalog_close(cat);
         rm_tree(dir);
     }
+}
+
+/* An open writes no table file (issue 10: it replayed the write-ahead log into one,
+ * fsynced, on every open): the logs stay, at most MF_CATALOG_WAL_FILES + 1 of them, and
+ * the head survives every reopen. Old code: the first reopen left a table file. */
+static void test_catalog_open_no_flush(void)
+{
+    char dir[] = "/tmp/mf_test.XXXXXX";
+    PBT_CHECK(mkdtemp(dir) != NULL);
+    char db[64], id[MF_ID_LEN], prev[MF_ID_LEN] = "F0";
+    snprintf(db, sizeof(db), "%s/catalog", dir);
+    pb_error err = PB_ERROR_INIT;
+    mf_catalog *cat = NULL;
+    PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+    mf_manifest *m = new_manifest("F0", "", 'F');
+    add_rel(m, 1, "base/1/100", 10, 0, 1, 0, 10);
+    PBT_CHECK(mf_catalog_apply(cat, m, &err) == 0);
+    mf_free(m);
+    mf_catalog_close(cat);
+    int most_logs = 0;
+    for (int i = 1; i <= 40; i++) {
+        cat = NULL;
+        PBT_CHECK(mf_catalog_open(&cat, db, &err) == 0);
+        PBT_CHECK(cat && mf_catalog_head(cat, id, &err) == 0 && strcmp(id, prev) == 0);
+        if (i == 1)
+            PBT_CHECK(count_suffix(db, ".sst") == 0); /* reopened: nothing flushed */
+        snprintf(id, sizeof(id), "I%d", i);
+        m = new_manifest(id, prev, 'I');
+        add_rel(m, 1, "base/1/100", 10, 0, 1, i % 10, 1);
+        PBT_CHECK(cat && mf_catalog_apply(cat, m, &err) == 0);
+        mf_free(m);
+        snprintf(prev, sizeof(prev), "%s", id);
+        mf_catalog_close(cat);
+        int logs = count_suffix(db, ".log");
+        most_logs = logs > most_logs ? logs : most_logs;
+    }
+    PBT_CHECK(most_logs >= 2 && most_logs <= MF_CATALOG_WAL_FILES_TEST + 1);
+    if (most_logs > MF_CATALOG_WAL_FILES_TEST + 1 || most_logs < 2)
+        fprintf(stderr, "  at most %d write-ahead logs\n", most_logs);
+    rm_tree(dir);
 }
 
 /* A catalog in a path that cannot be created reports an error, not a crash. */
@@ -445,6 +532,7 @@ int main(void)
     PBT_RUN(test_catalog_chain);
     PBT_RUN(test_catalog_open_fails);
     PBT_RUN(test_catalog_damage_rebuilds);
+    PBT_RUN(test_catalog_open_no_flush);
     PBT_RUN(test_catalog_batches);
     return PBT_DONE();
 }
