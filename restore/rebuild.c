@@ -174,16 +174,19 @@ static int fetch_span(rs_ctx *ctx, const char *key, uint64_t start, size_t span,
 static int decode_into_frame(rs_ctx *ctx, const char *key, uint32_t bidx, const mf_run *run,
                              const uint8_t *base, size_t *got, pb_error *err)
 {
-    char what[400];
-    snprintf(what, sizeof(what), "%s frame at offset %llu", key, (unsigned long long)run->offset);
     if (ctx->frame_valid && ctx->frame_backup == bidx && ctx->frame_pack == run->pack_no &&
         ctx->frame_offset == run->offset) {
         *got = ctx->frame_len;
         if (run->rlen != ctx->frame_len)
-            return pb_fail(err, PB_ECORRUPT, "%s holds %u bytes, expected %u", what,
+            return pb_fail(err, PB_ECORRUPT, "%s frame at offset %llu holds %u bytes, "
+                           "expected %u", key, (unsigned long long)run->offset,
                            ctx->frame_len, run->rlen);
         return 0;
     }
+    /* Named only when a frame is decoded: a chain's shared frames are looked up ten
+     * times as often as they are decoded. */
+    char what[400];
+    snprintf(what, sizeof(what), "%s frame at offset %llu", key, (unsigned long long)run->offset);
     ctx->frame_valid = false;
     int rc = pack_reader_decode(ctx->reader, base, run->clen, ctx->frame, PACK_MAX_FRAME_RAW,
                                 got, what, err);
@@ -355,25 +358,29 @@ static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_err
     int rc = 0;
     uint64_t off = 0;
     /* Verify the whole content before writing any of it (rule 8). */
-    for (int pass = 0; pass < 2 && rc == 0; pass++) {
-        off = 0;
-        for (uint32_t r = 0; rc == 0 && r < fs->nruns; r++) {
-            rc = fetch_frame(ctx, bidx, &fs->runs[r], err);
-            if (rc)
-                break;
-            if (pass == 0)
-                pb_hasher_update(h, ctx->frame, fs->runs[r].rlen);
-            else
-                rc = write_span(ctx, fd, f, off, ctx->frame, fs->runs[r].rlen, err);
-            off += fs->runs[r].rlen;
-        }
-        if (pass == 0 && rc == 0 && (pb_hasher_digest(h) != f->hash || off != f->size))
-            rc = pb_fail(err, PB_ECORRUPT, "%s from backup %s fails its hash check", f->path,
-                         f->stored_in);
-        if (pass == 0 && fd < 0 && !ctx->sink)
-            break; /* verifying only */
+    for (uint32_t r = 0; rc == 0 && r < fs->nruns; r++) {
+        rc = fetch_frame(ctx, bidx, &fs->runs[r], err);
+        if (rc == 0)
+            pb_hasher_update(h, ctx->frame, fs->runs[r].rlen);
+        off += fs->runs[r].rlen;
     }
+    if (rc == 0 && (pb_hasher_digest(h) != f->hash || off != f->size))
+        rc = pb_fail(err, PB_ECORRUPT, "%s from backup %s fails its hash check", f->path,
+                     f->stored_in);
     pb_hasher_free(h);
+    if (rc || (fd < 0 && !ctx->sink))
+        return rc; /* verifying only */
+    /* A file of one frame (most files that are not relations) is written from the frame
+     * just checked, so each frame is decoded once; a longer one is decoded again frame by
+     * frame (holding it whole would cost its size). */
+    off = 0;
+    for (uint32_t r = 0; rc == 0 && r < fs->nruns; r++) {
+        if (fs->nruns > 1)
+            rc = fetch_frame(ctx, bidx, &fs->runs[r], err);
+        if (rc == 0)
+            rc = write_span(ctx, fd, f, off, ctx->frame, fs->runs[r].rlen, err);
+        off += fs->runs[r].rlen;
+    }
     return rc;
 }
 
