@@ -7,6 +7,7 @@
  */
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/restore/rebuild_fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,22 +75,11 @@ static int rebuild(const char *name, uint32_t nframes, bool with_sink, bool bad_
     mf_file f = whole_file(r, content, nframes, frame_len, bad_hash);
     mf_backup hdr = pbt_header(FULL, "", 'F');
     const mf_file *recs[1] = {&f};
-    rs_ctx ctx;
-    memset(&ctx, 0, sizeof(ctx));
-    memset(st, 0, sizeof(*st));
-    ctx.repo = r;
-    ctx.hdrs = &hdr;
-    ctx.nchain = 1;
-    ctx.stats = st;
-    ctx.sink = with_sink ? sink : NULL;
     memset(image, 0, sizeof(image));
     bytes_in = 0;
-    int rc = rs_ctx_buffers(&ctx, e);
-    if (rc == 0)
-        rc = rs_rebuild_file(&ctx, recs, e);
+    int rc = pbt_rebuild_one(r, &hdr, 1, recs, with_sink ? sink : NULL, st, e);
     if (rc == 0 && with_sink)
         PBT_CHECK(bytes_in == f.size && memcmp(image, content, (size_t)f.size) == 0);
-    rs_ctx_free_buffers(&ctx);
     mf_file_clear(&f);
     free(content);
     repo_free(r);

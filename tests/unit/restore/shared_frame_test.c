@@ -7,6 +7,7 @@
  */
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/restore/rebuild_fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -99,19 +100,9 @@ static int rebuild(uint32_t second_at, rs_stats *st, pb_error *e)
         rel_backup(r, INCR, FULL, 'I', changed[0], 5, irun, 2)};
     mf_backup hdrs[2] = {*mf_header(items[0]), *mf_header(items[1])};
     const mf_file *recs[2] = {mf_find(items[0], "base/1/100"), mf_find(items[1], "base/1/100")};
-    rs_ctx ctx;
-    memset(&ctx, 0, sizeof(ctx));
-    memset(st, 0, sizeof(*st));
-    ctx.repo = r;
-    ctx.hdrs = hdrs;
-    ctx.nchain = 2;
-    ctx.stats = st;
-    ctx.sink = sink;
     memset(image, 0, sizeof(image));
     pages_in = 0;
-    int rc = rs_ctx_buffers(&ctx, e);
-    if (rc == 0)
-        rc = rs_rebuild_file(&ctx, recs, e);
+    int rc = pbt_rebuild_one(r, hdrs, 2, recs, sink, st, e);
     if (rc == 0) {
         for (uint32_t p = 0; p < NPAGES; p++) {
             const uint8_t *want = p == 1 || p == 2 ? changed[p - 1]
@@ -120,7 +111,6 @@ static int rebuild(uint32_t second_at, rs_stats *st, pb_error *e)
             PBT_CHECK(memcmp(image[p], want, PB_PAGE_SIZE) == 0);
         }
     }
-    rs_ctx_free_buffers(&ctx);
     mf_free(items[0]);
     mf_free(items[1]);
     repo_free(r);

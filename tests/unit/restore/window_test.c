@@ -8,6 +8,7 @@
  */
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/restore/rebuild_fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -119,19 +120,9 @@ static int rebuild(const char *name, bool drop_last, rs_stats *st, pb_error *e)
     mf_manifest *items[2] = {full_backup(r, frame, drop_last), incr_backup(r, changed[0])};
     mf_backup hdrs[2] = {*mf_header(items[0]), *mf_header(items[1])};
     const mf_file *recs[2] = {mf_find(items[0], "base/1/100"), mf_find(items[1], "base/1/100")};
-    rs_ctx ctx;
-    memset(&ctx, 0, sizeof(ctx));
-    memset(st, 0, sizeof(*st));
-    ctx.repo = r;
-    ctx.hdrs = hdrs;
-    ctx.nchain = 2;
-    ctx.stats = st;
-    ctx.sink = sink;
     memset(seen, 0, NPAGES * sizeof(*seen));
     memset(times, 0, NPAGES);
-    int rc = rs_ctx_buffers(&ctx, e);
-    if (rc == 0)
-        rc = rs_rebuild_file(&ctx, recs, e);
+    int rc = pbt_rebuild_one(r, hdrs, 2, recs, sink, st, e);
     bool right = true;
     for (uint32_t p = 0; rc == 0 && p < NPAGES; p++) {
         const uint8_t *want = p == WINDOW - 1 ? changed[0]
@@ -141,7 +132,6 @@ static int rebuild(const char *name, bool drop_last, rs_stats *st, pb_error *e)
         right = right && times[p] == 1 && seen[p] == pb_hash64(want, PB_PAGE_SIZE);
     }
     PBT_CHECK(right);
-    rs_ctx_free_buffers(&ctx);
     mf_free(items[0]);
     mf_free(items[1]);
     repo_free(r);
