@@ -88,6 +88,20 @@ static void correct_progress(bk_ctx *ctx, const walk_entry *e, uint64_t planned,
     pg->bytes_skipped += size > read ? size - read : 0;
 }
 
+/* A full backup reads every file whole, in walk order: the scanner may read the next one's
+ * first request while this one's last is checked (scan_set_next). An incremental reads
+ * few files, or parts of them: nothing is read ahead. */
+static int name_next(bk_ctx *ctx, const walk_list *list, size_t i, pb_error *err)
+{
+    const walk_entry *n = i + 1 < list->count ? &list->items[i + 1] : NULL;
+    if (ctx->cat || !n || (n->kind != WALK_REL && n->kind != WALK_FILE))
+        return scan_set_next(ctx->scan, NULL, err);
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", ctx->pgdata, n->path) >= (int)sizeof(path))
+        return scan_set_next(ctx->scan, NULL, err);
+    return scan_set_next(ctx->scan, path, err);
+}
+
 static int scan_all(bk_ctx *ctx, pb_error *err)
 {
     walk_list list = {0};
@@ -99,6 +113,8 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
     for (size_t i = 0; rc == 0 && i < list.count; i++) {
         uint64_t done0 = pg->bytes_done;
         rc = repo_lock_renew(ctx->lock, err);
+        if (rc == 0)
+            rc = name_next(ctx, &list, i, err);
         if (rc == 0)
             rc = bk_file(ctx, &list.items[i], err);
         /* Relation bytes were counted chunk by chunk; other files count whole. */

@@ -224,6 +224,8 @@ void scan_free(scanner *s)
 {
     if (!s)
         return;
+    scan_carry_drop(s);
+    free(s->next_path);
     if (s->ring_ok)
         io_uring_queue_exit(&s->ring);
     if (s->stat_fd >= 0)
@@ -234,12 +236,55 @@ void scan_free(scanner *s)
     free(s);
 }
 
+/* ------------------------------------------------------------------ reading ahead */
+
+bool scan_open_next(scanner *s, scan_fd *f)
+{
+    pb_error quiet = PB_ERROR_INIT;
+    if (!s->next_path || open_for_scan(s, s->next_path, false, f, &quiet) != 0)
+        return false;
+    if (f->direct && f->size > 0)
+        return true;
+    close(f->fd);
+    f->fd = -1;
+    return false;
+}
+
+void scan_carry_drop(scanner *s)
+{
+    if (s->carry.ready)
+        close(s->carry.f.fd);
+    free(s->carry.path);
+    memset(&s->carry, 0, sizeof(s->carry));
+}
+
+int scan_set_next(scanner *s, const char *path, pb_error *err)
+{
+    free(s->next_path);
+    s->next_path = NULL;
+    if (path && !(s->next_path = strdup(path)))
+        return pb_fail(err, PB_ENOMEM, "scan: naming %s as the next file", path);
+    return 0;
+}
+
+/* The carried read, when it is path's: its open file (the queue takes its first chunk from
+ * the carry). Any other carried read is dropped. */
+static bool take_carry(scanner *s, const char *path, scan_fd *f)
+{
+    if (s->carry.ready && strcmp(s->carry.path, path) == 0) {
+        *f = s->carry.f;
+        return true;
+    }
+    scan_carry_drop(s);
+    return false;
+}
+
 int scan_file(scanner *s, const char *path, scan_chunk_cb cb, void *ctx, uint64_t *size_out,
               pb_error *err)
 {
     uint64_t delivered = 0;
     scan_fd f;
-    int rc = open_for_scan(s, path, true, &f, err);
+    int rc = take_carry(s, path, &f) ? 0 : open_for_scan(s, path, true, &f, err);
     if (rc != 0)
         goto out;
     s->method = !f.direct ? METHOD_BUFFERED : s->ring_ok ? METHOD_URING : METHOD_PREAD;
@@ -254,6 +299,7 @@ out:
 int scan_read_spans(scanner *s, const char *path, const scan_span *spans, size_t n,
                     scan_chunk_cb cb, void *ctx, uint64_t *size_at_open, pb_error *err)
 {
+    scan_carry_drop(s); /* read whole files only: a ranged read opens its own */
     for (size_t i = 0; i < n; i++)
         if (spans[i].len == 0 || spans[i].len > s->read_size || spans[i].off % PB_PAGE_SIZE ||
             (i && spans[i].off < spans[i - 1].off + spans[i - 1].len))

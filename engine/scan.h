@@ -74,6 +74,12 @@ typedef int (*scan_chunk_cb)(void *ctx, uint64_t offset, const uint8_t *data, si
 int scan_file(scanner *s, const char *path, scan_chunk_cb cb, void *ctx, uint64_t *size_out,
               pb_error *err);
 
+/* Name the file the caller will scan_file next (NULL: none known). The scanner may then
+ * open it and submit its first read while the current file's last chunk is still being
+ * checked, so the device does not idle between files (most of a data directory's files
+ * are a single request). A read ahead for a file that is not scanned next is dropped. */
+int scan_set_next(scanner *s, const char *path, pb_error *err);
+
 /* A run of whole pages of a file: pages [first, first + count). */
 typedef struct scan_range {
     uint32_t first, count;

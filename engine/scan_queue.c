@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -206,33 +207,78 @@ static int scan_pread(scanner *s, const char *path, const scan_fd *f, scan_chunk
     return 0;
 }
 
-/* io_uring state of one file scan: chunk i lives in slot i % queue_depth. */
+/* io_uring state of one file scan: chunk i lives in slot (base + i) % queue_depth, and
+ * its request carries base + i, so a request reaped here for the next file (the carry,
+ * chunk nchunks) lands in the slot the next file's scan starts from. */
 typedef struct uring_scan {
     uint64_t nchunks, submitted, completed_upto;
+    uint64_t base;
     unsigned inflight;
-    int *res;   /* per slot: cqe result, or INT_MIN while in flight */
+    bool carrying; /* the next file's chunk 0 was submitted into slot_of(nchunks) */
+    int *res;      /* per slot: cqe result, or INT_MIN while in flight */
 } uring_scan;
 
-static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
+static unsigned slot_of(const scanner *s, const uring_scan *u, uint64_t index)
 {
-    chunk_plan p = plan_chunk(s, f, u->submitted);
-    unsigned slot = (unsigned)(u->submitted % s->queue_depth);
+    return (unsigned)((u->base + index) % s->queue_depth);
+}
+
+static int submit_read(scanner *s, uring_scan *u, const scan_fd *f, uint64_t index,
+                       const chunk_plan *p)
+{
+    unsigned slot = slot_of(s, u, index);
     struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
     if (!sqe)
         return -EBUSY; /* cannot happen: the ring holds queue_depth entries */
     uint8_t *buf = s->bufs + (size_t)slot * s->read_size;
-    unsigned len = (unsigned)request_len(s, p.cap); /* the rest, if any: read_chunk_rest */
+    unsigned len = (unsigned)request_len(s, p->cap); /* the rest, if any: read_chunk_rest */
     if (s->fixed)
-        io_uring_prep_read_fixed(sqe, f->fd, buf, len, p.off, (int)slot);
+        io_uring_prep_read_fixed(sqe, f->fd, buf, len, p->off, (int)slot);
     else
-        io_uring_prep_read(sqe, f->fd, buf, len, p.off);
+        io_uring_prep_read(sqe, f->fd, buf, len, p->off);
     sqe->ioprio = (uint16_t)s->ioprio;
-    io_uring_sqe_set_data64(sqe, u->submitted);
+    io_uring_sqe_set_data64(sqe, u->base + index);
     u->res[slot] = INT_MIN;
     s->t_sub[slot] = pb_now();
-    u->submitted++;
     u->inflight++;
     return 0;
+}
+
+/* Every chunk of this file is asked for: ask for the next file's first one (scan_set_next)
+ * while this file's last chunks are checked. Whole-file scans only; the slot must be free. */
+static int carry_next(scanner *s, const scan_fd *f, uring_scan *u, bool *added)
+{
+    if (!s->next_path || u->carrying || s->carry.ready || f->spans ||
+        u->submitted < u->nchunks || u->nchunks >= u->completed_upto + s->queue_depth ||
+        u->inflight >= scan_ctl_depth(&s->ctl))
+        return 0;
+    scan_fd next;
+    bool ok = scan_open_next(s, &next);
+    s->carry.path = s->next_path; /* this read ahead is for it, or for nothing */
+    s->next_path = NULL;
+    if (!ok)
+        return 0;
+    chunk_plan p = plan_chunk(s, &next, 0);
+    int rc = submit_read(s, u, &next, u->nchunks, &p);
+    if (rc < 0) {
+        close(next.fd);
+        return rc;
+    }
+    s->carry.f = next;
+    s->carry.slot = slot_of(s, u, u->nchunks);
+    u->carrying = true;
+    s->ctl.st.overlapped++; /* in flight while this file's last chunk is checked */
+    *added = true;
+    return 0;
+}
+
+static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
+{
+    chunk_plan p = plan_chunk(s, f, u->submitted);
+    int rc = submit_read(s, u, f, u->submitted, &p);
+    if (rc == 0)
+        u->submitted++;
+    return rc;
 }
 
 /* Reap one completion into its slot. submit_and_wait also pushes any request a
@@ -284,6 +330,9 @@ static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u, bool may_slee
             return rc;
         added = true;
     }
+    int crc = carry_next(s, f, u, &added);
+    if (crc < 0)
+        return crc;
     if (!added)
         return 0;
     /* Transient refusals are retried by uring_reap, which submits what is queued. */
@@ -297,6 +346,13 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
     int res[QUEUE_DEPTH_MAX];
     uring_scan u = {.nchunks = chunk_count(s, f), .res = res};
     int rc = 0;
+    if (s->carry.ready && s->carry.f.fd == f->fd) { /* chunk 0 was read ahead */
+        u.base = s->carry.slot;
+        u.submitted = 1;
+        res[s->carry.slot] = s->carry.res;
+        free(s->carry.path);
+        memset(&s->carry, 0, sizeof(s->carry)); /* f (the caller's) owns the file now */
+    }
 
     while (u.completed_upto < u.nchunks) {
         int sys = uring_fill(s, f, &u, true);
@@ -305,7 +361,7 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
             goto out;
         }
         uint64_t i = u.completed_upto;
-        unsigned slot = (unsigned)(i % s->queue_depth);
+        unsigned slot = slot_of(s, &u, i);
         assert(u.submitted > i); /* else res[slot] is an older chunk's */
         while (res[slot] == INT_MIN) {
             sys = uring_reap(s, &u);
@@ -343,6 +399,15 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
     }
 out:
     uring_drain(s, &u);
+    if (u.carrying) {
+        unsigned slot = slot_of(s, &u, u.nchunks);
+        s->carry.res = res[slot];
+        s->carry.ready = res[slot] != INT_MIN; /* else the ring failed: drop it */
+        if (!s->carry.ready) {
+            close(s->carry.f.fd);
+            scan_carry_drop(s);
+        }
+    }
     return rc;
 }
 

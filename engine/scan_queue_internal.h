@@ -16,6 +16,27 @@
 #define QUEUE_DEPTH_MAX 1024u
 #define SCAN_YIELD_REQUEST (128u * 1024) /* largest request while yielding */
 
+/* An open file being scanned. */
+typedef struct scan_fd {
+    int fd;
+    bool direct;   /* opened with O_DIRECT */
+    uint64_t size; /* st_size at open: the scan never reads past it */
+    const scan_span *spans; /* the requests of a ranged read (scan_ranges.c); NULL: the
+                             * whole file in read_size chunks */
+    uint64_t nspans;        /* spans that start before size */
+} scan_fd;
+
+/* The next file's first request, submitted while the current file's last chunk was still
+ * being checked (scan_set_next), so the device does not idle between two files. Always
+ * complete once the current file's scan returns (its queue is drained). */
+typedef struct scan_carry {
+    bool ready;     /* f is open and its chunk 0 was read into slot */
+    char *path;     /* the file it belongs to */
+    scan_fd f;
+    unsigned slot;  /* the buffer slot holding chunk 0 */
+    int res;        /* its completion result */
+} scan_carry;
+
 struct scanner {
     size_t read_size;
     unsigned queue_depth;
@@ -39,17 +60,16 @@ struct scanner {
     scan_ctl ctl;
     double t_sub[QUEUE_DEPTH_MAX]; /* per slot: when its request was submitted */
     struct io_uring ring;
+    char *next_path;     /* scan_set_next: the file the caller reads whole next */
+    scan_carry carry;    /* its first request, read ahead (scan_queue.c) */
 };
 
-/* An open file being scanned. */
-typedef struct scan_fd {
-    int fd;
-    bool direct;   /* opened with O_DIRECT */
-    uint64_t size; /* st_size at open: the scan never reads past it */
-    const scan_span *spans; /* the requests of a ranged read (scan_ranges.c); NULL: the
-                             * whole file in read_size chunks */
-    uint64_t nspans;        /* spans that start before size */
-} scan_fd;
+
+/* Open s->next_path for a carried read into *f (O_DIRECT only: false when it cannot be
+ * carried; the scan of that file then opens it as usual and reports what is wrong). */
+bool scan_open_next(scanner *s, scan_fd *f);
+/* Forget the carried read (its request is complete): close its file. */
+void scan_carry_drop(scanner *s);
 
 /* Read the chunks of f (the whole file, or its spans) with the scanner's queue, in file
  * order, to cb; *delivered counts the bytes handed over. io_uring when the ring is up,
