@@ -180,13 +180,6 @@ static void test_lock(void)
     repo_free(r);
 }
 
-static uint64_t flushes_of(const repo *r)
-{
-    uint64_t flushes = 0, written = 0;
-    repo_io_counts(r, &flushes, &written);
-    return flushes;
-}
-
 /* A delete is durable (its directory fsynced) whatever the key, the lock's included;
  * only the lock's release and takeover, through the driver's lock_remove, skip the
  * fsync (the lock needs none: posix_excl.c). Old code: the posix delete skipped the
@@ -196,19 +189,19 @@ static void test_lock_remove_unsynced(void)
     repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
     PBT_CHECK(repo_put(r, "wal/obj", "x", 1, &e) == 0);
-    uint64_t f0 = flushes_of(r);
+    uint64_t f0 = pbt_repo_flushes(r);
     PBT_CHECK(repo_delete(r, "wal/obj", &e) == 0);
-    PBT_CHECK(flushes_of(r) == f0 + 1);
+    PBT_CHECK(pbt_repo_flushes(r) == f0 + 1);
     repo_lock *l = NULL;
     PBT_CHECK(repo_lock_acquire(r, "backup", &l, &e) == 0 && l);
-    f0 = flushes_of(r);
+    f0 = pbt_repo_flushes(r);
     repo_lock_release(l);
-    PBT_CHECK(flushes_of(r) == f0); /* released: unlinked, nothing flushed */
+    PBT_CHECK(pbt_repo_flushes(r) == f0); /* released: unlinked, nothing flushed */
     PBT_CHECK(repo_stat(r, REPO_LOCK_KEY, NULL, &e) == PB_ENOENT);
     PBT_CHECK(repo_put(r, REPO_LOCK_KEY, "not a lock", 10, &e) == 0);
-    f0 = flushes_of(r);
+    f0 = pbt_repo_flushes(r);
     PBT_CHECK(repo_delete(r, REPO_LOCK_KEY, &e) == 0);
-    PBT_CHECK(flushes_of(r) == f0 + 1); /* a plain delete of that key is durable too */
+    PBT_CHECK(pbt_repo_flushes(r) == f0 + 1); /* a plain delete of that key is durable too */
     repo_free(r);
 }
 

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/storage/storage.h"
+
 /* Counts the files under dir (recursively) whose name contains needle. */
 static inline int pbt_count_files(const char *dir, const char *needle)
 {
@@ -30,6 +32,14 @@ static inline int pbt_count_files(const char *dir, const char *needle)
     }
     closedir(d);
     return n;
+}
+
+/* The flushes (fdatasync, fsync) r has made so far (repo_io_counts). */
+static inline uint64_t pbt_repo_flushes(const repo *r)
+{
+    uint64_t flushes = 0, written = 0;
+    repo_io_counts(r, &flushes, &written);
+    return flushes;
 }
 
 #endif

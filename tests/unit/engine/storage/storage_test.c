@@ -449,13 +449,6 @@ static int bad_modes(const char *dir, mode_t fmode, mode_t dmode)
     return bad;
 }
 
-/* Defect 4: a umask of 000 must not widen what the repository creates. */
-static uint64_t flushes_of(const repo *r)
-{
-    uint64_t flushes = 0, written = 0;
-    repo_io_counts(r, &flushes, &written);
-    return flushes;
-}
 
 /* repo_defer_syncs (a backup's objects before its manifest): each object's data is
  * flushed at its commit, each directory that got new names once, at repo_sync_deferred;
@@ -465,12 +458,12 @@ static void test_deferred_dir_syncs(void)
 {
     repo *r = pbt_repo_open(tmpdir);
     pb_error e = PB_ERROR_INIT;
-    uint64_t f0 = flushes_of(r);
+    uint64_t f0 = pbt_repo_flushes(r);
     PBT_CHECK(repo_put(r, "backup/d1/pack/000001", "a", 1, &e) == 0);
     PBT_CHECK(repo_put(r, "backup/d1/pack/000002", "b", 1, &e) == 0);
-    PBT_CHECK(flushes_of(r) - f0 >= 2 * 2 + 2); /* data + directory each, new d1 and pack */
+    PBT_CHECK(pbt_repo_flushes(r) - f0 >= 2 * 2 + 2); /* data + directory each, new d1 and pack */
     repo_defer_syncs(r);
-    f0 = flushes_of(r);
+    f0 = pbt_repo_flushes(r);
     for (int i = 1; i <= 3; i++) {
         char key[64];
         snprintf(key, sizeof(key), "backup/d2/pack/00000%d", i);
@@ -480,18 +473,19 @@ static void test_deferred_dir_syncs(void)
         PBT_CHECK(w && repo_writer_commit(w, &e) == 0);
     }
     PBT_CHECK(repo_put(r, "backup/d2/databases", "d", 1, &e) == 0);
-    PBT_CHECK(flushes_of(r) - f0 == 4); /* the data of each, no directory */
+    PBT_CHECK(pbt_repo_flushes(r) - f0 == 4); /* the data of each, no directory */
     PBT_CHECK(repo_stat(r, "backup/d2/pack/000003", NULL, &e) == 0); /* visible meanwhile */
     PBT_CHECK(repo_sync_deferred(r, &e) == 0);
-    PBT_CHECK(flushes_of(r) - f0 == 4 + 3); /* pack/, d2/, backup/: once each */
-    f0 = flushes_of(r);
+    PBT_CHECK(pbt_repo_flushes(r) - f0 == 4 + 3); /* pack/, d2/, backup/: once each */
+    f0 = pbt_repo_flushes(r);
     PBT_CHECK(repo_put(r, "backup/d2/manifest", "m", 1, &e) == 0);
-    PBT_CHECK(flushes_of(r) - f0 == 2); /* deferral over: data and directory at once */
-    f0 = flushes_of(r);
-    PBT_CHECK(repo_sync_deferred(r, &e) == 0 && flushes_of(r) == f0); /* nothing left */
+    PBT_CHECK(pbt_repo_flushes(r) - f0 == 2); /* deferral over: data and directory at once */
+    f0 = pbt_repo_flushes(r);
+    PBT_CHECK(repo_sync_deferred(r, &e) == 0 && pbt_repo_flushes(r) == f0); /* nothing left */
     repo_free(r);
 }
 
+/* Defect 4: a umask of 000 must not widen what the repository creates. */
 static void test_umask_000(void)
 {
     char root[600];
