@@ -454,13 +454,13 @@ out:
     bk_pipe_free(ctx.pipe);
     for (unsigned i = 0; i < ctx.nwriters; i++)
         pack_writer_free(ctx.writers[i]);
-    /* After the writers are gone (their unfinished uploads aborted), so nothing of this
-     * backup is still being written while it is removed. */
     /* A failed backup ends the deferral too: what goes through r later is durable at
      * once again (this backup's own objects are dropped next). */
     pb_error derr = PB_ERROR_INIT;
     if (rc)
         (void)repo_sync_deferred(r, &derr);
+    /* After the writers are gone (their unfinished uploads aborted), so nothing of this
+     * backup is still being written while it is removed. */
     if (rc && ctx.m)
         drop_partial(r, mf_header(ctx.m)->id);
     bk_records_free(ctx.rec);
