@@ -288,6 +288,13 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
             pack_writer_set_first(ctx->writers[ctx->nwriters], ctx->nwriters * 100000u + 1);
     }
     ctx->packs = ctx->writers[0];
+    /* The queue keeps the workers busy and no more (bk_pipe_jobs_for); --max-memory may
+     * have made it smaller still. */
+    unsigned busy = bk_pipe_jobs_for(ctx->nwriters);
+    if (ctx->io.pipe_jobs > busy) {
+        ctx->io.buffer_bytes -= (uint64_t)(ctx->io.pipe_jobs - busy) * PACK_MAX_FRAME_RAW;
+        ctx->io.pipe_jobs = busy;
+    }
     if (rc == 0)
         rc = bk_pipe_start_jobs(&ctx->pipe, ctx->writers, ctx->nwriters,
                                 (int)ctx->opts->cpu_priority, ctx->io.pipe_jobs, err);

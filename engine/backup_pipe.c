@@ -240,11 +240,17 @@ int bk_pipe_start_prio(bk_pipe **out, pack_writer **packs, unsigned nworkers, in
     return bk_pipe_start_jobs(out, packs, nworkers, cpu_priority, 0, err);
 }
 
+unsigned bk_pipe_jobs_for(unsigned nworkers)
+{
+    unsigned n = nworkers > BK_PIPE_JOBS ? BK_PIPE_JOBS : 2 * nworkers + 1;
+    return n < 2 ? 2 : n > BK_PIPE_JOBS ? BK_PIPE_JOBS : n;
+}
+
 int bk_pipe_start_jobs(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
                        unsigned njobs, pb_error *err)
 {
     if (njobs == 0)
-        njobs = BK_PIPE_JOBS;
+        njobs = bk_pipe_jobs_for(nworkers);
     if (njobs < 2 || njobs > BK_PIPE_JOBS)
         return pb_fail(err, PB_EINVAL, "%u compression buffers: must be 2..%d", njobs,
                        BK_PIPE_JOBS);

@@ -50,10 +50,15 @@ int bk_pipe_start(bk_pipe **out, pack_writer **packs, unsigned nworkers, pb_erro
  * applied it; bk_pipe_cpu_applied then says what was applied. */
 int bk_pipe_start_prio(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
                        pb_error *err);
-/* The same with njobs frame buffers (2..BK_PIPE_JOBS; 0 = BK_PIPE_JOBS): --max-memory. */
+/* The same with njobs frame buffers (2..BK_PIPE_JOBS; 0 = bk_pipe_jobs_for(nworkers)):
+ * --max-memory. */
 int bk_pipe_start_jobs(bk_pipe **out, pack_writer **packs, unsigned nworkers, int cpu_priority,
                        unsigned njobs, pb_error *err);
 const char *bk_pipe_cpu_applied(const bk_pipe *p);
+/* The frame buffers that keep nworkers busy (docs/DESIGN.md, "Memory"): one being
+ * compressed and one queued per worker, and the one the reader fills; at least 2, at
+ * most BK_PIPE_JOBS. More only sit full while the reader waits anyway. */
+unsigned bk_pipe_jobs_for(unsigned nworkers);
 /* Stop the worker and free the pool. Accepts NULL. */
 void bk_pipe_free(bk_pipe *p);
 /* A free buffer (waits while all are in flight). */

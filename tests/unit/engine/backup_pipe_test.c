@@ -59,7 +59,9 @@ static void fx_open(fixture *fx, const char *name)
                                &err) == 0);
     fx->ctx.packs = fx->ctx.writers[0] = fx->w;
     fx->ctx.nwriters = 1;
-    PBT_CHECK(bk_pipe_start(&fx->ctx.pipe, &fx->w, 1, &err) == 0);
+    /* every buffer: the held worker leaves six frames queued (test_reader_goes_on) */
+    PBT_CHECK(bk_pipe_start_jobs(&fx->ctx.pipe, &fx->w, 1, BK_CPU_NORMAL, BK_PIPE_JOBS, &err) ==
+              0);
     bk_pipe_set_adapt(fx->ctx.pipe, false, 1);
 }
 
@@ -258,6 +260,25 @@ static void test_store_failure(void)
     fx_close(&fx);
 }
 
+/* The queue keeps the workers busy and no more: one frame compressing and one queued
+ * per worker, and the reader's (issue 12: 12 x 1 MiB sat full behind 2 workers). */
+static void test_queue_sized(void)
+{
+    for (unsigned n = 1; n <= BK_PIPE_MAX_WORKERS; n++) {
+        unsigned jobs = bk_pipe_jobs_for(n);
+        PBT_CHECK(jobs >= 2 && jobs <= BK_PIPE_JOBS);
+        PBT_CHECK(jobs <= 2 * n + 1);
+        PBT_CHECK(jobs >= n + 1 || jobs == BK_PIPE_JOBS);
+    }
+    PBT_CHECK(bk_pipe_jobs_for(2) == 5);
+    pb_error err = PB_ERROR_INIT;
+    bk_pipe *p = NULL;
+    pack_writer *w = NULL;
+    PBT_CHECK(bk_pipe_start_jobs(&p, &w, 1, BK_CPU_NORMAL, BK_PIPE_JOBS + 1, &err) ==
+              PB_EINVAL);
+    PBT_CHECK(p == NULL);
+}
+
 int main(void)
 {
     if (pbt_tmpdir(root, sizeof(root), "backup-pipe-test") != 0)
@@ -266,6 +287,7 @@ int main(void)
     PBT_RUN(test_reader_goes_on);
     PBT_RUN(test_bounded);
     PBT_RUN(test_store_failure);
+    PBT_RUN(test_queue_sized);
     pbt_rmtree(root);
     return PBT_DONE();
 }
