@@ -13,6 +13,8 @@
 
 #define MF_RUN_MIN_BYTES 7u /* seven varints of one byte */
 
+#define VARINT_MAX 10u /* bytes of a u64 varint at most */
+
 int mf_put_varint(pb_buf *b, uint64_t v)
 {
     uint8_t tmp[10];
@@ -258,17 +260,67 @@ static int put_body(pb_buf *b, const mf_file *f, uint64_t zero_hash)
     return rc;
 }
 
+/* The body goes straight into b behind room for its length's varint, which then moves
+ * up against it: no copy of a 1 MiB record (a 1 GiB segment's hashes) on the side. */
 int mf_v2_put_file(pb_buf *b, const mf_file *f, const char *prev, uint64_t zero_hash)
 {
     size_t shared = 0, len = strlen(f->path);
     if (prev)
         while (prev[shared] && prev[shared] == f->path[shared])
             shared++;
-    pb_buf body = {0};
-    int rc = put_body(&body, f, zero_hash);
-    rc |= mf_put_varint(b, shared) | mf_put_varint(b, len - shared);
+    size_t start = b->len;
+    int rc = mf_put_varint(b, shared) | mf_put_varint(b, len - shared);
     rc |= pb_buf_append(b, f->path + shared, len - shared);
-    rc |= mf_put_varint(b, body.len) | pb_buf_append(b, body.data, body.len);
-    pb_buf_free(&body);
-    return rc ? PB_ENOMEM : 0;
+    size_t at = b->len;
+    rc |= pb_buf_append(b, "\0\0\0\0\0\0\0\0\0\0", VARINT_MAX);
+    rc |= put_body(b, f, zero_hash);
+    if (rc) {
+        b->len = start;
+        return PB_ENOMEM;
+    }
+    size_t body = b->len - at - VARINT_MAX, n = 0;
+    uint8_t tmp[VARINT_MAX];
+    for (uint64_t v = body; n == 0 || v; v >>= 7)
+        tmp[n++] = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+    memcpy(b->data + at, tmp, n);
+    memmove(b->data + at + n, b->data + at + VARINT_MAX, body);
+    b->len -= VARINT_MAX - n;
+    return 0;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >>= 7)
+        n++;
+    return n;
+}
+
+/* put_hashes's bytes, exactly: its tokens and literals. */
+static size_t hashes_size(const uint64_t *h, uint64_t n, uint64_t zero_hash)
+{
+    size_t bytes = 0;
+    for (uint64_t i = 0; i < n;) {
+        bool zero = h[i] == zero_hash;
+        uint64_t j = i + 1;
+        while (j < n && (h[j] == zero_hash) == zero)
+            j++;
+        bytes += varint_len((j - i) << 1) + (zero ? 0 : (j - i) * 8);
+        i = j;
+    }
+    return bytes;
+}
+
+size_t mf_v2_file_bound(const mf_file *f, uint64_t zero_hash)
+{
+    /* path varints and body length, kind, mode, size, mtime, inode */
+    size_t bytes = 3 * VARINT_MAX + strlen(f->path) + 1 + 4 * VARINT_MAX;
+    size_t runs = VARINT_MAX + (size_t)f->nruns * 7 * VARINT_MAX;
+    if (f->kind == MF_LINK)
+        bytes += VARINT_MAX + strlen(f->link_target);
+    else if (f->kind == MF_FILE)
+        bytes += 8 + VARINT_MAX + MF_ID_LEN + runs;
+    else if (f->kind == MF_REL)
+        bytes += VARINT_MAX + runs + hashes_size(f->page_hashes, mf_shipped_pages(f), zero_hash);
+    return bytes;
 }

@@ -49,6 +49,9 @@ int mf_v2_rd_header(const uint8_t *p, size_t len, const char *what, mf_backup *h
                     pb_error *err);
 /* Appends f's record, front-coded against prev (NULL: first of its chunk). */
 int mf_v2_put_file(pb_buf *b, const mf_file *f, const char *prev, uint64_t zero_hash);
+/* The most bytes mf_v2_put_file writes for f, whatever prev: the writer sizes its chunk
+ * with it before the record is encoded (manifest/v2_write.c). */
+size_t mf_v2_file_bound(const mf_file *f, uint64_t zero_hash);
 /* Decodes one record; prev is the previous path of the chunk ("" for the first). The
  * file is validated (mf_check_file) before it is returned; on failure f is cleared. */
 int mf_v2_rd_file(pb_reader *r, const char *prev, uint64_t zero_hash, const char *what,

@@ -1,7 +1,9 @@
 /*
  * manifest/v2_write.c — writing format version 2 (docs/MANIFEST.md) chunk by chunk:
  * files arrive in path order, each chunk is handed to the caller's sink once it holds
- * MF_V2_CHUNK_TARGET bytes, and only the index (one entry per chunk) stays in memory.
+ * MF_V2_CHUNK_TARGET bytes (or before a record would take it past that: a record larger
+ * than the target is a chunk of its own), and only the index (one entry per chunk) stays
+ * in memory. The open chunk and its compressed copy are what a writer holds.
  * The header and index come first in the object, so the caller writes the bytes
  * mf_writer_finish returns before the chunks it was given (a spool in between).
  */
@@ -82,6 +84,37 @@ void mf_writer_free(mf_writer *w)
     free(w);
 }
 
+/* Room for need bytes in b, grown by doubling up to max(need, cap_to) and never past it:
+ * a chunk closes before a record would take it past its target, so its buffer is the
+ * target or one record, not the double of either (issue 12). */
+static int reserve_upto(pb_buf *b, size_t need, size_t cap_to)
+{
+    if (need <= b->cap)
+        return 0;
+    size_t n = b->cap ? b->cap : 4096;
+    while (n < need)
+        n *= 2;
+    if (n > cap_to)
+        n = need > cap_to ? need : cap_to;
+    uint8_t *p = realloc(b->data, n);
+    if (!p)
+        return PB_ENOMEM;
+    b->data = p;
+    b->cap = n;
+    return 0;
+}
+
+/* The compressed copy's room: a codec that expands incompressible records by at most
+ * 1/64 and 4 KiB (zstd: 1/256) never grows it; another grows it itself. */
+#define PACKED_ROOM(len) ((len) + (len) / 64 + 4096)
+
+static void note_peak(mf_writer *w)
+{
+    uint64_t held = w->chunk.cap + w->packed.cap + w->cap * sizeof(*w->chunks);
+    if (held > w->peak)
+        w->peak = held;
+}
+
 static int flush_chunk(mf_writer *w, pb_error *err)
 {
     if (w->chunk_files == 0)
@@ -91,7 +124,12 @@ static int flush_chunk(mf_writer *w, pb_error *err)
                        w->nchunks);
     /* compressed only when that is smaller: a chunk never costs more than its records */
     w->packed.len = 0;
+    size_t room = PACKED_ROOM(w->chunk.len);
+    if (w->codec && reserve_upto(&w->packed, room, room))
+        return pb_fail(err, PB_ENOMEM, "writing manifest %s: chunk %zu", w->hdr.id,
+                       w->nchunks);
     int rc = w->codec ? w->codec->compress(w->chunk.data, w->chunk.len, &w->packed, err) : 0;
+    note_peak(w);
     if (rc)
         return rc;
     bool packed = w->codec && w->packed.len < w->chunk.len;
@@ -121,6 +159,12 @@ int mf_writer_add(mf_writer *w, const mf_file *f, pb_error *err)
     if (rc == 0 && w->prev && strcmp(w->prev, f->path) >= 0)
         rc = pb_fail(err, PB_EINVAL, "writing manifest %s: file %s after %s (path order, "
                      "no duplicates)", w->hdr.id, f->path, w->prev);
+    /* the record goes into a chunk it fits, and the chunk's buffer is sized before it */
+    size_t bound = rc ? 0 : mf_v2_file_bound(f, w->zero_hash);
+    if (rc == 0 && w->chunk_files && w->chunk.len + bound > w->chunk_target)
+        rc = flush_chunk(w, err);
+    if (rc == 0 && reserve_upto(&w->chunk, w->chunk.len + bound, w->chunk_target))
+        rc = pb_fail(err, PB_ENOMEM, "writing manifest %s: file %s", w->hdr.id, f->path);
     char *copy = rc ? NULL : strdup(f->path);
     if (rc == 0 && !copy)
         rc = pb_fail(err, PB_ENOMEM, "writing manifest %s: file %s", w->hdr.id, f->path);
@@ -138,10 +182,7 @@ int mf_writer_add(mf_writer *w, const mf_file *f, pb_error *err)
     w->nfiles++;
     if (!w->chunk_first)
         rc = pb_fail(err, PB_ENOMEM, "writing manifest %s", w->hdr.id);
-    /* what is held: the open chunk's buffers and the index entries so far */
-    uint64_t held = w->chunk.cap + w->packed.cap + w->cap * sizeof(*w->chunks);
-    if (held > w->peak)
-        w->peak = held;
+    note_peak(w); /* the open chunk's buffers and the index entries so far */
     if (rc == 0 && w->chunk.len >= w->chunk_target)
         rc = flush_chunk(w, err);
     w->failed = rc != 0;

@@ -545,6 +545,70 @@ static void test_codec(void)
     mf_free(m);
 }
 
+/* A codec that never shrinks (like page hashes under zstd): chunks stored raw. */
+static int copy_compress(const void *data, size_t len, pb_buf *out, pb_error *err)
+{
+    if (pb_buf_reserve(out, len + len / 256 + 64) || pb_buf_append(out, data, len))
+        return pb_fail(err, PB_ENOMEM, "copy");
+    return 0;
+}
+
+static int copy_decompress(const void *data, size_t len, void *dst, size_t raw_len,
+                           pb_error *err)
+{
+    if (len != raw_len)
+        return pb_fail(err, PB_ECORRUPT, "copy: %zu bytes for %zu", len, raw_len);
+    memcpy(dst, data, len);
+    return 0;
+}
+
+/* A 1 GiB segment's record (1 MiB of hashes) after almost a chunk of small ones: the
+ * open chunk closes before it, and the writer holds one chunk and one compressed copy of
+ * about the record's size, not the double of each (issue 12: 2.1 + 2.1 MiB). */
+static void test_segment_chunk(void)
+{
+    const mf_codec copy = {copy_compress, copy_decompress, 1};
+    mf_backup h = header("20261201-000000F", "", 'F');
+    mf_writer *w = NULL;
+    pb_buf body = {0}, obj = {0};
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(mf_writer_new(&w, &h, &copy, sink, &body, &err) == 0);
+    uint32_t n = 0;
+    for (; n < 5000; n++) { /* about 1.8 MiB: one chunk closed, the next one most of one */
+        mf_file f = rel(0, n, 40, 1, 99);
+        PBT_CHECK(mf_writer_add(w, &f, &err) == 0);
+        mf_file_clear(&f);
+    }
+    const uint32_t seg_pages = 131072; /* 1 GiB of 8 KiB pages */
+    mf_file seg = rel(0, 50000, seg_pages, 1, seg_pages);
+    uint64_t rec = (uint64_t)seg_pages * 8;
+    PBT_CHECK(mf_writer_add(w, &seg, &err) == 0);
+    mf_file_clear(&seg);
+    for (uint32_t i = 0; i < 10; i++) {
+        mf_file f = rel(0, 50001 + i, 40, 1, 99);
+        PBT_CHECK(mf_writer_add(w, &f, &err) == 0);
+        mf_file_clear(&f);
+    }
+    PBT_CHECK(mf_writer_finish(w, &obj, &err) == 0);
+    uint64_t peak = mf_writer_peak(w);
+    printf("  %u small records and one of %llu bytes: writer peak %llu bytes\n", n,
+           (unsigned long long)rec, (unsigned long long)peak);
+    PBT_CHECK(peak < 2 * rec + (96u << 10));
+    mf_writer_free(w);
+    pb_buf_append(&obj, body.data, body.len);
+    mf_manifest *m = NULL;
+    PBT_CHECK(mf_parse_codec(obj.data, obj.len, &copy, "segment", &m, &err) == 0 && m &&
+              mf_count(m) == n + 11);
+    const mf_file *big = NULL;
+    for (size_t i = 0; m && i < mf_count(m); i++)
+        if (!strcmp(mf_at(m, i)->path, "base/5/150000"))
+            big = mf_at(m, i);
+    PBT_CHECK(big && big->npages == seg_pages && big->page_hashes[7] == hv(0, 50000, 7));
+    mf_free(m);
+    pb_buf_free(&obj);
+    pb_buf_free(&body);
+}
+
 static void test_writer_order(void)
 {
     mf_backup h = header("20261201-000000F", "", 'F');
@@ -582,5 +646,6 @@ int main(void)
     PBT_RUN(test_merge);
     PBT_RUN(test_writer_order);
     PBT_RUN(test_codec);
+    PBT_RUN(test_segment_chunk);
     return PBT_DONE();
 }
