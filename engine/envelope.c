@@ -11,6 +11,7 @@
 #include "engine/envelope.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,82 @@ int pack_envelope_encode(const void *raw, size_t len, const char *magic, int lev
     pb_put_u64(h + 24, pb_hash64(h + PACK_ENVELOPE_HEADER, n));
     out->len += PACK_ENVELOPE_HEADER + n;
     return 0;
+}
+
+/* One piece in, everything zstd gives for it out (the output grows by doubling, so its
+ * memory follows the compressed bytes). end: the last piece, the frame is closed. */
+static int deflate_piece(ZSTD_CCtx *c, const void *src, size_t n, bool end, pb_buf *out,
+                         const char *what, pb_error *err)
+{
+    ZSTD_inBuffer in = {src, n, 0};
+    size_t left = 1;
+    while (in.pos < in.size || (end && left)) {
+        if (pb_buf_reserve(out, ZSTD_CStreamOutSize()))
+            return pb_fail(err, PB_ENOMEM, "out of memory compressing %s", what);
+        ZSTD_outBuffer o = {out->data, out->cap, out->len};
+        left = ZSTD_compressStream2(c, &o, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+        if (ZSTD_isError(left))
+            return pb_fail(err, PB_EIO, "cannot compress %s: %s", what,
+                           ZSTD_getErrorName(left));
+        out->len = o.pos;
+    }
+    return 0;
+}
+
+static int encode_pieces(ZSTD_CCtx *c, pb_hasher *h, uint8_t *buf, pack_piece_fn read,
+                         void *ctx, uint64_t len, const char *what, pb_buf *out, pb_error *err)
+{
+    uint64_t seen = 0;
+    size_t got = 1;
+    int rc = 0;
+    while (rc == 0 && got) {
+        rc = read(ctx, buf, PACK_ENVELOPE_PIECE, &got, err);
+        if (rc == 0 && got > len - seen)
+            rc = pb_fail(err, PB_EIO, "%s grew while being read (%llu bytes expected)", what,
+                         (unsigned long long)len);
+        if (rc == 0 && got == 0 && seen != len)
+            rc = pb_fail(err, PB_EIO, "%s shrank while being read (%llu of %llu bytes)",
+                         what, (unsigned long long)seen, (unsigned long long)len);
+        if (rc == 0) {
+            pb_hasher_update(h, buf, got);
+            seen += got;
+            rc = deflate_piece(c, buf, got, got == 0, out, what, err);
+        }
+    }
+    return rc;
+}
+
+int pack_envelope_encode_pieces(pack_piece_fn read, void *ctx, uint64_t len, const char *magic,
+                                int level, const char *what, pb_buf *out, pb_error *err)
+{
+    size_t start = out->len;
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    pb_hasher *h = pb_hasher_new();
+    uint8_t *buf = malloc(PACK_ENVELOPE_PIECE);
+    int rc = !c || !h || !buf || pb_buf_reserve(out, PACK_ENVELOPE_HEADER)
+                 ? pb_fail(err, PB_ENOMEM, "out of memory compressing %s", what)
+                 : 0;
+    if (rc == 0 && (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level)) ||
+                    ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(c, len))))
+        rc = pb_fail(err, PB_EIO, "cannot set up the compression of %s", what);
+    if (rc == 0) {
+        out->len += PACK_ENVELOPE_HEADER;
+        rc = encode_pieces(c, h, buf, read, ctx, len, what, out, err);
+    }
+    if (rc == 0) {
+        uint8_t *e = out->data + start;
+        memcpy(e, magic, 8);
+        pb_put_u64(e + 8, len);
+        pb_put_u64(e + 16, pb_hasher_digest(h));
+        pb_put_u64(e + 24, pb_hash64(e + PACK_ENVELOPE_HEADER,
+                                     out->len - start - PACK_ENVELOPE_HEADER));
+    } else {
+        out->len = start;
+    }
+    free(buf);
+    pb_hasher_free(h);
+    ZSTD_freeCCtx(c);
+    return rc;
 }
 
 /* Streams the zstd frame into a buffer that starts small and doubles, so memory follows

@@ -32,6 +32,15 @@
  * PB_ENOMEM, or PB_EIO when zstd fails. */
 int pack_envelope_encode(const void *raw, size_t len, const char *magic, int level,
                          const char *what, pb_buf *out, pb_error *err);
+/* The same for raw bytes that come in pieces (a WAL segment read in chunks): read fills
+ * buf with up to cap bytes and sets *got (0 at the end). What is held is one piece and the
+ * object being built, which grows with the compressed bytes, not to the raw length
+ * (issue 12). The raw length must be len exactly, else PB_EIO naming what (the source
+ * changed while it was read). */
+typedef int (*pack_piece_fn)(void *ctx, void *buf, size_t cap, size_t *got, pb_error *err);
+#define PACK_ENVELOPE_PIECE (1u << 20)
+int pack_envelope_encode_pieces(pack_piece_fn read, void *ctx, uint64_t len, const char *magic,
+                                int level, const char *what, pb_buf *out, pb_error *err);
 /* Verify an object with this magic and decompress it into *out (malloc'd, caller frees;
  * NULL on failure). The raw length in the header is bounded by max_raw, by SIZE_MAX and
  * by what the payload can expand to (PACK_ZSTD_MAX_RATIO), and memory grows with the

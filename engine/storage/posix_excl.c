@@ -58,10 +58,11 @@ int posix_put_new(void *impl, const char *key, const void *data, size_t len, int
     int rc = posix_open_tmp(pr, key, tmp, sizeof(tmp), &fd, err);
     if (rc)
         return rc;
-    if (posix_write_all(fd, data, len) < 0)
-        rc = pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
-    else if (!hold_fd && (posix_count_flush(pr), fdatasync(fd)) < 0)
+    rc = posix_write_paced(pr, fd, tmp, data, len, err);
+    if (rc == 0 && !hold_fd && (posix_count_flush(pr), fdatasync(fd)) < 0)
         rc = pb_fail_errno(err, PB_EIO, "fdatasync of %s/%s failed", pr->root, tmp);
+    else if (rc == 0 && !hold_fd) /* written once, rarely read back here */
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (rc == 0)
         PB_FAULT_POINT("put-new.after-temp-write");
     /* The temp file is flock'ed since posix_open_tmp: for the writer lock (hold_fd) that

@@ -41,6 +41,10 @@ typedef struct posix_repo {
 } posix_repo;
 
 int posix_write_all(int fd, const void *data, size_t len);
+/* data into the temp file tmp (open as fd) a MiB at a time, paced like the streaming
+ * writer (posix_write.c, writer_pace) and counted in bytes_written; no flush. */
+int posix_write_paced(posix_repo *pr, int fd, const char *tmp, const void *data, size_t len,
+                      pb_error *err);
 /* "a/b/c" -> "a/b", "c" -> ".". */
 void posix_parent_of(const char *key, char *out, size_t cap);
 int posix_fsync_dir(posix_repo *pr, const char *dir, pb_error *err);

@@ -7,7 +7,8 @@
  * Durability (docs/DESIGN.md, data-safety rules): an object is fdatasync'ed before it is
  * renamed over its name and its directory is fsynced after (during a backup, once for
  * all its objects by repo_sync_deferred: posix_defer.c), so every pack is stable before
- * the manifest that names it commits. Politeness on the database's device
+ * the manifest that names it commits. Whole objects created if absent (archive-push's WAL,
+ * posix_excl.c) are written through the same pacing (posix_write_paced). Politeness on the database's device
  * (docs/DESIGN.md, "Polite I/O"): repository files are written once and rarely read
  * back on the host being backed up, so the writer never leaves them in the page cache
  * (POSIX_FADV_DONTNEED once a range is on disk), never flushes in small pieces (the one
@@ -178,6 +179,24 @@ static int writer_flush(posix_writer *w, pb_error *err)
     w->buf_len = 0;
     PB_FAULT_POINT("writer.mid-object");
     return writer_pace(w, err);
+}
+
+int posix_write_paced(posix_repo *pr, int fd, const char *tmp, const void *data, size_t len,
+                      pb_error *err)
+{
+    posix_writer w = {.pr = pr, .fd = fd};
+    snprintf(w.tmp, sizeof(w.tmp), "%s", tmp);
+    const uint8_t *p = data;
+    int rc = 0;
+    for (size_t at = 0; rc == 0 && at < len; at += WRITER_BUF) {
+        size_t n = len - at < WRITER_BUF ? len - at : WRITER_BUF;
+        if (posix_write_all(fd, p + at, n) < 0)
+            return pb_fail_errno(err, PB_EIO, "cannot write %s/%s", pr->root, tmp);
+        w.written += n;
+        atomic_fetch_add(&pr->bytes_written, n);
+        rc = writer_pace(&w, err);
+    }
+    return rc;
 }
 
 int posix_writer_write(void *wp, const void *data, size_t len, pb_error *err)

@@ -10,29 +10,25 @@
  *
  * The object is the envelope of engine/envelope.h under its own magic: one codec (and one
  * set of bounds against a hostile repository) for manifests and WAL. WAL files are at
- * most 1 GiB and usually 16 MiB, so one is held in memory whole.
+ * most 1 GiB and usually 16 MiB: a push reads and compresses one in pieces and holds the
+ * compressed object (repo_put_new takes it whole); a get holds one decoded whole.
  */
 #include "engine/wal/wal.h"
 #include "engine/wal/wal_internal.h"
 #include "engine/envelope.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define WAL_MAGIC "PBWAL001"
 #define WAL_LEVEL 1 /* fast: archive_command latency holds back WAL recycling */
 
 /* ---- the object: envelope and segment check ------------------------------------- */
-
-/* The object of one WAL file (archive.c's part of the envelope: its magic and level). */
-static int encode(const uint8_t *raw, size_t len, const char *name, pb_buf *out,
-                  pb_error *err)
-{
-    char what[80];
-    snprintf(what, sizeof(what), "WAL file %s", name);
-    return pack_envelope_encode(raw, len, WAL_MAGIC, WAL_LEVEL, what, out, err);
-}
 
 /* A plain segment's first page has PostgreSQL's long page header (xlogdefs.h,
  * XLogLongPageHeaderData): u16 magic, u16 info, u32 tli, u64 pageaddr, u32 rem_len,
@@ -100,8 +96,6 @@ static int decode(const uint8_t *obj, size_t len, const char *key, uint8_t **raw
     return rc;
 }
 
-/* ---- push / get / exists -------------------------------------------------------- */
-
 /* The key exists already: succeed only when it holds exactly these bytes. */
 static int compare_existing(repo *r, const char *key, const char *name, const uint8_t *raw,
                             size_t len, pb_error *err)
@@ -128,6 +122,61 @@ static int compare_existing(repo *r, const char *key, const char *name, const ui
     return rc;
 }
 
+/* ---- push / get / exists -------------------------------------------------------- */
+
+typedef struct piece_src {
+    int fd;
+    const char *path;
+} piece_src;
+
+static int read_piece(void *ctx, void *buf, size_t cap, size_t *got, pb_error *err)
+{
+    piece_src *s = ctx;
+    ssize_t n;
+    while ((n = read(s->fd, buf, cap)) < 0 && errno == EINTR)
+        ;
+    if (n < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot read %s", s->path);
+    *got = (size_t)n;
+    return 0;
+}
+
+/* The object of the WAL file at path, read and compressed piece by piece: a push holds
+ * one piece and the compressed object, never the raw segment (issue 12). */
+static int encode_file(const char *path, pb_buf *out, pb_error *err)
+{
+    char what[300];
+    snprintf(what, sizeof(what), "WAL file %s", path);
+    piece_src src = {open(path, O_RDONLY | O_CLOEXEC), path};
+    if (src.fd < 0)
+        return pb_fail_errno(err, errno == ENOENT ? PB_ENOENT : PB_EIO, "cannot open %s",
+                             path);
+    struct stat st;
+    int rc = fstat(src.fd, &st) < 0 ? pb_fail_errno(err, PB_EIO, "cannot stat %s", path) : 0;
+    if (rc == 0 && (uint64_t)st.st_size > WAL_MAX_RAW)
+        rc = pb_fail(err, PB_EINVAL, "%s is larger than any WAL file can be", path);
+    if (rc == 0)
+        (void)posix_fadvise(src.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (rc == 0)
+        rc = pack_envelope_encode_pieces(read_piece, &src, (uint64_t)st.st_size, WAL_MAGIC,
+                                         WAL_LEVEL, what, out, err);
+    close(src.fd);
+    return rc;
+}
+
+/* Someone stored key first (a retry, or a racing push): compare with the whole file. */
+static int compare_file(repo *r, const char *key, const char *name, const char *path,
+                        pb_error *err)
+{
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    int rc = arch_file_read(path, &raw, &len, err);
+    if (rc == 0)
+        rc = compare_existing(r, key, name, raw, len, err);
+    free(raw);
+    return rc;
+}
+
 int arch_push(repo *r, const char *path, pb_error *err)
 {
     const char *slash = strrchr(path, '/');
@@ -137,36 +186,26 @@ int arch_push(repo *r, const char *path, pb_error *err)
     if (rc)
         return rc;
     arch_key(key, sizeof(key), name);
-    uint8_t *raw = NULL;
-    size_t len = 0;
     pb_buf obj = {0};
     /* PostgreSQL retries a push that was killed; what that push left (its temp file) goes
      * now, whether this push stores the segment or finds it stored. Not fatal. */
     pb_error cerr = PB_ERROR_INIT;
     if (repo_cleanup_key(r, key, &cerr) != 0)
         pb_warn("%s", cerr.msg);
-    if ((rc = arch_file_read(path, &raw, &len, err)))
-        goto out;
     rc = repo_stat(r, key, NULL, err);
-    if (rc == 0) {
-        rc = compare_existing(r, key, name, raw, len, err);
-        goto out;
-    }
+    if (rc == 0)
+        return compare_file(r, key, name, path, err);
     if (rc != PB_ENOENT)
-        goto out;
+        return rc;
     /* Create-if-absent: of two pushes racing for one name exactly one stores its bytes;
      * the other then compares like any later push (identical: success; else refused). */
-    if (!(rc = encode(raw, len, name, &obj, err)))
+    if (!(rc = encode_file(path, &obj, err)))
         rc = repo_put_new(r, key, obj.data, obj.len, err);
-    if (rc == PB_EEXIST) {
-        rc = compare_existing(r, key, name, raw, len, err);
-        goto out;
-    }
-    if (rc)
-        pb_error_wrap(err, "archiving WAL file %s", name);
-out:
     pb_buf_free(&obj);
-    free(raw);
+    if (rc == PB_EEXIST)
+        return compare_file(r, key, name, path, err);
+    if (rc && rc != PB_ENOENT)
+        pb_error_wrap(err, "archiving WAL file %s", name);
     return rc;
 }
 

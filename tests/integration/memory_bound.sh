@@ -30,6 +30,16 @@ gets() { # NAME: plain and ranged GETs of the backup
 q "VACUUM FREEZE"
 q "CHECKPOINT"
 backup full --type full
+# The full's compression queue keeps its workers busy and no more (engine/backup_pipe.c,
+# bk_pipe_jobs_for: 2 frames of 1 MiB per worker and the reader's; 12 before, which a
+# reader faster than compression fills whatever the database's size).
+jobs=$(pb_json "$OUT/full.json" '["io_applied"]["pipe_jobs"]') workers=$(pb_json "$OUT/full.json" '["stages"]["workers"]')
+pb_log "full: peak RSS $(rss_mib full) MiB, $jobs compression buffers for ${workers:-?} workers"
+if [ -n "$jobs" ] && [ -n "$workers" ] && [ "$jobs" -le $((2 * workers + 1)) ]; then
+    pb_test_ok "the full's compression queue is $jobs frames for $workers workers"
+else
+    pb_test_fail "the full's compression queue is ${jobs:-?} frames for ${workers:-?} workers"
+fi
 q "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid <= 5000"
 q "CHECKPOINT"
 backup small --type incr --progress-interval 1
@@ -69,4 +79,30 @@ if pb_restore_start "$PB_WORK/rs" --set "$LAST"; then
 else
     pb_test_fail "restore of the chain"
 fi
+# archive-push (issue 12): one 16 MiB segment is read and compressed in pieces, so a
+# push holds the compressed object and a MiB, not the segment and its copy. Measured
+# against the push of a history file (the same process, libraries and repository open,
+# no segment): a build that reads the segment whole needs 16 MiB more. The WAL is of a
+# table of repeated text (it compresses well, so the compressed object is small). Into a
+# repository of its own: the chain's archive is not touched.
+q "CREATE TABLE fill AS SELECT repeat('pageback', 60) AS t FROM generate_series(1, 40000)"
+seg=$(pg_psql "$SRC" "SELECT pg_walfile_name(pg_switch_wal())")
+mkdir -p "$PB_WORK/push" && cp "$SRC/pg_wal/$seg" "$PB_WORK/push/$seg" &&
+    printf '1\t0/5000000\tno recovery target specified\n' >"$PB_WORK/push/00000002.history" &&
+    _pb_chown_pg "$PB_WORK/push"
+push_kib() { # FILE: peak RSS (KiB) of archive-push FILE into $PB_WORK/push-repo
+    _pb_as_pg /usr/bin/time -f %M -o "$PB_WORK/push/rss" "$PB_BIN" archive-push \
+        "$PB_WORK/push/$1" --repo "$PB_WORK/push-repo" >/dev/null 2>&1 && cat "$PB_WORK/push/rss"
+}
+mkdir -p "$PB_WORK/push-repo" && _pb_chown_pg "$PB_WORK/push-repo"
+base=$(push_kib 00000002.history) one=$(push_kib "$seg")
+pb_log "archive-push peak RSS: history file ${base:-?} KiB, 16 MiB segment $seg ${one:-?} KiB"
+if [ -n "$base" ] && [ -n "$one" ] && [ "$one" -le $((base + 8 * 1024)) ]; then
+    pb_test_ok "archive-push of a segment holds less than 8 MiB more than of a history file ($((one - base)) KiB)"
+else
+    pb_test_fail "archive-push of a segment: ${one:-?} KiB peak RSS, a history file's ${base:-?} KiB"
+fi
+_pb_as_pg "$PB_BIN" archive-get "$seg" "$PB_WORK/push/back" --repo "$PB_WORK/push-repo" >/dev/null 2>&1
+pb_assert_eq "$(cmp "$PB_WORK/push/$seg" "$PB_WORK/push/back" && echo same)" same \
+    "the pushed segment comes back byte for byte"
 pb_test_summary
