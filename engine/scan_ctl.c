@@ -190,14 +190,21 @@ static scan_ctl_event depth_grow(scan_ctl *c, double tput, double ratio)
 }
 
 /* One epoch is over: decide from its median latency and throughput. A step is judged by
- * throughput first (it must pay, whatever the latency), then latency allows the next. */
+ * throughput first: one that bought under a tenth is taken back whatever the latency (on
+ * one disk a second request only queues, so its latency is about twice the floor: that
+ * is the step failing, not the device loaded, and is held as a plateau, not re-probed at
+ * once as after a cut). Then a latency over CUT_LATENCY cuts, and one near the floor
+ * allows the next step. */
 static scan_ctl_event decide(scan_ctl *c, double tput, double lat)
 {
     double ratio = lat / c->floor_s, gain = c->prev_tput > 0 ? tput / c->prev_tput - 1 : 0;
+    bool judging = c->prev_tput > 0 && !c->kept;
+    if (judging && gain < GROW_GAIN)
+        return step_back(c, gain);
     if (ratio > CUT_LATENCY && (c->depth > 1 || c->mult > 1))
         return cut(c, ratio);
-    if (c->prev_tput > 0 && !c->kept)
-        return gain < GROW_GAIN ? step_back(c, gain) : step_kept(c, gain);
+    if (judging)
+        return step_kept(c, gain);
     if (ratio > GROW_LATENCY)
         return SCAN_CTL_NONE; /* between near and too far: hold */
     if (c->size_probe || (c->plateau && !c->size_held)) {

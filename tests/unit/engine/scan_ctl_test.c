@@ -103,6 +103,21 @@ static void test_second_request_judged_by_throughput(void)
     PBT_CHECK(c.st.depth_gain_pct > 15 && c.st.depth_gain_pct < 25);
 }
 
+/* One disk: a second request only queues, so latency doubles (2.1x the floor) and
+ * throughput stays flat. That is the probe failing: taken back and held (a plateau), not
+ * a cut that would probe again at the next epoch, over and over. */
+static void test_queueing_probe_is_a_plateau(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 555e6, 512 * 1024, 2.1) == SCAN_CTL_PLATEAU);
+    for (int i = 0; i < 20; i++)
+        PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_NONE);
+    PBT_CHECK(c.st.cuts == 0 && c.st.grows == 1 && c.st.plateaus == 1);
+}
+
 /* Depth 2 did not pay: 1 MiB requests are probed (same bytes in flight as two of 512 KiB),
  * kept at +15%, then 2 MiB, taken back at +2%. Latencies are scaled to the base size. */
 static void test_size_axis(void)
@@ -160,7 +175,7 @@ static void test_cut_on_scattered_doubling(void)
     PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_GROW);
     PBT_CHECK(epoch_scaled(&c, &now, 560e6, base, 1.9) == SCAN_CTL_PLATEAU);
     PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_SIZE_GROW);
-    PBT_CHECK(epoch_scaled(&c, &now, 560e6, 2 * base, 4.4) == SCAN_CTL_CUT);
+    PBT_CHECK(epoch_scaled(&c, &now, 650e6, 2 * base, 4.4) == SCAN_CTL_CUT); /* +18% */
     PBT_CHECK(scan_ctl_mult(&c) == 1 && scan_ctl_depth(&c) == 1);
     PBT_CHECK(strstr(c.st.decision, "latency 2.2x") != NULL);
 }
@@ -414,6 +429,7 @@ int main(void)
     PBT_RUN(test_pinned);
     PBT_RUN(test_scatter_probes_two);
     PBT_RUN(test_second_request_judged_by_throughput);
+    PBT_RUN(test_queueing_probe_is_a_plateau);
     PBT_RUN(test_size_axis);
     PBT_RUN(test_cut_on_scattered_doubling);
     PBT_RUN(test_yield_to_base_size);
