@@ -60,7 +60,7 @@ typedef struct scan_io_stats {
                                      * request of the base size (0: no epoch closed) */
     uint64_t size_grows;     /* requests made twice as large: they bought 10% or more */
     uint64_t size_plateaus;  /* taken back: they bought under 10% */
-    size_t request_bytes_peak;  /* largest request size asked for (0: pinned, read_size) */
+    size_t request_bytes_peak;  /* largest request size asked for (the read size if pinned) */
     size_t request_bytes_final; /* ... at the end */
     double depth_gain_pct;   /* what the latest added request bought, percent */
     double size_gain_pct;    /* what the latest larger size bought, percent */
