@@ -280,7 +280,7 @@ static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
         locs[i] = (pack_loc){runs[i]->pack_no, runs[i]->offset, runs[i]->clen, runs[i]->rlen};
     size_t nr = 0;
     /* bounded before any read or allocation from these locations */
-    if (pack_plan(key, locs, n, ranges, &nr, err) != 0)
+    if (pack_source_plan(ctx->source, key, locs, n, ranges, &nr, err) != 0)
         return pb_error_wrap(err, "%s in backup %s", f->path, id);
     int rc = 0;
     for (size_t r = 0; rc == 0 && r < nr; r++)
