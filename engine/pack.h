@@ -170,7 +170,7 @@ uint64_t pack_pool_peak(pack_pool *p);
 /* s draws beyond PACK_SOURCE_FLOOR from p (which outlives s); before s's first fetch. */
 void pack_source_set_pool(pack_source *s, pack_pool *p);
 /* pack_plan for s: ranges as long as s can hold now (PACK_PLAN_MAX_RANGE without a pool
- * or when the pool has room, down to PACK_MAX_FRAME_RAW when it has none), and that room
+ * or when the pool has room, down to PACK_SOURCE_FLOOR when it has none), and that room
  * kept for s until the plan's last range is fetched, another pack is fetched or the next
  * plan. What an earlier fetch returned is valid only until this call. */
 int pack_source_plan(pack_source *s, const char *key, const pack_loc *frames, size_t n,
