@@ -57,8 +57,8 @@ static void assembly_free(assembly *a)
     free(a->out);
 }
 
-/* The needed runs of every backup, one cursor per backup that has some. false when
- * more backups supply the window than it may hold frames of. */
+/* The needed runs of every backup, one cursor per backup that has some. *fits false
+ * when fewer than two or more backups supply the window than it may hold frames of. */
 static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map *map,
                          assembly *a, bool *fits, pb_error *err)
 {
@@ -89,7 +89,9 @@ static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map
         used += c->n;
         a->ncur++;
     }
-    *fits = a->ncur <= ASSEMBLE_MAX_FRAMES;
+    /* one backup alone writes each of its frames' spans straight from the frame: copying
+     * them into regions would cost a copy of every page and save nothing */
+    *fits = a->ncur >= 2 && a->ncur <= ASSEMBLE_MAX_FRAMES;
     return 0;
 }
 

@@ -46,9 +46,9 @@ int rb_check_page(const rs_ctx *ctx, const mf_file *f, const mf_file *fi, const 
                   pb_error *err);
 
 /* Rebuild the map's window of f region by region in page order, each region written
- * once (restore/assemble.c); *rc is its result. false when it cannot within its memory
- * (more backups supply the window than it may hold frames of): nothing was read or
- * written, and the caller goes backup by backup instead. */
+ * once (restore/assemble.c); *rc is its result. false when one backup alone supplies
+ * the window, or more than it may hold frames of: nothing was read or written, and the
+ * caller goes backup by backup instead. */
 bool rb_assemble_window(rs_ctx *ctx, int fd, const mf_file *const *recs, const page_map *map,
                         int *rc, pb_error *err);
 
