@@ -17,6 +17,10 @@ SCALE2=${SCALE2:-1000}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 if [ -z "${RSS_ONE:-}" ]; then
+    # One run at a time on a machine: a scale-1000 run needs ~35 GB under /tmp, and two at
+    # once fill the disk under every cluster on it.
+    exec 9>/tmp/pageback-rss.lock
+    flock -n 9 || { echo "rss.sh: another rss.sh runs; waiting for it" >&2; flock 9; }
     out=$(mktemp)
     for s in "$SCALE1" "$SCALE2"; do
         RSS_ONE=$s RSS_OUT=$out bash "$HERE/rss.sh" || { echo "rss.sh: scale $s failed" >&2; exit 1; }
