@@ -266,6 +266,13 @@ void bk_finish_report(bk_ctx *ctx)
             s->depth_final, s->grows, s->plateaus, s->cuts, s->yields, s->pauses,
             s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak,
             s->overlapped, s->requests);
+    if (s->adaptive)
+        pb_info("I/O sizes: floor %.2f ms (median of an epoch at 1 in flight), requests %zu KiB "
+                "(peak %zu KiB): %" PRIu64 " size grows, %" PRIu64 " size plateaus; last "
+                "step: depth %+.0f%%, size %+.0f%%; latest decision: %s",
+                s->latency_floor_median_ms, s->request_bytes_final / 1024,
+                s->request_bytes_peak / 1024, s->size_grows, s->size_plateaus,
+                s->depth_gain_pct, s->size_gain_pct, s->decision[0] ? s->decision : "none");
     pb_info("repository: %" PRIu64 " flushes for %.1f MiB written (%.1f per GB); peak RSS "
             "%.1f MiB (buffers %.1f MiB)", io->repo_flushes,
             (double)io->repo_bytes_written / 1048576.0, io->flushes_per_gb,

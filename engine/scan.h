@@ -56,6 +56,15 @@ typedef struct scan_io_stats {
     unsigned member_disks_watched; /* an md array's member disks watched beside it */
     uint64_t own_device_reads; /* device requests our reads became (kept out of others') */
     double wait_seconds;     /* the scanning thread waiting for its reads (stage timing) */
+    double latency_floor_median_ms; /* the controller's floor: lowest epoch median at one
+                                     * request of the base size (0: no epoch closed) */
+    uint64_t size_grows;     /* requests made twice as large: they bought 10% or more */
+    uint64_t size_plateaus;  /* taken back: they bought under 10% */
+    size_t request_bytes_peak;  /* largest request size asked for (the read size if pinned) */
+    size_t request_bytes_final; /* ... at the end */
+    double depth_gain_pct;   /* what the latest added request bought, percent */
+    double size_gain_pct;    /* what the latest larger size bought, percent */
+    char decision[200];      /* the latest growth, plateau or cut, in words */
 } scan_io_stats;
 
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err);

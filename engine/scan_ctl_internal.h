@@ -6,10 +6,13 @@
  * tests drive it with made-up samples (tests/unit/engine/scan_ctl_test.c).
  *
  * The policy (docs/DESIGN.md, "Polite I/O"), in the spirit of TCP Vegas and LEDBAT's
- * scavenger class: start with one request in flight and remember the lowest latency
- * seen (the unloaded floor); add one request only while throughput rises by a tenth or
- * more and latency stays near the floor; halve what is in flight when latency climbs;
- * drop to one request with pauses while other processes read from the device.
+ * scavenger class: start with one request in flight and remember the unloaded floor (the
+ * lowest median latency of an epoch at one request of the base size: one request's
+ * latency scatters, a median of many does not); add one request only while throughput
+ * rises by a tenth or more and latency stays near the floor; when a second request does
+ * not pay, try larger requests of the base size times 2, then 4, kept only when they pay
+ * the same tenth; halve what is in flight (then the size) when latency climbs; drop to
+ * one request of the base size with pauses while other processes read from the device.
  */
 #ifndef PB_ENGINE_SCAN_CTL_INTERNAL_H
 #define PB_ENGINE_SCAN_CTL_INTERNAL_H
@@ -28,7 +31,12 @@ typedef enum scan_ctl_event {
     SCAN_CTL_CUT,      /* latency climbed: in flight halved */
     SCAN_CTL_YIELD,    /* other processes read from the device: one in flight, pauses */
     SCAN_CTL_RESUME,   /* they stopped: probing again from one in flight */
+    SCAN_CTL_KEPT,     /* the last step (a request more, a larger size) paid: kept */
+    SCAN_CTL_SIZE_GROW,    /* requests twice as large (depth 2 did not pay) */
+    SCAN_CTL_SIZE_PLATEAU, /* the larger requests bought no throughput: back, hold */
 } scan_ctl_event;
+
+#define SCAN_CTL_EPOCH_KEEP 128u /* latencies an epoch keeps for its median (the latest) */
 
 typedef struct scan_ctl {
     /* configuration */
@@ -39,13 +47,21 @@ typedef struct scan_ctl {
     size_t full_bytes;      /* requests this big or bigger (0: all) set the floor and the
                              * epoch's latency: a small file's read is quick for its size,
                              * and a floor taken from it would forbid every growth */
+    size_t base_bytes;      /* the request size at mult 1; latencies of larger requests are
+                             * scaled to it, so all compare with the floor (0: not scaled) */
+    unsigned mult_max;      /* largest request size, in base sizes (1: the size is fixed) */
     /* state */
     unsigned depth;         /* requests allowed in flight now */
+    unsigned mult;          /* request size now, in base sizes (1, 2, 4 ...) */
     bool yielding, plateau;
-    double floor_s;         /* lowest completion latency seen (0 = none yet) */
-    double ep_start, ep_lat;
+    bool size_probe;        /* prev_tput was measured at mult / 2, not at depth - 1 */
+    bool size_held;         /* the size axis was probed and holds (until a re-probe) */
+    bool kept;              /* the step prev_tput was measured before has paid */
+    double floor_s;         /* lowest epoch median latency at depth 1, mult 1 (0 = none) */
+    double ep_start;
+    double ep_lats[SCAN_CTL_EPOCH_KEEP]; /* the epoch's full-size latencies (a ring) */
     uint64_t ep_bytes;
-    unsigned ep_n;
+    unsigned ep_n;          /* full-size completions in the epoch */
     double prev_tput;       /* bytes/s of the previous epoch at depth - 1 (0 = none) */
     unsigned calm_epochs;   /* epochs held since the plateau (re-probe after a while) */
     double last_lat;
@@ -78,6 +94,14 @@ scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
 
 /* Requests to keep in flight now (1..max_depth). */
 unsigned scan_ctl_depth(const scan_ctl *c);
+
+/* Size of the next request, in base sizes (1..mult_max; 1 while yielding or pinned). */
+unsigned scan_ctl_mult(const scan_ctl *c);
+
+/* The request size at mult 1 and the largest multiple the scanner's buffers allow (the
+ * controller also keeps twice a request's size free, so the next one can go out while
+ * one is checked). Call once after scan_ctl_init. */
+void scan_ctl_sizes(scan_ctl *c, size_t base_bytes, unsigned mult_max);
 
 /* Seconds to wait before submitting the next request (0 = go), at time now; the wait
  * is counted in the stats. */

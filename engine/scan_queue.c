@@ -209,13 +209,16 @@ static int scan_pread(scanner *s, const char *path, const scan_fd *f, scan_chunk
 
 /* io_uring state of one file scan: chunk i lives in slot (base + i) % queue_depth, and
  * its request carries base + i, so a request reaped here for the next file (the carry,
- * chunk nchunks) lands in the slot the next file's scan starts from. */
+ * chunk nchunks) lands in the slot the next file's scan starts from. A larger request
+ * (the controller's size multiple) reads consecutive chunks into consecutive slots; its
+ * completion is split back into them. */
 typedef struct uring_scan {
     uint64_t nchunks, submitted, completed_upto;
     uint64_t base;
-    unsigned inflight;
+    unsigned inflight; /* requests, not chunks */
     bool carrying; /* the next file's chunk 0 was submitted into slot_of(nchunks) */
     int *res;      /* per slot: cqe result, or INT_MIN while in flight */
+    unsigned *group; /* per slot: chunks read by the request that starts there */
 } uring_scan;
 
 static unsigned slot_of(const scanner *s, const uring_scan *u, uint64_t index)
@@ -223,8 +226,10 @@ static unsigned slot_of(const scanner *s, const uring_scan *u, uint64_t index)
     return (unsigned)((u->base + index) % s->queue_depth);
 }
 
+/* One request for chunks [index, index + k) (k > 1: whole-file scans only, the slots
+ * consecutive; p is chunk index's plan). */
 static int submit_read(scanner *s, uring_scan *u, const scan_fd *f, uint64_t index,
-                       const chunk_plan *p)
+                       const chunk_plan *p, unsigned k)
 {
     unsigned slot = slot_of(s, u, index);
     struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
@@ -232,16 +237,35 @@ static int submit_read(scanner *s, uring_scan *u, const scan_fd *f, uint64_t ind
         return -EBUSY; /* cannot happen: the ring holds queue_depth entries */
     uint8_t *buf = s->bufs + (size_t)slot * s->read_size;
     unsigned len = (unsigned)request_len(s, p->cap); /* the rest, if any: read_chunk_rest */
-    if (s->fixed)
-        io_uring_prep_read_fixed(sqe, f->fd, buf, len, p->off, (int)slot);
+    if (k > 1)
+        len = (unsigned)((k - 1) * s->read_size + plan_chunk(s, f, index + k - 1).cap);
+    if (s->fixed) /* one registered buffer spans every slot (scan.c) */
+        io_uring_prep_read_fixed(sqe, f->fd, buf, len, p->off, 0);
     else
         io_uring_prep_read(sqe, f->fd, buf, len, p->off);
     sqe->ioprio = (uint16_t)s->ioprio;
     io_uring_sqe_set_data64(sqe, u->base + index);
-    u->res[slot] = INT_MIN;
+    for (unsigned j = 0; j < k; j++)
+        u->res[slot + j] = INT_MIN;
+    u->group[slot] = k;
     s->t_sub[slot] = pb_now();
     u->inflight++;
     return 0;
+}
+
+/* Chunks the next request reads: the controller's size multiple, within the file, the
+ * free slots and the end of the buffers (a request's slots do not wrap around). */
+static unsigned group_len(const scanner *s, const scan_fd *f, const uring_scan *u)
+{
+    unsigned k = scan_ctl_mult(&s->ctl);
+    if (k <= 1 || f->spans)
+        return 1;
+    uint64_t left = u->nchunks - u->submitted;
+    uint64_t free_slots = u->completed_upto + s->queue_depth - u->submitted;
+    unsigned to_end = s->queue_depth - slot_of(s, u, u->submitted);
+    k = left < k ? (unsigned)left : k;
+    k = free_slots < k ? (unsigned)free_slots : k;
+    return to_end < k ? to_end : k;
 }
 
 /* Every chunk of this file is asked for: ask for the next file's first one (scan_set_next)
@@ -259,7 +283,7 @@ static int carry_next(scanner *s, const scan_fd *f, uring_scan *u, bool *added)
     if (!ok)
         return 0;
     chunk_plan p = plan_chunk(s, &next, 0);
-    int rc = submit_read(s, u, &next, u->nchunks, &p);
+    int rc = submit_read(s, u, &next, u->nchunks, &p, 1);
     if (rc < 0) {
         close(next.fd);
         return rc;
@@ -275,9 +299,10 @@ static int carry_next(scanner *s, const scan_fd *f, uring_scan *u, bool *added)
 static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
 {
     chunk_plan p = plan_chunk(s, f, u->submitted);
-    int rc = submit_read(s, u, f, u->submitted, &p);
+    unsigned k = group_len(s, f, u);
+    int rc = submit_read(s, u, f, u->submitted, &p, k);
     if (rc == 0)
-        u->submitted++;
+        u->submitted += k;
     return rc;
 }
 
@@ -297,11 +322,17 @@ static int uring_reap(scanner *s, uring_scan *u)
     if (t0 != 0)
         s->wait_s += pb_now() - t0;
     uint64_t index = io_uring_cqe_get_data64(cqe);
-    unsigned slot = (unsigned)(index % s->queue_depth);
-    u->res[slot] = cqe->res;
+    unsigned slot = (unsigned)(index % s->queue_depth), k = u->group[slot];
+    int res = cqe->res;
     io_uring_cqe_seen(&s->ring, cqe);
+    /* Each chunk of the request gets its part; a short part is finished synchronously. */
+    for (unsigned j = 0; j < k; j++) {
+        int64_t part = res - (int64_t)j * (int64_t)s->read_size;
+        u->res[slot + j] = res <= 0 ? res : part <= 0 ? 0
+                                 : part > (int64_t)s->read_size ? (int)s->read_size : (int)part;
+    }
     u->inflight--;
-    note_completion(s, s->t_sub[slot], u->res[slot]);
+    note_completion(s, s->t_sub[slot], res);
     return 0;
 }
 
@@ -344,7 +375,8 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
                       uint64_t *delivered, pb_error *err)
 {
     int res[QUEUE_DEPTH_MAX];
-    uring_scan u = {.nchunks = chunk_count(s, f), .res = res};
+    unsigned group[QUEUE_DEPTH_MAX];
+    uring_scan u = {.nchunks = chunk_count(s, f), .res = res, .group = group};
     int rc = 0;
     if (s->carry.ready && s->carry.f.fd == f->fd) { /* chunk 0 was read ahead */
         u.base = s->carry.slot;

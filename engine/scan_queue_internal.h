@@ -15,6 +15,7 @@
 
 #define QUEUE_DEPTH_MAX 1024u
 #define SCAN_YIELD_REQUEST (128u * 1024) /* largest request while yielding */
+#define SCAN_REQUEST_MAX (2u * 1024 * 1024) /* largest request the controller may try */
 
 /* An open file being scanned. */
 typedef struct scan_fd {

@@ -140,6 +140,11 @@ static const rfield scan_fields[] = {
     RF(scan_io_stats, FT_F64, foreground_reads_per_s_peak),
     RF(scan_io_stats, FT_BOOL, device_watched), RF(scan_io_stats, FT_U64, own_device_reads),
     RF(scan_io_stats, FT_U32, member_disks_watched),
+    RF(scan_io_stats, FT_F64, latency_floor_median_ms),
+    RF(scan_io_stats, FT_U64, size_grows), RF(scan_io_stats, FT_U64, size_plateaus),
+    RF(scan_io_stats, FT_SIZE, request_bytes_peak), RF(scan_io_stats, FT_SIZE, request_bytes_final),
+    RF(scan_io_stats, FT_F64, depth_gain_pct), RF(scan_io_stats, FT_F64, size_gain_pct),
+    RF(scan_io_stats, FT_STR, decision),
 };
 static const rfield io_fields[] = {
     RF(bk_io_report, FT_SIZE, read_size), RF(bk_io_report, FT_U32, depth_max),

@@ -27,6 +27,186 @@ static scan_ctl_event epoch(scan_ctl *c, double *now, double tput, double lat)
     return SCAN_CTL_NONE;
 }
 
+/* An epoch, and when it only said that the last step paid (KEPT), the next one too: the
+ * event that changes what is in flight. */
+static scan_ctl_event step(scan_ctl *c, double *now, double tput, double lat)
+{
+    scan_ctl_event ev = epoch(c, now, tput, lat);
+    return ev == SCAN_CTL_KEPT ? epoch(c, now, tput, lat) : ev;
+}
+
+/* Requests of size bytes at throughput tput whose latencies cycle through lat[0..n) (a
+ * virtual disk's scatter), until the controller closes an epoch. */
+static scan_ctl_event epoch_of(scan_ctl *c, double *now, double tput, size_t size,
+                               const double *lat, size_t n)
+{
+    for (int i = 0; i < 100000; i++) {
+        *now += (double)size / tput;
+        scan_ctl_event ev = scan_ctl_sample(c, *now, size, lat[(size_t)i % n]);
+        if (ev != SCAN_CTL_NONE || c->ep_n == 0)
+            return ev;
+    }
+    return SCAN_CTL_NONE;
+}
+
+/* One 512 KiB request's latency on this virtio disk, ms: the median is 1.0, the mean 1.17,
+ * the lowest 0.3 (the mean of an epoch was over 1.5x the lowest ever seen, and the old
+ * controller never probed a second request on an idle database). */
+static const double scatter[] = {0.0003, 0.0009, 0.0010, 0.0011, 0.0024,
+                                 0.0010, 0.00095, 0.0016, 0.0010, 0.00105};
+#define NSCATTER (sizeof(scatter) / sizeof(scatter[0]))
+
+/* The same scatter, times f. */
+static scan_ctl_event epoch_scaled(scan_ctl *c, double *now, double tput, size_t size,
+                                   double f)
+{
+    double lat[NSCATTER];
+    for (size_t i = 0; i < NSCATTER; i++)
+        lat[i] = scatter[i] * f;
+    return epoch_of(c, now, tput, size, lat, NSCATTER);
+}
+
+/* Scattered latencies at one request in flight on an idle device: the second is probed. */
+static void test_scatter_probes_two(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(scan_ctl_depth(&c) == 2 && c.st.grows == 1);
+    PBT_CHECK(c.st.latency_floor_median_ms > 0.99 && c.st.latency_floor_median_ms < 1.01);
+    PBT_CHECK(c.st.latency_floor_ms > 0.29 && c.st.latency_floor_ms < 0.31); /* the lowest */
+    PBT_CHECK(strstr(c.st.decision, "2 in flight: probing") != NULL);
+}
+
+/* A second request that buys +3% (its latency near twice the floor: it only queued) is
+ * taken back, and the depth holds at one; it pays +20%: kept and said so. */
+static void test_second_request_judged_by_throughput(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 566e6, 512 * 1024, 1.9) == SCAN_CTL_PLATEAU);
+    PBT_CHECK(scan_ctl_depth(&c) == 1 && c.st.plateaus == 1);
+    PBT_CHECK(c.st.depth_gain_pct > 0 && c.st.depth_gain_pct < 5); /* epochs' edges: ~3% */
+    for (int i = 0; i < 20; i++)
+        PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_NONE);
+    PBT_CHECK(scan_ctl_depth(&c) == 1 && c.st.grows == 1 && c.st.depth_peak == 2);
+
+    scan_ctl_init(&c, 8, false);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 660e6, 512 * 1024, 1.2) == SCAN_CTL_KEPT);
+    PBT_CHECK(scan_ctl_depth(&c) == 2);
+    PBT_CHECK(strstr(c.st.decision, "2 in flight: +") != NULL);
+    PBT_CHECK(strstr(c.st.decision, "% throughput") != NULL);
+    PBT_CHECK(c.st.depth_gain_pct > 15 && c.st.depth_gain_pct < 25);
+}
+
+/* One disk: a second request only queues, so latency doubles (2.1x the floor) and
+ * throughput stays flat. That is the probe failing: taken back and held (a plateau), not
+ * a cut that would probe again at the next epoch, over and over. */
+static void test_queueing_probe_is_a_plateau(void)
+{
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 555e6, 512 * 1024, 2.1) == SCAN_CTL_PLATEAU);
+    for (int i = 0; i < 20; i++)
+        PBT_CHECK(epoch_scaled(&c, &now, 550e6, 512 * 1024, 1) == SCAN_CTL_NONE);
+    PBT_CHECK(c.st.cuts == 0 && c.st.grows == 1 && c.st.plateaus == 1);
+}
+
+/* Depth 2 did not pay: 1 MiB requests are probed (same bytes in flight as two of 512 KiB),
+ * kept at +15%, then 2 MiB, taken back at +2%. Latencies are scaled to the base size. */
+static void test_size_axis(void)
+{
+    const size_t base = 512 * 1024;
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    scan_ctl_sizes(&c, base, 4);
+    PBT_CHECK(scan_ctl_mult(&c) == 1 && c.st.request_bytes_peak == base);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 566e6, base, 1.9) == SCAN_CTL_PLATEAU);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_SIZE_GROW);
+    PBT_CHECK(scan_ctl_mult(&c) == 2 && scan_ctl_depth(&c) == 1);
+    /* a 1 MiB request takes 1.8x a 512 KiB one: 0.9x per base size */
+    PBT_CHECK(epoch_scaled(&c, &now, 633e6, 2 * base, 1.8) == SCAN_CTL_KEPT);
+    PBT_CHECK(strstr(c.st.decision, "1024 KiB requests: +1") != NULL); /* ~15% */
+    PBT_CHECK(epoch_scaled(&c, &now, 633e6, 2 * base, 1.8) == SCAN_CTL_SIZE_GROW);
+    PBT_CHECK(scan_ctl_mult(&c) == 4);
+    PBT_CHECK(epoch_scaled(&c, &now, 645e6, 4 * base, 3.6) == SCAN_CTL_SIZE_PLATEAU);
+    PBT_CHECK(scan_ctl_mult(&c) == 2 && scan_ctl_depth(&c) == 1);
+    for (int i = 0; i < 10; i++)
+        PBT_CHECK(epoch_scaled(&c, &now, 633e6, 2 * base, 1.8) == SCAN_CTL_NONE);
+    PBT_CHECK(c.st.size_grows == 2 && c.st.size_plateaus == 1);
+    PBT_CHECK(c.st.request_bytes_peak == 4 * base && c.st.request_bytes_final == 2 * base);
+    PBT_CHECK(c.st.size_gain_pct > 0 && c.st.size_gain_pct < 5); /* ~2% */
+    /* the buffers bound the size: 8 slots hold two 2 MiB requests, 4 slots two 1 MiB */
+    scan_ctl_init(&c, 4, false);
+    scan_ctl_sizes(&c, base, 4);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 560e6, base, 1.9) == SCAN_CTL_PLATEAU);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_SIZE_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 700e6, 2 * base, 1.8) == SCAN_CTL_KEPT);
+    PBT_CHECK(epoch_scaled(&c, &now, 700e6, 2 * base, 1.8) == SCAN_CTL_NONE);
+    PBT_CHECK(scan_ctl_mult(&c) == 2 && c.st.request_bytes_peak == 2 * base);
+}
+
+/* Latency doubling (scattered, as at depth 1) halves what is in flight; at one request
+ * of twice the size it halves the size. */
+static void test_cut_on_scattered_doubling(void)
+{
+    const size_t base = 512 * 1024;
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    scan_ctl_sizes(&c, base, 4);
+    for (unsigned d = 1; d < 4; d++)
+        PBT_CHECK(step(&c, &now, 500e6 * d, 0.001) == SCAN_CTL_GROW);
+    PBT_CHECK(scan_ctl_depth(&c) == 4);
+    PBT_CHECK(epoch_scaled(&c, &now, 2000e6, base, 1) == SCAN_CTL_KEPT);
+    PBT_CHECK(epoch_scaled(&c, &now, 2000e6, base, 2.2) == SCAN_CTL_CUT);
+    PBT_CHECK(scan_ctl_depth(&c) == 2 && c.st.cuts == 1);
+    scan_ctl_init(&c, 8, false);
+    scan_ctl_sizes(&c, base, 4);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 560e6, base, 1.9) == SCAN_CTL_PLATEAU);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_SIZE_GROW);
+    PBT_CHECK(epoch_scaled(&c, &now, 650e6, 2 * base, 4.4) == SCAN_CTL_CUT); /* +18% */
+    PBT_CHECK(scan_ctl_mult(&c) == 1 && scan_ctl_depth(&c) == 1);
+    PBT_CHECK(strstr(c.st.decision, "latency 2.2x") != NULL);
+}
+
+/* Others' reads while at 1 MiB requests: yield at once to one request of the base size;
+ * no growth on either axis while yielding; after, probing again from the base. */
+static void test_yield_to_base_size(void)
+{
+    const size_t base = 512 * 1024;
+    scan_ctl c;
+    double now = 1;
+    scan_ctl_init(&c, 8, false);
+    scan_ctl_sizes(&c, base, 4);
+    epoch_scaled(&c, &now, 550e6, base, 1);
+    epoch_scaled(&c, &now, 560e6, base, 1.9);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_SIZE_GROW);
+    PBT_CHECK(scan_ctl_mult(&c) == 2);
+    PBT_CHECK(scan_ctl_device(&c, now, 1000, 100) == SCAN_CTL_NONE);
+    now += 0.5;
+    PBT_CHECK(scan_ctl_device(&c, now, 1000 + 10 + 155, 110) == SCAN_CTL_YIELD);
+    PBT_CHECK(scan_ctl_mult(&c) == 1 && scan_ctl_depth(&c) == 1);
+    PBT_CHECK(c.st.request_bytes_final == base);
+    for (int i = 0; i < 5; i++)
+        PBT_CHECK(epoch_scaled(&c, &now, 2000e6, base, 1) == SCAN_CTL_NONE);
+    PBT_CHECK(scan_ctl_mult(&c) == 1 && scan_ctl_depth(&c) == 1);
+    now += 0.5;
+    PBT_CHECK(scan_ctl_device(&c, now, 1000 + 165 + 12, 120) == SCAN_CTL_RESUME);
+    PBT_CHECK(scan_ctl_mult(&c) == 1);
+    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_GROW);
+}
+
 /* Throughput that rises with depth at the floor latency: one more each epoch. */
 static void test_growth_at_floor(void)
 {
@@ -35,7 +215,7 @@ static void test_growth_at_floor(void)
     scan_ctl_init(&c, 8, false);
     PBT_CHECK(scan_ctl_depth(&c) == 1);
     for (unsigned d = 1; d < 5; d++) {
-        scan_ctl_event ev = epoch(&c, &now, 500e6 * d, 0.001);
+        scan_ctl_event ev = step(&c, &now, 500e6 * d, 0.001);
         PBT_CHECK(ev == SCAN_CTL_GROW);
         PBT_CHECK(scan_ctl_depth(&c) == d + 1);
     }
@@ -60,7 +240,7 @@ static void test_small_reads_leave_the_floor(void)
     }
     PBT_CHECK(c.st.latency_floor_ms == 0);
     for (unsigned d = 1; d < 4; d++)
-        PBT_CHECK(epoch(&c, &now, 500e6 * d, 0.001) == SCAN_CTL_GROW);
+        PBT_CHECK(step(&c, &now, 500e6 * d, 0.001) == SCAN_CTL_GROW);
     PBT_CHECK(scan_ctl_depth(&c) == 4);
     PBT_CHECK(c.st.latency_floor_ms > 0.99 && c.st.latency_floor_ms < 1.01);
 }
@@ -72,7 +252,7 @@ static void test_cut_on_latency_climb(void)
     double now = 1;
     scan_ctl_init(&c, 16, false);
     for (unsigned d = 1; d < 8; d++)
-        epoch(&c, &now, 100e6 * d, 0.001);
+        step(&c, &now, 100e6 * d, 0.001);
     PBT_CHECK(scan_ctl_depth(&c) == 8);
     PBT_CHECK(epoch(&c, &now, 800e6, 0.003) == SCAN_CTL_CUT);
     PBT_CHECK(scan_ctl_depth(&c) == 4);
@@ -105,7 +285,7 @@ static void test_yield_on_foreground(void)
     double now = 1;
     scan_ctl_init(&c, 8, false);
     for (unsigned d = 1; d < 4; d++)
-        epoch(&c, &now, 500e6 * d, 0.001);
+        step(&c, &now, 500e6 * d, 0.001);
     PBT_CHECK(scan_ctl_depth(&c) == 4);
     uint64_t own = 100, reads = 1000; /* own: device reads our requests became */
     PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_NONE); /* the baseline */
@@ -247,6 +427,12 @@ int main(void)
     PBT_RUN(test_no_growth_when_flat);
     PBT_RUN(test_yield_on_foreground);
     PBT_RUN(test_pinned);
+    PBT_RUN(test_scatter_probes_two);
+    PBT_RUN(test_second_request_judged_by_throughput);
+    PBT_RUN(test_queueing_probe_is_a_plateau);
+    PBT_RUN(test_size_axis);
+    PBT_RUN(test_cut_on_scattered_doubling);
+    PBT_RUN(test_yield_to_base_size);
     PBT_RUN(test_parse_stat_fixture);
     PBT_RUN(test_md_members);
     PBT_RUN(test_members_direct);
