@@ -151,6 +151,31 @@ int pack_source_set_budget(pack_source *s, uint64_t bytes, pb_error *err);
 /* Bytes s's buffers hold now (never more than its budget). */
 uint64_t pack_source_held(const pack_source *s);
 
+/* ---- one budget shared by several sources (engine/pack_read.c) ----------------------
+ * A restore's workers each have a source; with independent budgets their sum is reached
+ * only once every worker rebuilds a large file at once, so a restore held more as the
+ * database grew, up to jobs x budget (docs/DESIGN.md, memory). A source given a pool
+ * holds PACK_SOURCE_FLOOR bytes of its own (one largest frame) and draws every byte
+ * beyond that from the pool, up to its own budget, and gives back what it stops holding.
+ * It never waits for the pool: one the pool cannot serve plans ranges no longer than its
+ * floor (pack_source_plan) and reads less ahead. A source alone takes its whole budget:
+ * its ranges stay PACK_PLAN_MAX_RANGE long and its requests as they were. */
+#define PACK_SOURCE_FLOOR ((uint64_t)PACK_MAX_FRAME_STORED)
+typedef struct pack_pool pack_pool;
+int pack_pool_new(pack_pool **out, uint64_t bytes, pb_error *err);
+void pack_pool_free(pack_pool *p); /* accepts NULL; after every source drawing from it */
+/* Bytes the sources have drawn now, and the most they drew at once. */
+uint64_t pack_pool_taken(pack_pool *p);
+uint64_t pack_pool_peak(pack_pool *p);
+/* s draws beyond PACK_SOURCE_FLOOR from p (which outlives s); before s's first fetch. */
+void pack_source_set_pool(pack_source *s, pack_pool *p);
+/* pack_plan for s: ranges as long as s can hold now (PACK_PLAN_MAX_RANGE without a pool
+ * or when the pool has room, down to PACK_SOURCE_FLOOR when it has none), and that room
+ * kept for s until the plan's last range is fetched, another pack is fetched or the next
+ * plan. What an earlier fetch returned is valid only until this call. */
+int pack_source_plan(pack_source *s, const char *key, const pack_loc *frames, size_t n,
+                     pack_range *ranges, size_t *nranges, pb_error *err);
+
 /* ---- the shared pack cache (engine/pack_cache.c) ------------------------------------
  * The first PACK_CACHE_PREFIX bytes of each pack a restore touches (all of a small
  * pack, as an incremental's usually are), read once in one request and shared by the

@@ -6,6 +6,7 @@
  */
 #include "engine/pack.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +18,9 @@ static bool same_frame(const pack_loc *a, const pack_loc *b)
     return a->offset == b->offset && a->clen == b->clen;
 }
 
-int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ranges,
-              size_t *nranges, pb_error *err)
+/* pack_plan with ranges of at most max bytes (one frame longer than that is its own). */
+static int plan_with(const char *key, const pack_loc *frames, size_t n, uint64_t max,
+                     pack_range *ranges, size_t *nranges, pb_error *err)
 {
     *nranges = 0;
     size_t nr = 0;
@@ -41,7 +43,7 @@ int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ran
         uint64_t cur_end = cur ? cur->start + cur->len : 0;
         bool joins = cur && (same_frame(f, &frames[i - 1]) ||
                              (f->offset - cur_end <= PACK_PLAN_GAP &&
-                              end - cur->start <= PACK_PLAN_MAX_RANGE));
+                              end - cur->start <= max));
         if (joins) {
             if (end > cur_end)
                 cur->len = end - cur->start;
@@ -52,6 +54,74 @@ int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ran
     }
     *nranges = nr;
     return 0;
+}
+
+int pack_plan(const char *key, const pack_loc *frames, size_t n, pack_range *ranges,
+              size_t *nranges, pb_error *err)
+{
+    return plan_with(key, frames, n, PACK_PLAN_MAX_RANGE, ranges, nranges, err);
+}
+
+struct pack_pool {
+    pthread_mutex_t mu;
+    uint64_t size, taken, peak; /* under mu */
+};
+
+int pack_pool_new(pack_pool **out, uint64_t bytes, pb_error *err)
+{
+    pack_pool *p = *out = calloc(1, sizeof(*p));
+    if (!p)
+        return pb_fail(err, PB_ENOMEM, "out of memory creating a read pool");
+    p->size = bytes;
+    pthread_mutex_init(&p->mu, NULL);
+    return 0;
+}
+
+void pack_pool_free(pack_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+static uint64_t pool_read(pack_pool *p, bool peak)
+{
+    pthread_mutex_lock(&p->mu);
+    uint64_t v = peak ? p->peak : p->taken;
+    pthread_mutex_unlock(&p->mu);
+    return v;
+}
+
+uint64_t pack_pool_taken(pack_pool *p)
+{
+    return pool_read(p, false);
+}
+
+uint64_t pack_pool_peak(pack_pool *p)
+{
+    return pool_read(p, true);
+}
+
+/* Up to want bytes of p, never waiting: what is free (force: all of want, past the pool's
+ * size, for a caller that did not plan through its source). */
+static uint64_t pool_take(pack_pool *p, uint64_t want, bool force)
+{
+    pthread_mutex_lock(&p->mu);
+    uint64_t room = p->size > p->taken ? p->size - p->taken : 0;
+    uint64_t got = force || want < room ? want : room;
+    p->taken += got;
+    if (p->taken > p->peak)
+        p->peak = p->taken;
+    pthread_mutex_unlock(&p->mu);
+    return got;
+}
+
+static void pool_give(pack_pool *p, uint64_t bytes)
+{
+    pthread_mutex_lock(&p->mu);
+    p->taken -= bytes;
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* One buffer of a source: a contiguous part of one pack. */
@@ -73,7 +143,43 @@ struct pack_source {
     uint64_t clock;
     uint64_t fetched;
     uint64_t budget, held; /* bytes its buffers may hold, and hold (engine/pack.h) */
+    pack_pool *pool;       /* shared budget beyond PACK_SOURCE_FLOOR, or NULL */
+    uint64_t granted;      /* bytes drawn from pool: held <= PACK_SOURCE_FLOOR + granted */
+    uint64_t promise;      /* room kept for the current plan (pack_source_plan), or 0 */
+    char plan_key[256];
+    uint64_t plan_end;     /* where the current plan's last range ends */
 };
+
+/* What s's buffers may hold now. */
+static uint64_t limit(const pack_source *s)
+{
+    return s->pool ? PACK_SOURCE_FLOOR + s->granted : s->budget;
+}
+
+/* Draw from the pool until s may hold total bytes (at most its budget), as far as the
+ * pool has room. */
+static void ask(pack_source *s, uint64_t total)
+{
+    if (total > s->budget)
+        total = s->budget;
+    if (s->pool && total > limit(s))
+        s->granted += pool_take(s->pool, total - limit(s), false);
+}
+
+/* Give back to the pool what s neither holds nor keeps for its current plan. */
+static void trim(pack_source *s)
+{
+    if (!s->pool)
+        return;
+    uint64_t keep = s->held > s->promise ? s->held : s->promise;
+    if (keep > s->budget)
+        keep = s->budget;
+    uint64_t need = keep > PACK_SOURCE_FLOOR ? keep - PACK_SOURCE_FLOOR : 0;
+    if (s->granted > need) {
+        pool_give(s->pool, s->granted - need);
+        s->granted = need;
+    }
+}
 
 int pack_source_new(pack_source **out, repo *r, pb_error *err)
 {
@@ -91,6 +197,8 @@ void pack_source_free(pack_source *s)
         return;
     for (int i = 0; i < PACK_SOURCE_SLOTS; i++)
         free(s->slots[i].buf);
+    if (s->pool)
+        pool_give(s->pool, s->granted);
     free(s);
 }
 
@@ -102,6 +210,11 @@ uint64_t pack_source_fetched(const pack_source *s)
 void pack_source_set_cache(pack_source *s, pack_cache *c)
 {
     s->cache = c;
+}
+
+void pack_source_set_pool(pack_source *s, pack_pool *p)
+{
+    s->pool = p;
 }
 
 static void drop(pack_source *s, slot *sl)
@@ -121,6 +234,7 @@ int pack_source_set_budget(pack_source *s, uint64_t bytes, pb_error *err)
     for (int i = 0; i < PACK_SOURCE_SLOTS; i++)
         drop(s, &s->slots[i]);
     s->budget = bytes;
+    trim(s);
     return 0;
 }
 
@@ -129,16 +243,20 @@ uint64_t pack_source_held(const pack_source *s)
     return s->held;
 }
 
-/* Room for need bytes in sl within the budget: sl's buffer is reused when it is large
- * enough, else freed and allocated anew after the least recently used other buffers
- * are freed until it fits (what an earlier fetch returned is valid only until this
- * call: engine/pack.h). need <= budget (plan_read). */
-static int grow(pack_source *s, slot *sl, size_t need, pb_error *err)
+/* Room for *want bytes in sl within what s may hold (its budget; with a pool, its floor
+ * and what it can draw): sl's buffer is reused when it is large enough, else freed and
+ * allocated anew after the least recently used other buffers are freed until it fits
+ * (what an earlier fetch returned is valid only until this call: engine/pack.h). When
+ * the pool cannot give more, less is read ahead (*want shrinks, never below the len
+ * bytes asked for; a range over the floor was kept for by pack_source_plan, and a caller
+ * that planned without its source draws past the pool's size rather than fail). */
+static int grow(pack_source *s, slot *sl, size_t len, size_t *want, pb_error *err)
 {
-    if (need <= sl->cap)
+    if (*want <= sl->cap)
         return 0;
     drop(s, sl);
-    while (s->held + need > s->budget) {
+    ask(s, s->held + *want);
+    while (s->held + *want > limit(s)) {
         slot *lru = NULL;
         for (int i = 0; i < PACK_SOURCE_SLOTS; i++) {
             slot *o = &s->slots[i];
@@ -149,6 +267,13 @@ static int grow(pack_source *s, slot *sl, size_t need, pb_error *err)
             break;
         drop(s, lru);
     }
+    if (s->pool && s->held + *want > limit(s)) {
+        uint64_t room = limit(s) - s->held;
+        *want = room > len ? (size_t)room : len;
+        if (s->held + *want > limit(s))
+            s->granted += pool_take(s->pool, s->held + *want - limit(s), true);
+    }
+    size_t need = *want;
     sl->buf = malloc(need);
     if (!sl->buf)
         return pb_fail(err, PB_ENOMEM, "out of memory for a %zu-byte read", need);
@@ -214,7 +339,7 @@ static size_t plan_read(const pack_source *s, slot *sl, const char *key, uint64_
 static int read_into(pack_source *s, slot *sl, const char *key, uint64_t start, size_t len,
                      size_t *want, pb_error *err)
 {
-    int rc = grow(s, sl, *want, err);
+    int rc = grow(s, sl, len, want, err);
     if (rc || *want == len)
         return rc ? rc : repo_get_range(s->r, key, start, len, sl->buf, err);
     size_t got = 0;
@@ -231,16 +356,9 @@ static int read_into(pack_source *s, slot *sl, const char *key, uint64_t start, 
     return rc;
 }
 
-int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t len,
-                      const uint8_t **out, pb_error *err)
+static int fetch(pack_source *s, const char *key, uint64_t start, size_t len,
+                 const uint8_t **out, pb_error *err)
 {
-    *out = NULL;
-    if (strlen(key) >= sizeof(s->slots[0].key))
-        return pb_fail(err, PB_EINVAL, "pack key %s is too long", key);
-    if (len > (size_t)PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED ||
-        start > (uint64_t)INT64_MAX - len)
-        return pb_fail(err, PB_ECORRUPT, "%s: impossible read of %zu bytes at offset %llu", key,
-                       len, (unsigned long long)start);
     bool hit = false;
     slot *sl = pick(s, key, start, len, &hit);
     sl->last_use = ++s->clock;
@@ -262,4 +380,47 @@ int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t le
     s->fetched += want;
     *out = sl->buf;
     return 0;
+}
+
+int pack_source_fetch(pack_source *s, const char *key, uint64_t start, size_t len,
+                      const uint8_t **out, pb_error *err)
+{
+    *out = NULL;
+    if (strlen(key) >= sizeof(s->slots[0].key))
+        return pb_fail(err, PB_EINVAL, "pack key %s is too long", key);
+    if (len > (size_t)PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED ||
+        start > (uint64_t)INT64_MAX - len)
+        return pb_fail(err, PB_ECORRUPT, "%s: impossible read of %zu bytes at offset %llu", key,
+                       len, (unsigned long long)start);
+    /* Another pack, or past the plan's last range: the room kept for the plan goes back. */
+    if (s->promise && (strcmp(key, s->plan_key) != 0 || start >= s->plan_end))
+        s->promise = 0;
+    int rc = fetch(s, key, start, len, out, err);
+    if (s->promise && start + len >= s->plan_end)
+        s->promise = 0; /* the plan's last range is read */
+    trim(s);
+    return rc;
+}
+
+int pack_source_plan(pack_source *s, const char *key, const pack_loc *frames, size_t n,
+                     pack_range *ranges, size_t *nranges, pb_error *err)
+{
+    uint64_t max = PACK_PLAN_MAX_RANGE;
+    if (s->pool) {
+        /* Room for the largest fetch a plan makes, as far as the pool has it: a range is
+         * at most max long, or one frame, which the floor holds. */
+        s->promise = 0;
+        ask(s, (uint64_t)PACK_PLAN_MAX_RANGE + PACK_MAX_FRAME_STORED);
+        if (limit(s) < max)
+            max = limit(s);
+    }
+    int rc = plan_with(key, frames, n, max, ranges, nranges, err);
+    if (s->pool && rc == 0 && *nranges && strlen(key) < sizeof(s->plan_key)) {
+        const pack_range *last = &ranges[*nranges - 1];
+        s->promise = limit(s);
+        memcpy(s->plan_key, key, strlen(key) + 1);
+        s->plan_end = last->start + last->len;
+    }
+    trim(s);
+    return rc;
 }

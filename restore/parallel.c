@@ -27,6 +27,7 @@ typedef struct par_state {
     rs_progress progress; /* under mu */
     pack_cache *cache;    /* small packs read once for all workers (engine/pack.h) */
     uint64_t source_budget; /* each worker's pack source (split_memory; 0: default) */
+    pack_pool *pool;      /* what the sources hold beyond their floors, shared (engine/pack.h) */
 } par_state;
 
 typedef struct par_worker {
@@ -95,8 +96,10 @@ static void *par_run(void *vw)
     ctx.reader = NULL;
     pb_error err = PB_ERROR_INIT;
     int rc = rs_ctx_buffers(&ctx, &err);
-    if (rc == 0)
+    if (rc == 0) {
         pack_source_set_cache(ctx.source, st->cache);
+        pack_source_set_pool(ctx.source, st->pool);
+    }
     size_t n = 0;
     while (rc == 0 && !atomic_load(&st->failed) && (rc = grab(w, &n, &err)) == 0 && n) {
         for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -120,21 +123,30 @@ static void *par_run(void *vw)
  * (rs_ctx_buffers). */
 #define WORKER_FIXED (2u * PACK_MAX_FRAME_RAW)
 #define RS_DEFAULT_CACHE (8u << 20)
+/* The workers' sources share what they hold beyond their floors (engine/pack.h, one
+ * budget shared by several sources): by default as much as two sources take at their
+ * full budget. A small database has at most two workers rebuilding large files at a
+ * time; a large one has all of them, and with a budget each their sum was what grew
+ * (jobs x RS_DEFAULT_SOURCE). One worker alone still plans 4 MiB ranges. */
+#define RS_DEFAULT_POOL (2u * (RS_DEFAULT_SOURCE - PACK_SOURCE_FLOOR))
 
-/* --max-memory split between the pack cache (a quarter, at most its default) and the
- * workers' sources, with fewer workers when each would get less than the smallest
- * source budget; refused when even one does not fit. 0: the defaults. */
+/* --max-memory split between the pack cache (a quarter, at most its default), each
+ * worker's own buffers and source floor, and the pool the sources share (the rest), with
+ * fewer workers when a floor each does not fit; refused when even one does not fit.
+ * *source: each source's budget (what one may take of the pool and its floor).
+ * 0: the defaults. */
 static int split_memory(uint64_t max, unsigned *jobs, uint64_t *cache, uint64_t *source,
-                        pb_error *err)
+                        uint64_t *pool, pb_error *err)
 {
-    /* Without --max-memory each worker's source and the pack cache get fixed budgets
-     * that a restore of a few GB already fills (docs/DESIGN.md, flat memory): what a
-     * restore holds then depends on --jobs, never on the size of the data. */
+    /* Without --max-memory the pack cache, each worker's source and the pool get fixed
+     * budgets that a restore of a few GB already fills (docs/DESIGN.md, flat memory):
+     * what a restore holds then depends on neither --jobs nor the size of the data. */
     *cache = RS_DEFAULT_CACHE;
     *source = RS_DEFAULT_SOURCE;
+    *pool = RS_DEFAULT_POOL;
     if (!max)
         return 0;
-    uint64_t need = WORKER_FIXED + PACK_SOURCE_MIN_BUDGET;
+    uint64_t need = WORKER_FIXED + PACK_SOURCE_FLOOR;
     *cache = max / 4 < PACK_CACHE_BUDGET ? max / 4 : PACK_CACHE_BUDGET;
     uint64_t rest = max - *cache;
     while (*jobs > 1 && rest / *jobs < need)
@@ -144,7 +156,10 @@ static int split_memory(uint64_t max, unsigned *jobs, uint64_t *cache, uint64_t 
                        "one worker needs %llu bytes and the pack cache takes %llu",
                        (unsigned long long)max, (unsigned long long)need,
                        (unsigned long long)*cache);
-    *source = rest / *jobs - WORKER_FIXED;
+    *pool = rest - *jobs * need;
+    *source = PACK_SOURCE_FLOOR + *pool;
+    if (*source < PACK_SOURCE_MIN_BUDGET) /* the smallest budget; the pool still bounds it */
+        *source = PACK_SOURCE_MIN_BUDGET;
     if (*source > PACK_SOURCE_BUDGET)
         *source = PACK_SOURCE_BUDGET;
     return 0;
@@ -166,12 +181,18 @@ int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *to
 {
     if (jobs < 1)
         jobs = 1;
-    uint64_t cache_budget = 0, source_budget = 0;
-    if (split_memory(proto->max_memory, &jobs, &cache_budget, &source_budget, err) != 0)
+    uint64_t cache_budget = 0, source_budget = 0, pool_bytes = 0;
+    if (split_memory(proto->max_memory, &jobs, &cache_budget, &source_budget, &pool_bytes,
+                     err) != 0)
         return PB_EINVAL;
     par_worker *w = calloc(jobs, sizeof(*w));
     if (!w)
         return pb_fail(err, PB_ENOMEM, "out of memory for restore workers");
+    pack_pool *pool = NULL;
+    if (pack_pool_new(&pool, pool_bytes, err) != 0) {
+        free(w);
+        return PB_ENOMEM;
+    }
     par_state st;
     memset(&st, 0, sizeof(st));
     st.proto = proto;
@@ -182,9 +203,11 @@ int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *to
     if (pack_cache_new(&st.cache, proto->repo, err) != 0) {
         pthread_mutex_destroy(&st.mu);
         pthread_mutex_destroy(&st.mg_mu);
+        pack_pool_free(pool);
         free(w);
         return PB_ENOMEM;
     }
+    st.pool = pool;
     pack_cache_set_budget(st.cache, cache_budget);
     st.source_budget = source_budget;
     if (totals) {
@@ -212,6 +235,7 @@ int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *to
     pthread_mutex_destroy(&st.mu);
     pthread_mutex_destroy(&st.mg_mu);
     pack_cache_free(st.cache);
+    pack_pool_free(pool);
     free(w);
     return rc;
 }

@@ -262,6 +262,10 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     ctx.source_budget = RS_DEFAULT_SOURCE; /* as a restore worker's (docs/DESIGN.md, memory) */
     if (rc == 0)
         rc = rs_ctx_buffers(&ctx, err);
+    /* As a backup's: the packs' and the database list's names are made durable once, all
+     * together, before the manifest commits (repo_defer_syncs, storage.h); each pack
+     * paid its own directory sync before. */
+    repo_defer_syncs(r);
     if (rc == 0)
         rc = rebase_files(&ctx, &sink, w, lock, progress, &ol.totals, err);
     if (rc == 0)
@@ -270,6 +274,10 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
         mf_writer_header(w)->bytes_stored = pack_writer_stored_bytes(sink.packs);
         rc = rs_db_list_copy(r, p->id, hdr.id, err);
     }
+    pb_error derr = PB_ERROR_INIT; /* a failed rebase ends the deferral too */
+    int src = repo_sync_deferred(r, rc ? &derr : err);
+    if (rc == 0)
+        rc = src;
     if (rc == 0)
         rc = reseal_wal(r, &hdr, err);
     if (rc == 0)

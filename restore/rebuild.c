@@ -3,7 +3,7 @@
  * reconstruct.c: build a per-page source map (the newest backup holding each page),
  * then read each needed frame once and write each page once, verifying its hash.
  */
-#include "restore/restore_internal.h"
+#include "restore/rebuild_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,30 +19,6 @@
  * window takes 256 KiB, and a file of up to 256 MiB is still one window (one read plan
  * per backup, as before). */
 #define MAP_WINDOW 32768u
-
-/* Pages [first, end) of the file being rebuilt: src[p - first] is page p's source. */
-typedef struct page_window {
-    uint32_t first, end;
-} page_window;
-
-typedef struct page_src {
-    uint32_t backup; /* index in the chain */
-    uint32_t hash_index;
-} page_src;
-
-/* The sources of one window's pages. */
-typedef struct page_map {
-    const page_src *src;
-    page_window w;
-} page_map;
-
-/* The source of page p when backup bidx supplies it in this window, else NULL. */
-static const page_src *source_of(const page_map *m, uint32_t p, uint32_t bidx)
-{
-    if (p < m->w.first || p >= m->w.end || m->src[p - m->w.first].backup != bidx)
-        return NULL;
-    return &m->src[p - m->w.first];
-}
 
 /* Newest-first walk of the chain until every page of window w has a source. */
 static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *src,
@@ -85,20 +61,9 @@ static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *
     return 0;
 }
 
-static int write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
-                      size_t len, pb_error *err)
+static int write_all(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
+                     size_t len, pb_error *err)
 {
-    if (ctx->sink)
-        return ctx->sink(ctx->sink_ctx, f, off, data, len, err);
-    if (fd < 0)
-        return 0;
-    if (ctx->delta) {
-        ssize_t n = pread(fd, ctx->existing, len, (off_t)off);
-        if (n == (ssize_t)len && memcmp(ctx->existing, data, len) == 0) {
-            ctx->stats->pages_skipped += len / PB_PAGE_SIZE;
-            return 0;
-        }
-    }
     size_t done = 0;
     while (done < len) {
         ssize_t n = pwrite(fd, data + done, len - done, (off_t)(off + done));
@@ -112,6 +77,60 @@ static int write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const
     return 0;
 }
 
+/* Delta: what the target holds already is read once, and only the runs of pages that
+ * differ from it are written (len <= PACK_MAX_FRAME_RAW, the size of ctx->existing). */
+static int write_changed(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off,
+                         const uint8_t *data, size_t len, pb_error *err)
+{
+    ssize_t got = pread(fd, ctx->existing, len, (off_t)off);
+    size_t have = got > 0 ? (size_t)got : 0, start = 0;
+    bool in_run = false;
+    for (size_t at = 0;;) {
+        size_t n = len - at < PB_PAGE_SIZE ? len - at : PB_PAGE_SIZE;
+        bool end = at >= len;
+        if (!end && !(at + n <= have && memcmp(ctx->existing + at, data + at, n) == 0)) {
+            start = in_run ? start : at;
+            in_run = true;
+            at += n;
+            continue;
+        }
+        if (in_run) {
+            int rc = write_all(ctx, fd, f, off + start, data + start, at - start, err);
+            if (rc)
+                return rc;
+            in_run = false;
+        }
+        if (end)
+            return 0;
+        ctx->stats->pages_skipped += n / PB_PAGE_SIZE;
+        at += n;
+    }
+}
+
+int rb_write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
+                  size_t len, pb_error *err)
+{
+    if (ctx->sink)
+        return ctx->sink(ctx->sink_ctx, f, off, data, len, err);
+    if (fd < 0)
+        return 0;
+    if (ctx->delta && len <= PACK_MAX_FRAME_RAW)
+        return write_changed(ctx, fd, f, off, data, len, err);
+    return write_all(ctx, fd, f, off, data, len, err);
+}
+
+int rb_check_page(const rs_ctx *ctx, const mf_file *f, const mf_file *fi, const mf_run *run,
+                  uint32_t bidx, uint32_t p, const page_src *ps, const uint8_t *page,
+                  pb_error *err)
+{
+    if (pb_hash64(page, PB_PAGE_SIZE) == fi->page_hashes[ps->hash_index])
+        return 0;
+    return pb_fail(err, PB_ECORRUPT,
+                   "%s block %u from backup %s (pack %u, frame at %llu) fails its hash check",
+                   f->path, p, ctx->hdrs[bidx].id, run->pack_no,
+                   (unsigned long long)run->offset);
+}
+
 /* Verify and write the pages of run that page_src selects, coalescing spans. The run's
  * pages start at page run->frame_page of the decoded frame (0 unless runs share it). */
 static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
@@ -121,22 +140,19 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
     uint32_t span_start = 0, span_len = 0;
     for (uint32_t k = 0; k <= run->count; k++) {
         uint32_t p = run->first + k;
-        const page_src *ps = k < run->count && p < f->npages ? source_of(map, p, bidx) : NULL;
+        const page_src *ps = k < run->count && p < f->npages ? rb_source_of(map, p, bidx) : NULL;
         if (ps) {
-            const uint8_t *page = pages + (size_t)k * PB_PAGE_SIZE;
-            if (pb_hash64(page, PB_PAGE_SIZE) != fi->page_hashes[ps->hash_index])
-                return pb_fail(err, PB_ECORRUPT,
-                               "%s block %u from backup %s (pack %u, frame at %llu) fails its "
-                               "hash check",
-                               f->path, p, ctx->hdrs[bidx].id,
-                               run->pack_no, (unsigned long long)run->offset);
+            int rc = rb_check_page(ctx, f, fi, run, bidx, p, ps,
+                                   pages + (size_t)k * PB_PAGE_SIZE, err);
+            if (rc)
+                return rc;
             if (span_len == 0)
                 span_start = k;
             span_len++;
             continue;
         }
         if (span_len) {
-            int rc = write_span(ctx, fd, f, (uint64_t)(run->first + span_start) * PB_PAGE_SIZE,
+            int rc = rb_write_span(ctx, fd, f, (uint64_t)(run->first + span_start) * PB_PAGE_SIZE,
                                 pages + (size_t)span_start * PB_PAGE_SIZE,
                                 (size_t)span_len * PB_PAGE_SIZE, err);
             if (rc)
@@ -147,21 +163,20 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
     return 0;
 }
 
-static bool run_needed(const mf_run *run, const mf_file *f, const page_map *map, uint32_t bidx)
+bool rb_run_needed(const mf_run *run, const mf_file *f, const page_map *map, uint32_t bidx)
 {
     if (run->first >= map->w.end || (uint64_t)run->first + run->count <= map->w.first)
         return false;
     for (uint32_t k = 0; k < run->count; k++) {
         uint32_t p = run->first + k;
-        if (p < f->npages && source_of(map, p, bidx))
+        if (p < f->npages && rb_source_of(map, p, bidx))
             return true;
     }
     return false;
 }
 
-/* Bytes of a pack through the context's source; counts what was read. */
-static int fetch_span(rs_ctx *ctx, const char *key, uint64_t start, size_t span,
-                      const uint8_t **out, pb_error *err)
+int rb_fetch_span(rs_ctx *ctx, const char *key, uint64_t start, size_t span,
+                  const uint8_t **out, pb_error *err)
 {
     uint64_t before = pack_source_fetched(ctx->source);
     int rc = pack_source_fetch(ctx->source, key, start, span, out, err);
@@ -215,7 +230,7 @@ static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *
         return pb_error_wrap(err, "backup %s", id);
     const uint8_t *base = NULL;
     size_t got = 0;
-    rc = fetch_span(ctx, key, run->offset, run->clen, &base, err);
+    rc = rb_fetch_span(ctx, key, run->offset, run->clen, &base, err);
     ctx->frame_valid = false; /* whole-file frames are not shared */
     if (rc == 0)
         rc = decode_into_frame(ctx, key, bidx, run, base, &got, err);
@@ -223,9 +238,8 @@ static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *
     return rc;
 }
 
-/* The pages a run takes must lie inside its decoded frame. */
-static int check_fit(const rs_ctx *ctx, const mf_file *f, const char *key, uint32_t bidx,
-                     const mf_run *run, size_t got, pb_error *err)
+int rb_check_fit(const rs_ctx *ctx, const mf_file *f, const char *key, uint32_t bidx,
+                 const mf_run *run, size_t got, pb_error *err)
 {
     if (got % PB_PAGE_SIZE == 0 &&
         ((uint64_t)run->frame_page + run->count) * PB_PAGE_SIZE <= got)
@@ -244,13 +258,13 @@ static int apply_range(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                        uint32_t bidx, const page_map *map, pb_error *err)
 {
     const uint8_t *base = NULL;
-    int rc = fetch_span(ctx, key, rg->start, (size_t)rg->len, &base, err);
+    int rc = rb_fetch_span(ctx, key, rg->start, (size_t)rg->len, &base, err);
     for (size_t i = rg->first; rc == 0 && i < rg->first + rg->count; i++) {
         const mf_run *run = runs[i];
         size_t got = 0;
         rc = decode_into_frame(ctx, key, bidx, run, base + (run->offset - rg->start), &got, err);
         if (rc == 0)
-            rc = check_fit(ctx, f, key, bidx, run, got, err);
+            rc = rb_check_fit(ctx, f, key, bidx, run, got, err);
         if (rc == 0)
             rc = apply_frame(ctx, fd, f, fi, run, bidx, map, err);
     }
@@ -280,7 +294,7 @@ static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
         locs[i] = (pack_loc){runs[i]->pack_no, runs[i]->offset, runs[i]->clen, runs[i]->rlen};
     size_t nr = 0;
     /* bounded before any read or allocation from these locations */
-    if (pack_plan(key, locs, n, ranges, &nr, err) != 0)
+    if (pack_source_plan(ctx->source, key, locs, n, ranges, &nr, err) != 0)
         return pb_error_wrap(err, "%s in backup %s", f->path, id);
     int rc = 0;
     for (size_t r = 0; rc == 0 && r < nr; r++)
@@ -303,7 +317,7 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_
                                               f->path);
     size_t n = 0;
     for (uint32_t r = 0; rc == 0 && r < fi->nruns; r++)
-        if (run_needed(&fi->runs[r], f, map, bidx))
+        if (rb_run_needed(&fi->runs[r], f, map, bidx))
             need[n++] = &fi->runs[r];
     if (rc == 0)
         qsort(need, n, sizeof(*need), cmp_run);
@@ -332,7 +346,11 @@ static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error
         uint64_t end = first + wpages < f->npages ? first + wpages : f->npages;
         page_map map = {src, {(uint32_t)first, (uint32_t)end}};
         rc = map_sources(ctx, recs, src, map.w, err);
-        for (size_t i = 0; rc == 0 && i < ctx->nchain; i++)
+        /* region by region, each written once (assemble.c); backup by backup, writing
+         * each backup's pages as its frames come, when that takes more frames at once
+         * than a worker may hold */
+        bool by_backup = rc == 0 && !rb_assemble_window(ctx, fd, recs, &map, &rc, err);
+        for (size_t i = 0; by_backup && rc == 0 && i < ctx->nchain; i++)
             rc = rebuild_from(ctx, fd, recs, (uint32_t)i, &map, err);
     }
     free(src);
@@ -378,7 +396,7 @@ static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_err
         if (fs->nruns > 1)
             rc = fetch_frame(ctx, bidx, &fs->runs[r], err);
         if (rc == 0)
-            rc = write_span(ctx, fd, f, off, ctx->frame, fs->runs[r].rlen, err);
+            rc = rb_write_span(ctx, fd, f, off, ctx->frame, fs->runs[r].rlen, err);
         off += fs->runs[r].rlen;
     }
     return rc;

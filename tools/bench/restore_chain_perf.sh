@@ -42,21 +42,35 @@ restore_under() {
         --set "$set" >"$PERF/$what.$n.out" 2>&1 || { cat "$PERF/$what.$n.out" >&2; return 1; }
 }
 
+# BENCH_BINS="old new": the same restores with each binary in turn, BENCH_REPS times
+# each (report the lowest CPU); the profile (perf record) is of the last binary only.
+BINS=${BENCH_BINS:-$PB_BIN}
+REPS=${BENCH_REPS:-1}
+k=0
+for bin in $BINS; do
+    for what in full chain; do
+        set=$FULL_ID
+        [ "$what" = chain ] && set=$LAST_ID
+        for rep in $(seq 1 "$REPS"); do
+            k=$((k + 1))
+            PB_BIN=$bin restore_under "$what" "$set" "stat$k" perf stat -x, -o "$PERF/$what.stat" -e task-clock,user_time,system_time,syscalls:sys_enter_pwrite64,syscalls:sys_enter_openat,syscalls:sys_enter_fsync ||
+                pb_die "restore of $what failed"
+            line=$(grep -m1 '^restored backup' "$PERF/$what.stat$k.out")
+            awk -F, -v what="$what" -v bin="$bin" -v frames="$(sed -n 's/.* \([0-9]*\) frames read.*/\1/p' <<<"$line")" '
+                /task-clock/ {t = $1} /user_time/ {u = $1 / 1e6} /system_time/ {s = $1 / 1e6}
+                /pwrite64/ {w = $1} /openat/ {o = $1} /fsync/ {f = $1}
+                END {printf "%s %-5s CPU %.0f ms (user %.0f, system %.0f), %d frames decoded, %d pwrite, %d openat, %d fsync\n",
+                     bin, what, t, u, s, frames, w, o, f}' "$PERF/$what.stat"
+        done
+    done
+done
 for what in full chain; do
     set=$FULL_ID
     [ "$what" = chain ] && set=$LAST_ID
-    restore_under "$what" "$set" stat perf stat -x, -o "$PERF/$what.stat" -e task-clock,user_time,system_time,syscalls:sys_enter_pwrite64,syscalls:sys_enter_openat,syscalls:sys_enter_fsync ||
-        pb_die "restore of $what failed"
     restore_under "$what" "$set" rec perf record -q -g -o "$PERF/$what.data" ||
         pb_die "restore of $what failed"
     perf script -i "$PERF/$what.data" -F period,ip,sym,dso 2>/dev/null |
         /usr/bin/python3 "$BENCH_DIR/perf_breakdown.py" "$what" "$PERF/$what.json" >/dev/null
-    line=$(grep -m1 '^restored backup' "$PERF/$what.stat.out")
-    awk -F, -v what="$what" -v frames="$(sed -n 's/.* \([0-9]*\) frames read.*/\1/p' <<<"$line")" '
-        /task-clock/ {t = $1} /user_time/ {u = $1 / 1e6} /system_time/ {s = $1 / 1e6}
-        /pwrite64/ {w = $1} /openat/ {o = $1} /fsync/ {f = $1}
-        END {printf "%-5s CPU %.0f ms (user %.0f, system %.0f), %d frames decoded, %d pwrite, %d openat, %d fsync\n",
-             what, t, u, s, frames, w, o, f}' "$PERF/$what.stat"
 done
 echo
 echo "CPU by component (perf record -g, cpu-clock samples), full + $INCRS incrementals, scale $SCALE:"

@@ -1,0 +1,201 @@
+/*
+ * tests/unit/restore/region_write_test.c — a relation file of a full and several
+ * incrementals whose changed pages are scattered over the whole file, each incremental's
+ * pages in two shared frames (as engine/backup_file.c writes them): restore/assemble.c
+ * hands every 1 MiB region to its writer once, in page order, with the newest content of
+ * every page, and decodes each frame once; a page failing its hash is named with its
+ * block and backup, and nothing of its region is written.
+ */
+#include "restore/restore_internal.h"
+#include "tests/unit/fixtures.h"
+#include "tests/unit/restore/rebuild_fixtures.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NPAGES 1000u /* 7 regions of 128 pages and a short one */
+#define REGION 128u
+#define FULL_FRAME 32u /* BK_FRAME_PAGES */
+#define NINCR 6
+#define STRIDE 29u
+
+static const char *ids[NINCR + 1] = {"20260101-000000F", "20260101-000100I", "20260101-000200I",
+                                     "20260101-000300I", "20260101-000400I", "20260101-000500I",
+                                     "20260101-000600I"};
+static char root[256];
+static uint64_t seen[NPAGES]; /* hash of what the writer received, per page */
+static uint8_t times[NPAGES];  /* how often each page was received */
+static unsigned calls;         /* writes handed to the writer */
+static uint64_t last_end;      /* where the previous write ended */
+static bool in_order;
+
+static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, size_t len,
+                pb_error *err)
+{
+    (void)ctx;
+    (void)f;
+    (void)err;
+    if (off % PB_PAGE_SIZE || len % PB_PAGE_SIZE || off / PB_PAGE_SIZE + len / PB_PAGE_SIZE > NPAGES)
+        return PB_EINVAL;
+    calls++;
+    in_order = in_order && off == last_end;
+    last_end = off + len;
+    for (size_t k = 0; k < len / PB_PAGE_SIZE; k++) {
+        size_t p = off / PB_PAGE_SIZE + k;
+        seen[p] = pb_hash64(data + k * PB_PAGE_SIZE, PB_PAGE_SIZE);
+        times[p]++;
+    }
+    return 0;
+}
+
+/* Page p's content in backup b (0: the full). */
+static void content(uint8_t *page, int b, uint32_t p)
+{
+    pbt_fill_page(page, b * 100000 + (int)p);
+}
+
+/* Whether incremental b (1..NINCR) changed page p: every STRIDE-th page from 3b. */
+static bool changed_in(int b, uint32_t p)
+{
+    return b > 0 && p >= (uint32_t)(3 * b) && (p - (uint32_t)(3 * b)) % STRIDE == 0;
+}
+
+/* The n pages listed, one run each, in one frame of w (the record's hashes come later). */
+static void ship_frame(pack_writer *w, mf_file *f, int b, const uint32_t *pages, uint32_t n)
+{
+    pb_error e = PB_ERROR_INIT;
+    uint8_t *buf = malloc((size_t)n * PB_PAGE_SIZE);
+    PBT_CHECK(buf != NULL);
+    for (uint32_t k = 0; k < n; k++)
+        content(buf + (size_t)k * PB_PAGE_SIZE, b, pages[k]);
+    pack_loc loc;
+    PBT_CHECK(pack_write_frame(w, buf, (size_t)n * PB_PAGE_SIZE, &loc, &e) == 0);
+    for (uint32_t k = 0; k < n; k++)
+        f->runs[f->nruns++] = (mf_run){pages[k], 1, loc.pack_no, loc.clen, loc.offset,
+                                       loc.rlen, k};
+    free(buf);
+}
+
+/* Backup b of the chain: the full's frames of FULL_FRAME pages, or incremental b's
+ * changed pages in two frames. bad_block: that block's recorded hash is wrong. */
+static mf_manifest *backup(repo *r, int b, uint32_t bad_block)
+{
+    pb_error e = PB_ERROR_INIT;
+    char dir[128];
+    chain_backup_dir(dir, sizeof(dir), ids[b]);
+    pack_writer *w = NULL;
+    PBT_CHECK(pack_writer_open(&w, r, dir, 64u << 20, 1, &e) == 0);
+    mf_backup h = pbt_header(ids[b], b ? ids[b - 1] : "", b ? 'I' : 'F');
+    mf_manifest *m = pbt_manifest_new(&h);
+    mf_file f = pbt_rel_file("base/1/100", NPAGES);
+    f.runs = calloc(NPAGES, sizeof(mf_run));
+    f.page_hashes = calloc(NPAGES, sizeof(uint64_t));
+    uint32_t *pages = calloc(NPAGES, sizeof(uint32_t)), n = 0;
+    PBT_CHECK(f.runs && f.page_hashes && pages);
+    for (uint32_t p = 0; p < NPAGES; p++)
+        if (b == 0 || changed_in(b, p))
+            pages[n++] = p;
+    if (b == 0) {
+        for (uint32_t i = 0; i < n; i += FULL_FRAME) {
+            uint32_t cnt = n - i < FULL_FRAME ? n - i : FULL_FRAME;
+            uint32_t before = f.nruns;
+            ship_frame(w, &f, 0, pages + i, cnt);
+            /* one run of the frame's pages (bulk data) */
+            f.runs[before].count = cnt;
+            f.nruns = before + 1;
+        }
+    } else {
+        ship_frame(w, &f, b, pages, n / 2);
+        ship_frame(w, &f, b, pages + n / 2, n - n / 2);
+    }
+    /* the record's hashes, in run order */
+    uint32_t hi = 0;
+    uint8_t page[PB_PAGE_SIZE];
+    for (uint32_t i = 0; i < f.nruns; i++)
+        for (uint32_t k = 0; k < f.runs[i].count; k++, hi++) {
+            content(page, b, f.runs[i].first + k);
+            f.page_hashes[hi] = pb_hash64(page, PB_PAGE_SIZE) ^
+                                (f.runs[i].first + k == bad_block ? 1u : 0u);
+        }
+    PBT_CHECK(pack_writer_finish(w, &e) == 0);
+    pack_writer_free(w);
+    free(pages);
+    PBT_CHECK(mf_add_file(m, &f, &e) == 0);
+    mf_sort(m);
+    return m;
+}
+
+/* Rebuild the chain's file into the sink; bad_in/bad_block: a page whose recorded hash
+ * is wrong in that backup (bad_in < 0: none). */
+static int rebuild(const char *name, int bad_in, uint32_t bad_block, rs_stats *st, pb_error *e)
+{
+    repo *r = pbt_repo_open_in(root, name);
+    if (!r)
+        return PB_EIO;
+    mf_manifest *items[NINCR + 1];
+    mf_backup hdrs[NINCR + 1];
+    const mf_file *recs[NINCR + 1];
+    for (int b = 0; b <= NINCR; b++) {
+        items[b] = backup(r, b, b == bad_in ? bad_block : UINT32_MAX);
+        hdrs[b] = *mf_header(items[b]);
+        recs[b] = mf_find(items[b], "base/1/100");
+    }
+    memset(seen, 0, sizeof(seen));
+    memset(times, 0, sizeof(times));
+    calls = 0;
+    last_end = 0;
+    in_order = true;
+    int rc = pbt_rebuild_one(r, hdrs, NINCR + 1, recs, sink, st, e);
+    bool right = true;
+    uint8_t want[PB_PAGE_SIZE];
+    for (uint32_t p = 0; rc == 0 && p < NPAGES; p++) {
+        int b = NINCR;
+        while (b > 0 && !changed_in(b, p))
+            b--;
+        content(want, b, p);
+        right = right && times[p] == 1 && seen[p] == pb_hash64(want, PB_PAGE_SIZE);
+    }
+    PBT_CHECK(right);
+    for (int b = 0; b <= NINCR; b++)
+        mf_free(items[b]);
+    repo_free(r);
+    return rc;
+}
+
+static void test_one_write_per_region(void)
+{
+    rs_stats st;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(rebuild("chain", -1, 0, &st, &e) == 0);
+    /* backup by backup, each scattered page was a write of its own (about 200 here) */
+    PBT_CHECK(calls == (NPAGES + REGION - 1) / REGION);
+    PBT_CHECK(in_order);
+    /* each frame decoded once: the full's, and two of each incremental */
+    PBT_CHECK(st.frames_read <= (NPAGES + FULL_FRAME - 1) / FULL_FRAME + 2 * NINCR);
+    fprintf(stderr, "%u writes, %llu frames decoded\n", calls,
+            (unsigned long long)st.frames_read);
+}
+
+static void test_bad_page_named(void)
+{
+    rs_stats st;
+    pb_error e = PB_ERROR_INIT;
+    /* block 6 + 29 = 35 of incremental 2 is still its newest copy (no later one
+     * changes it): its recorded hash is wrong */
+    PBT_CHECK(rebuild("bad", 2, 35, &st, &e) == PB_ECORRUPT);
+    PBT_CHECK(strstr(e.msg, "base/1/100 block 35 from backup 20260101-000200I") != NULL);
+    PBT_CHECK(strstr(e.msg, "fails its hash check") != NULL);
+    for (uint32_t p = 0; p < REGION; p++)
+        PBT_CHECK(times[p] == 0); /* nothing of its region reached the writer */
+    fprintf(stderr, "refused as expected: %s\n", e.msg);
+}
+
+int main(void)
+{
+    if (pbt_tmpdir(root, sizeof(root), "region-write-test") != 0)
+        return 1;
+    PBT_RUN(test_one_write_per_region);
+    PBT_RUN(test_bad_page_named);
+    pbt_rmtree(root);
+    return PBT_DONE();
+}
