@@ -31,4 +31,11 @@ static inline int pbt_rebuild_one(repo *r, const mf_backup *hdrs, size_t n,
     return rc;
 }
 
+/* A sink's span is whole pages inside a file of npages pages. */
+static inline bool pbt_span_in(uint64_t off, size_t len, uint64_t npages)
+{
+    return off % PB_PAGE_SIZE == 0 && len % PB_PAGE_SIZE == 0 &&
+           off / PB_PAGE_SIZE + len / PB_PAGE_SIZE <= npages;
+}
+
 #endif

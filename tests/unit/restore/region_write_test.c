@@ -35,7 +35,7 @@ static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, 
     (void)ctx;
     (void)f;
     (void)err;
-    if (off % PB_PAGE_SIZE || len % PB_PAGE_SIZE || off / PB_PAGE_SIZE + len / PB_PAGE_SIZE > NPAGES)
+    if (!pbt_span_in(off, len, NPAGES))
         return PB_EINVAL;
     calls++;
     in_order = in_order && off == last_end;

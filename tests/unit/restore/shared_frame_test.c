@@ -27,7 +27,7 @@ static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, 
     (void)ctx;
     (void)f;
     (void)err;
-    if (off % PB_PAGE_SIZE || len % PB_PAGE_SIZE || off / PB_PAGE_SIZE + len / PB_PAGE_SIZE > NPAGES)
+    if (!pbt_span_in(off, len, NPAGES))
         return PB_EINVAL;
     memcpy(image[off / PB_PAGE_SIZE], data, len);
     pages_in += (unsigned)(len / PB_PAGE_SIZE);

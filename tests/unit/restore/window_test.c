@@ -30,7 +30,7 @@ static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, 
     (void)ctx;
     (void)f;
     (void)err;
-    if (off % PB_PAGE_SIZE || len % PB_PAGE_SIZE || off / PB_PAGE_SIZE + len / PB_PAGE_SIZE > NPAGES)
+    if (!pbt_span_in(off, len, NPAGES))
         return PB_EINVAL;
     for (size_t k = 0; k < len / PB_PAGE_SIZE; k++) {
         size_t p = off / PB_PAGE_SIZE + k;
