@@ -8,6 +8,8 @@
 # with what the read controller did (depth, request size, grows, plateaus, from each
 # backup's report JSON), and writes it all to $BENCH_RESULTS/idle.json.
 #   OLD_BIN=/path/to/old/pageback SCALE=60 PB_BIN=build/pageback tools/bench/idle.sh
+# IDLE_PB_OPTS: extra options for both binaries' backups (e.g. "--queue-depth 1 --read-size
+# 512k" pins the controller, to tell its probes from the rest of a change).
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
 SCALE=${SCALE:-60}
@@ -40,7 +42,7 @@ for rep in $(seq 1 "$ROUNDS"); do
         [ $which = old ] && PB_BIN=$OLD || PB_BIN=$NEW
         json=$BENCH_TMP/report-$which-$rep.json
         bench_drop_caches
-        bench_pb backup --type full --report "$json" || pb_die "backup failed"
+        bench_pb backup --type full --report "$json" ${IDLE_PB_OPTS:-} || pb_die "backup failed"
         line=$(grep -o 'scanned .*' "$BENCH_TMP/pb.out" | head -1)
         echo "rep $rep pageback_$which $line cpu $T_CPU s rss $T_RSS_MIB"
         grep -E "I/O:|I/O sizes:|stages:|CPU per GB" "$BENCH_TMP/pb.out" | sed "s/^/    $which: /" | cut -c1-300
