@@ -96,6 +96,19 @@ pb_report_dir() {
 # of the JSON report FILE; nothing when it cannot be read.
 pb_json() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null; }
 
+# pb_check_rss REPORT BOUND_MIB WHAT: one check that WHAT's peak RSS (the JSON REPORT's
+# peak_rss_bytes, in MiB) is at most BOUND_MIB; a report without it fails.
+pb_check_rss() {
+    local rss
+    rss=$(pb_json "$1" '["peak_rss_bytes"] // 1048576')
+    pb_log "$3: peak RSS ${rss:-?} MiB (bound $2 MiB)"
+    if [ -n "$rss" ] && [ "$rss" -le "$2" ]; then
+        pb_test_ok "peak RSS of $3 ($rss MiB) is within $2 MiB"
+    else
+        pb_test_fail "peak RSS of $3 is ${rss:-unknown} MiB, over $2 MiB"
+    fi
+}
+
 # pb_backup_id OUTPUT: the id from a `pageback backup` summary line.
 pb_last_id() {
     pb info --json | /usr/bin/python3 -c "

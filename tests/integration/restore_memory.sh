@@ -40,13 +40,7 @@ if pb_restore_start "$PB_WORK/rs" --set "$LAST" --max-memory 24M --report "$OUT/
 else
     pb_test_fail "restore of the chain with --max-memory 24M"
 fi
-rss=$(pb_json "$OUT/rs.json" '["peak_rss_bytes"] // 1048576')
-pb_log "restore --max-memory 24M: peak RSS ${rss:-?} MiB (bound $RSS_BOUND_MIB MiB)"
-if [ -n "$rss" ] && [ "$rss" -le "$RSS_BOUND_MIB" ]; then
-    pb_test_ok "the bounded restore's peak RSS ($rss MiB) is within $RSS_BOUND_MIB MiB"
-else
-    pb_test_fail "the bounded restore's peak RSS is ${rss:-unknown} MiB, over $RSS_BOUND_MIB MiB"
-fi
+pb_check_rss "$OUT/rs.json" "$RSS_BOUND_MIB" "the restore with --max-memory 24M"
 
 # For the record (no bound: the defaults' budget is larger than this small chain needs).
 mkdir -p "$PB_WORK/dflt" && chmod 0700 "$PB_WORK/dflt" && _pb_chown_pg "$PB_WORK/dflt"
@@ -61,13 +55,7 @@ if pb rebase --set "$LAST" --report "$OUT/rb.json" >"$PB_WORK/rb.log" 2>&1; then
 else
     pb_test_fail "rebase of the chain: $(tail -n 3 "$PB_WORK/rb.log")"
 fi
-rb=$(pb_json "$OUT/rb.json" '["peak_rss_bytes"] // 1048576')
-pb_log "rebase: peak RSS ${rb:-?} MiB (bound $REBASE_BOUND_MIB MiB)"
-if [ -n "$rb" ] && [ "$rb" -le "$REBASE_BOUND_MIB" ]; then
-    pb_test_ok "the rebase's peak RSS ($rb MiB) is within $REBASE_BOUND_MIB MiB"
-else
-    pb_test_fail "the rebase's peak RSS is ${rb:-unknown} MiB, over $REBASE_BOUND_MIB MiB"
-fi
+pb_check_rss "$OUT/rb.json" "$REBASE_BOUND_MIB" "the rebase"
 
 mkdir -p "$PB_WORK/small" && chmod 0700 "$PB_WORK/small" && _pb_chown_pg "$PB_WORK/small"
 if out=$(pb restore --target-dir "$PB_WORK/small" --set "$LAST" --max-memory 4M 2>&1); then

@@ -36,13 +36,7 @@ if pb_restore_start "$PB_WORK/rs" --set "$LAST" --jobs 8 --report "$OUT/rs.json"
 else
     pb_test_fail "restore with --jobs 8"
 fi
-rss=$(pb_json "$OUT/rs.json" '["peak_rss_bytes"] // 1048576')
-pb_log "restore, 8 workers: peak RSS ${rss:-?} MiB (bound $RSS_BOUND_MIB MiB)"
-if [ -n "$rss" ] && [ "$rss" -le "$RSS_BOUND_MIB" ]; then
-    pb_test_ok "the restore's peak RSS ($rss MiB) is within $RSS_BOUND_MIB MiB"
-else
-    pb_test_fail "the restore's peak RSS is ${rss:-unknown} MiB, over $RSS_BOUND_MIB MiB"
-fi
+pb_check_rss "$OUT/rs.json" "$RSS_BOUND_MIB" "the restore with 8 workers"
 
 mkdir -p "$PB_WORK/one" && chmod 0700 "$PB_WORK/one" && _pb_chown_pg "$PB_WORK/one"
 pb_check "restore with --jobs 1" pb restore --target-dir "$PB_WORK/one" --set "$LAST" \
