@@ -29,6 +29,7 @@ typedef struct bk_cursor {
     const mf_run **runs;
     size_t n, next;
     uint8_t *frame;
+    uint32_t cap; /* frame's size: the longest frame this backup decoded yet */
     bool valid;
     uint32_t pack_no, len;
     uint64_t offset;
@@ -111,8 +112,16 @@ static int load_frame(rs_ctx *ctx, const mf_file *f, bk_cursor *c, const mf_run 
         c->valid = false;
         if (pack_loc_check(c->key, run->offset, run->clen, run->rlen, err) != 0)
             return pb_error_wrap(err, "%s in backup %s", f->path, id);
-        if (!c->frame && !(c->frame = malloc(PACK_MAX_FRAME_RAW)))
-            return pb_fail(err, PB_ENOMEM, "out of memory assembling %s", f->path);
+        /* sized to the frame's real length, not PACK_MAX_FRAME_RAW: an incremental's
+         * frames are mostly far smaller, and 31 backups each holding 1 MiB per worker
+         * was most of a chain restore's peak memory (issue 12) */
+        if (run->rlen > c->cap) {
+            uint8_t *nf = realloc(c->frame, run->rlen ? run->rlen : 1);
+            if (!nf)
+                return pb_fail(err, PB_ENOMEM, "out of memory assembling %s", f->path);
+            c->frame = nf;
+            c->cap = run->rlen;
+        }
         const uint8_t *base = NULL;
         size_t got = 0;
         int rc = rb_fetch_span(ctx, c->key, run->offset, run->clen, &base, err);
@@ -120,8 +129,8 @@ static int load_frame(rs_ctx *ctx, const mf_file *f, bk_cursor *c, const mf_run 
         snprintf(what, sizeof(what), "%s frame at offset %llu", c->key,
                  (unsigned long long)run->offset);
         if (rc == 0)
-            rc = pack_reader_decode(ctx->reader, base, run->clen, c->frame, PACK_MAX_FRAME_RAW,
-                                    &got, what, err);
+            rc = pack_reader_decode(ctx->reader, base, run->clen, c->frame, c->cap, &got,
+                                    what, err);
         if (rc)
             return rc;
         ctx->stats->frames_read++;
@@ -168,6 +177,11 @@ static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, bk_cursor
         if (end > hi)
             return 0; /* the run goes on into the next region */
     }
+    /* used up: no later region needs its frame, so it is not held for the window */
+    free(c->frame);
+    c->frame = NULL;
+    c->cap = 0;
+    c->valid = false;
     return 0;
 }
 
