@@ -6,8 +6,10 @@
  * its full alone, and the calls, not the bytes, were what cost (docs/BENCHMARKS.md,
  * seventh session). Each backup keeps the frame it decoded last: an incremental's
  * frame holds scattered pages of up to 128 MiB of the file (engine/backup_internal.h),
- * and the next regions need it again, so each frame is still decoded once. Used on a
- * local repository only (rb_assemble_window).
+ * and the next regions need it again, so each frame is still decoded once. That buffer is
+ * as long as the backup's largest frame and is freed once the backup has no page left in
+ * the window (docs/DESIGN.md, "Memory"). Used on a local repository only
+ * (rb_assemble_window).
  */
 #include "restore/rebuild_internal.h"
 
@@ -42,6 +44,7 @@ typedef struct assembly {
     size_t ncur;
     const mf_run **runs;
     uint8_t *out; /* the region being assembled */
+    uint64_t held; /* bytes of the cursors' frames */
 } assembly;
 
 static int cmp_first(const void *a, const void *b)
@@ -97,9 +100,38 @@ static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map
     return 0;
 }
 
+/* c's frame buffer at least len bytes: sized to the frames it really decodes, not to
+ * PACK_MAX_FRAME_RAW. An incremental's frames are mostly far smaller, and 31 backups each
+ * holding 1 MiB per worker was most of a chain restore's peak memory (issue 12). */
+static int cursor_reserve(rs_ctx *ctx, assembly *a, bk_cursor *c, uint32_t len,
+                          const mf_file *f, pb_error *err)
+{
+    if (len <= c->cap)
+        return 0;
+    uint8_t *grown = realloc(c->frame, len ? len : 1);
+    if (!grown)
+        return pb_fail(err, PB_ENOMEM, "out of memory assembling %s", f->path);
+    a->held += len - c->cap;
+    c->frame = grown;
+    c->cap = len;
+    if (a->held > ctx->stats->frame_peak)
+        ctx->stats->frame_peak = a->held;
+    return 0;
+}
+
+/* c's runs are used up: no later region needs its frame, so the window does not hold it. */
+static void cursor_release(assembly *a, bk_cursor *c)
+{
+    a->held -= c->cap;
+    free(c->frame);
+    c->frame = NULL;
+    c->cap = 0;
+    c->valid = false;
+}
+
 /* The frame of run in c->frame: decoded now unless it is the one decoded last. */
-static int load_frame(rs_ctx *ctx, const mf_file *f, bk_cursor *c, const mf_run *run,
-                      pb_error *err)
+static int load_frame(rs_ctx *ctx, assembly *a, const mf_file *f, bk_cursor *c,
+                      const mf_run *run, pb_error *err)
 {
     const char *id = ctx->hdrs[c->bidx].id;
     if (c->key_pack != run->pack_no) {
@@ -112,19 +144,12 @@ static int load_frame(rs_ctx *ctx, const mf_file *f, bk_cursor *c, const mf_run 
         c->valid = false;
         if (pack_loc_check(c->key, run->offset, run->clen, run->rlen, err) != 0)
             return pb_error_wrap(err, "%s in backup %s", f->path, id);
-        /* sized to the frame's real length, not PACK_MAX_FRAME_RAW: an incremental's
-         * frames are mostly far smaller, and 31 backups each holding 1 MiB per worker
-         * was most of a chain restore's peak memory (issue 12) */
-        if (run->rlen > c->cap) {
-            uint8_t *nf = realloc(c->frame, run->rlen ? run->rlen : 1);
-            if (!nf)
-                return pb_fail(err, PB_ENOMEM, "out of memory assembling %s", f->path);
-            c->frame = nf;
-            c->cap = run->rlen;
-        }
+        int rc = cursor_reserve(ctx, a, c, run->rlen, f, err);
+        if (rc)
+            return rc;
         const uint8_t *base = NULL;
         size_t got = 0;
-        int rc = rb_fetch_span(ctx, c->key, run->offset, run->clen, &base, err);
+        rc = rb_fetch_span(ctx, c->key, run->offset, run->clen, &base, err);
         char what[400];
         snprintf(what, sizeof(what), "%s frame at offset %llu", c->key,
                  (unsigned long long)run->offset);
@@ -147,7 +172,7 @@ static int load_frame(rs_ctx *ctx, const mf_file *f, bk_cursor *c, const mf_run 
 
 /* Backup c's pages of region [lo, hi), checked, into a->out; *filled counts them. */
 static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, bk_cursor *c,
-                     const page_map *map, uint8_t *out, uint32_t lo, uint32_t hi,
+                     const page_map *map, assembly *a, uint32_t lo, uint32_t hi,
                      uint32_t *filled, pb_error *err)
 {
     for (; c->next < c->n; c->next++) {
@@ -156,7 +181,7 @@ static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, bk_cursor
         if (run->first >= hi)
             return 0;
         if (end > lo) {
-            int rc = load_frame(ctx, f, c, run, err);
+            int rc = load_frame(ctx, a, f, c, run, err);
             if (rc)
                 return rc;
             uint32_t from = run->first > lo ? run->first : lo;
@@ -170,18 +195,14 @@ static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, bk_cursor
                 rc = rb_check_page(ctx, f, fi, run, c->bidx, p, ps, page, err);
                 if (rc)
                     return rc;
-                memcpy(out + (size_t)(p - lo) * PB_PAGE_SIZE, page, PB_PAGE_SIZE);
+                memcpy(a->out + (size_t)(p - lo) * PB_PAGE_SIZE, page, PB_PAGE_SIZE);
                 (*filled)++;
             }
         }
         if (end > hi)
             return 0; /* the run goes on into the next region */
     }
-    /* used up: no later region needs its frame, so it is not held for the window */
-    free(c->frame);
-    c->frame = NULL;
-    c->cap = 0;
-    c->valid = false;
+    cursor_release(a, c);
     return 0;
 }
 
@@ -193,7 +214,7 @@ static int assemble_region(rs_ctx *ctx, int fd, const mf_file *const *recs, asse
     uint32_t filled = 0;
     for (size_t i = 0; i < a->ncur; i++) {
         bk_cursor *c = &a->cur[i];
-        int rc = fill_from(ctx, f, recs[c->bidx], c, map, a->out, lo, hi, &filled, err);
+        int rc = fill_from(ctx, f, recs[c->bidx], c, map, a, lo, hi, &filled, err);
         if (rc)
             return rc;
     }

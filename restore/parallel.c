@@ -174,6 +174,7 @@ static void add_stats(rs_stats *t, const rs_stats *s)
     t->frames_read += s->frames_read;
     t->bytes_fetched += s->bytes_fetched;
     t->bytes_written += s->bytes_written;
+    t->frame_peak += s->frame_peak; /* each worker's peak: a bound of what all held at once */
 }
 
 int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *totals,

@@ -80,6 +80,8 @@ typedef struct rs_stats {
     double seconds;
     repo_requests requests; /* object-store requests this restore made (storage.h) */
     uint64_t manifest_peak; /* most manifest bytes held at once (streams, outline, copies) */
+    uint64_t frame_peak;    /* most decoded-frame bytes the region assembly held at once,
+                             * summed over the workers (restore/assemble.c) */
 } rs_stats;
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);

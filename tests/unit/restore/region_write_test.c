@@ -190,12 +190,35 @@ static void test_bad_page_named(void)
     fprintf(stderr, "refused as expected: %s\n", e.msg);
 }
 
+/* The decoded frames a window holds are sized to the frames themselves: the full's
+ * frame and each incremental's larger frame, not PACK_MAX_FRAME_RAW per backup (7 MiB
+ * for this chain of 7, issue 12). */
+static void test_frames_sized(void)
+{
+    rs_stats st;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(rebuild("sized", -1, 0, &st, &e) == 0);
+    uint64_t bound = (uint64_t)FULL_FRAME * PB_PAGE_SIZE;
+    for (int b = 1; b <= NINCR; b++) {
+        uint32_t n = 0;
+        for (uint32_t p = 0; p < NPAGES; p++)
+            n += changed_in(b, p);
+        bound += (uint64_t)(n - n / 2) * PB_PAGE_SIZE; /* its larger frame */
+    }
+    PBT_CHECK(st.frame_peak > 0);
+    PBT_CHECK(st.frame_peak <= bound);
+    if (st.frame_peak > bound)
+        fprintf(stderr, "frames held %llu bytes, bound %llu\n",
+                (unsigned long long)st.frame_peak, (unsigned long long)bound);
+}
+
 int main(void)
 {
     if (pbt_tmpdir(root, sizeof(root), "region-write-test") != 0)
         return 1;
     PBT_RUN(test_one_write_per_region);
     PBT_RUN(test_bad_page_named);
+    PBT_RUN(test_frames_sized);
     pbt_rmtree(root);
     return PBT_DONE();
 }
