@@ -178,7 +178,8 @@ int pack_source_plan(pack_source *s, const char *key, const pack_loc *frames, si
 
 /* ---- the shared pack cache (engine/pack_cache.c) ------------------------------------
  * The first PACK_CACHE_PREFIX bytes of each pack a restore touches (all of a small
- * pack, as an incremental's usually are), read once in one request and shared by the
+ * pack, as an incremental's usually are; on a local repository only packs no larger
+ * than that), read once in one request and shared by the
  * sources of all its workers, up to PACK_CACHE_BUDGET bytes in all and
  * PACK_CACHE_ENTRIES packs; past the budget the sources read for themselves. A source
  * given a cache looks there before reading (pack_source_set_cache). Thread-safe: a
@@ -198,6 +199,8 @@ int pack_cache_get(pack_cache *c, const char *key, uint64_t start, size_t len,
                    const uint8_t **out, uint64_t *fetched);
 /* Bound what c holds to bytes (instead of PACK_CACHE_BUDGET); before c's first get. */
 void pack_cache_set_budget(pack_cache *c, uint64_t bytes);
+/* Bytes c holds (or has reserved for reads in progress). */
+uint64_t pack_cache_held(pack_cache *c);
 /* s looks in c (which outlives s) before reading; NULL: no cache. */
 void pack_source_set_cache(pack_source *s, pack_cache *c);
 

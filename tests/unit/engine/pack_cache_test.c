@@ -1,7 +1,7 @@
 /*
  * tests/unit/engine/pack_cache_test.c — the shared pack cache (engine/pack_cache.c):
- * workers reading one small pack at once cost one request between them; a big pack's
- * first bytes are served from the cache and the rest read by the source; past its
+ * workers reading one small pack at once cost one request between them; a big pack of a
+ * local repository is not held (its source reads it all, byte-exact); past its
  * budget the cache stands aside; a missing pack is the source's own error. Requests are
  * counted with repo_requests.
  */
@@ -102,18 +102,29 @@ static void test_big_pack(void)
     pack_source_set_cache(s, c);
     repo_requests q0;
     repo_requests_get(r, &q0);
+    /* a local repository's large pack: the read that finds its size is dropped, and the
+     * cache stands aside for it from then on (no further read, nothing held) */
+    uint64_t fetched = 0;
     const uint8_t *p = NULL;
+    PBT_CHECK(pack_cache_get(c, BIG, 100, 1000, &p, &fetched) == 0 && p == NULL);
+    PBT_CHECK(fetched == PACK_CACHE_PREFIX && pack_cache_held(c) == 0);
+    PBT_CHECK(ranged(r, &q0) == 1);
+    PBT_CHECK(pack_cache_get(c, BIG, 5000, 100, &p, &fetched) == 0 && p == NULL);
+    PBT_CHECK(fetched == PACK_CACHE_PREFIX && ranged(r, &q0) == 1);
+    /* the source reads it for itself, byte-exact, within the prefix, across it and past */
     PBT_CHECK(pack_source_fetch(s, BIG, 100, 1000, &p, &e) == 0);
     PBT_CHECK(p && memcmp(p, big_data + 100, 1000) == 0);
     PBT_CHECK(pack_source_fetch(s, BIG, 5000, 70000, &p, &e) == 0);
     PBT_CHECK(p && memcmp(p, big_data + 5000, 70000) == 0);
-    PBT_CHECK(ranged(r, &q0) == 1); /* the cache's read of the first PACK_CACHE_PREFIX */
-    /* straddling the cached prefix, and past it: the source reads */
     PBT_CHECK(pack_source_fetch(s, BIG, PACK_CACHE_PREFIX - 10, 100, &p, &e) == 0);
     PBT_CHECK(p && memcmp(p, big_data + PACK_CACHE_PREFIX - 10, 100) == 0);
     PBT_CHECK(pack_source_fetch(s, BIG, 2u << 20, 4096, &p, &e) == 0);
     PBT_CHECK(p && memcmp(p, big_data + (2u << 20), 4096) == 0);
-    PBT_CHECK(ranged(r, &q0) == 3);
+    PBT_CHECK(pack_cache_held(c) == 0);
+    /* the small pack is still held whole */
+    PBT_CHECK(pack_cache_get(c, SMALL, 16, 100, &p, &fetched) == 1);
+    PBT_CHECK(p && memcmp(p, small_data + 16, 100) == 0);
+    PBT_CHECK(pack_cache_held(c) == SMALL_LEN);
     /* a missing pack: the cache stands aside, the source names the error */
     PBT_CHECK(pack_source_fetch(s, "backup/C/pack/000009", 16, 100, &p, &e) == PB_ENOENT);
     PBT_CHECK(strstr(e.msg, "backup/C/pack/000009") != NULL);
