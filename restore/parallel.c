@@ -175,6 +175,8 @@ static void add_stats(rs_stats *t, const rs_stats *s)
     t->bytes_fetched += s->bytes_fetched;
     t->bytes_written += s->bytes_written;
     t->frame_peak += s->frame_peak; /* each worker's peak: a bound of what all held at once */
+    t->files_direct += s->files_direct;
+    t->direct_fallbacks += s->direct_fallbacks;
 }
 
 int rs_rebuild_parallel(const rs_ctx *proto, mf_merge *mg, const rs_progress *totals,

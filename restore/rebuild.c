@@ -61,64 +61,6 @@ static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *
     return 0;
 }
 
-static int write_all(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
-                     size_t len, pb_error *err)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pwrite(fd, data + done, len - done, (off_t)(off + done));
-        if (n < 0)
-            return pb_fail_errno(err, PB_EIO, "writing %s/%s at offset %llu", ctx->target_dir,
-                                 f->path, (unsigned long long)(off + done));
-        done += (size_t)n;
-    }
-    ctx->stats->pages_written += len / PB_PAGE_SIZE;
-    ctx->stats->bytes_written += len;
-    return 0;
-}
-
-/* Delta: what the target holds already is read once, and only the runs of pages that
- * differ from it are written (len <= PACK_MAX_FRAME_RAW, the size of ctx->existing). */
-static int write_changed(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off,
-                         const uint8_t *data, size_t len, pb_error *err)
-{
-    ssize_t got = pread(fd, ctx->existing, len, (off_t)off);
-    size_t have = got > 0 ? (size_t)got : 0, start = 0;
-    bool in_run = false;
-    for (size_t at = 0;;) {
-        size_t n = len - at < PB_PAGE_SIZE ? len - at : PB_PAGE_SIZE;
-        bool end = at >= len;
-        if (!end && !(at + n <= have && memcmp(ctx->existing + at, data + at, n) == 0)) {
-            start = in_run ? start : at;
-            in_run = true;
-            at += n;
-            continue;
-        }
-        if (in_run) {
-            int rc = write_all(ctx, fd, f, off + start, data + start, at - start, err);
-            if (rc)
-                return rc;
-            in_run = false;
-        }
-        if (end)
-            return 0;
-        ctx->stats->pages_skipped += n / PB_PAGE_SIZE;
-        at += n;
-    }
-}
-
-int rb_write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
-                  size_t len, pb_error *err)
-{
-    if (ctx->sink)
-        return ctx->sink(ctx->sink_ctx, f, off, data, len, err);
-    if (fd < 0)
-        return 0;
-    if (ctx->delta && len <= PACK_MAX_FRAME_RAW)
-        return write_changed(ctx, fd, f, off, data, len, err);
-    return write_all(ctx, fd, f, off, data, len, err);
-}
-
 int rb_check_page(const rs_ctx *ctx, const mf_file *f, const mf_file *fi, const mf_run *run,
                   uint32_t bidx, uint32_t p, const page_src *ps, const uint8_t *page,
                   pb_error *err)
@@ -402,38 +344,6 @@ static int rebuild_whole(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_err
     return rc;
 }
 
-/* Open f beneath the target without following links. A delta restore replaces a link
- * or directory standing where the file belongs (the link, never what it points to). */
-static int open_target(rs_ctx *ctx, const mf_file *f, int *fd, pb_error *err)
-{
-    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
-    if (ctx->delta)
-        flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
-    else
-        flags |= O_TRUNC;
-    int dfd = -1;
-    const char *base = NULL;
-    int rc = rs_target_parent(ctx->target, f->path, 0, &dfd, &base, err);
-    for (int attempt = 0; rc == 0; attempt++) {
-        *fd = openat(dfd, base, flags, 0600);
-        if (*fd >= 0)
-            break;
-        if (attempt || !ctx->delta || (errno != ELOOP && errno != EISDIR)) {
-            rc = pb_fail_errno(err, PB_EIO, "cannot open %s/%s for restore", ctx->target_dir,
-                               f->path);
-            break;
-        }
-        pb_warn("%s/%s is a link or directory; the backup has a file there: replaced",
-                ctx->target_dir, f->path);
-        char shown[8192];
-        snprintf(shown, sizeof(shown), "%s/%s", ctx->target_dir, f->path);
-        rc = rs_remove_at(dfd, base, shown, err);
-    }
-    if (dfd >= 0)
-        close(dfd);
-    return rc;
-}
-
 /* Delta restore of a whole file: skip it when the existing content hashes the same. */
 static bool whole_unchanged(rs_ctx *ctx, int fd, const mf_file *f)
 {
@@ -460,7 +370,7 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *const *recs, pb_error *err)
     const mf_file *f = recs[ctx->nchain - 1];
     int fd = -1, rc = 0;
     if (ctx->target_dir) {
-        rc = open_target(ctx, f, &fd, err);
+        rc = rb_open_target(ctx, f, &fd, err);
         if (rc)
             return rc;
     }
@@ -492,8 +402,8 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *const *recs, pb_error *err)
 
 int rs_ctx_buffers(rs_ctx *ctx, pb_error *err)
 {
-    ctx->frame = malloc(PACK_MAX_FRAME_RAW);
-    ctx->existing = malloc(PACK_MAX_FRAME_RAW);
+    ctx->frame = rb_io_alloc(PACK_MAX_FRAME_RAW); /* written straight from: aligned */
+    ctx->existing = rb_io_alloc(PACK_MAX_FRAME_RAW);
     ctx->frame_valid = false;
     if (!ctx->frame || !ctx->existing)
         return pb_fail(err, PB_ENOMEM, "out of memory for restore buffers");

@@ -29,6 +29,19 @@ static inline const page_src *rb_source_of(const page_map *m, uint32_t p, uint32
     return &m->src[p - m->w.first];
 }
 
+/* ---- writing the target (write_target.c) ---- */
+/* Alignment of every buffer a relation file is written from: O_DIRECT's, 4096 on every
+ * filesystem that takes it here (a coarser one refuses the write, and the file goes on
+ * buffered). */
+#define RB_IO_ALIGN 4096u
+/* len bytes aligned to RB_IO_ALIGN (free() frees them), NULL when out of memory. */
+uint8_t *rb_io_alloc(size_t len);
+/* Whether fd writes past the page cache (O_DIRECT). */
+bool rb_fd_direct(int fd);
+/* Open f beneath the target without following links, O_DIRECT for a relation file
+ * outside a delta restore where the filesystem takes it. A delta restore replaces a
+ * link or directory standing where the file belongs (the link, never its target). */
+int rb_open_target(rs_ctx *ctx, const mf_file *f, int *fd, pb_error *err);
 /* Write (or hand to the sink, or in a delta restore skip when equal) len bytes at off. */
 int rb_write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
                   size_t len, pb_error *err);

@@ -119,7 +119,9 @@ static const rfield restore_fields[] = {
     RF(rs_stats, FT_U64, pages_written), RF(rs_stats, FT_U64, pages_skipped),
     RF(rs_stats, FT_U64, frames_read), RF(rs_stats, FT_U64, bytes_fetched),
     RF(rs_stats, FT_U64, bytes_written), RF(rs_stats, FT_U64, files_removed),
-    RF(rs_stats, FT_F64, seconds),
+    RF(rs_stats, FT_F64, seconds), RF(rs_stats, FT_U64, manifest_peak),
+    RF(rs_stats, FT_U64, frame_peak), RF(rs_stats, FT_U64, files_direct),
+    RF(rs_stats, FT_U64, direct_fallbacks),
 };
 static const rfield verify_fields[] = {
     RF(rs_verify_stats, FT_SIZE, backups), RF(rs_verify_stats, FT_SIZE, backups_failed),
