@@ -38,6 +38,9 @@ static inline const page_src *rb_source_of(const page_map *m, uint32_t p, uint32
 uint8_t *rb_io_alloc(size_t len);
 /* Whether fd writes past the page cache (O_DIRECT). */
 bool rb_fd_direct(int fd);
+/* The rest of the file at fd is written through the page cache (counted in
+ * rs_stats.direct_fallbacks when it was direct). */
+void rb_write_buffered(rs_ctx *ctx, int fd);
 /* Open f beneath the target without following links, O_DIRECT for a relation file
  * outside a delta restore where the filesystem takes it. A delta restore replaces a
  * link or directory standing where the file belongs (the link, never its target). */

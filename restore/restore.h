@@ -83,7 +83,8 @@ typedef struct rs_stats {
     uint64_t frame_peak;    /* most decoded-frame bytes the region assembly held at once,
                              * summed over the workers (restore/assemble.c) */
     uint64_t files_direct;     /* relation files written past the page cache (O_DIRECT) */
-    uint64_t direct_fallbacks; /* of those, files the filesystem made write buffered */
+    uint64_t direct_fallbacks; /* of those, files that went on buffered: the filesystem
+                                * refused, or scattered pages came backup by backup */
 } rs_stats;
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);

@@ -7,8 +7,10 @@
  * restore that goes through the page cache evicts what the host's other work had cached.
  * Buffers are RB_IO_ALIGN-aligned and relation writes are whole pages at page offsets.
  * Where the filesystem refuses O_DIRECT (tmpfs on older kernels, a device whose
- * alignment is coarser) the file is written buffered instead: nothing else changes,
- * and rs_stats counts both.
+ * alignment is coarser) the file is written buffered instead, and so is a file whose
+ * pages come backup by backup from several backups (restore/rebuild.c): an
+ * incremental's scattered pages are 8 KiB writes, each a round trip to the device when
+ * direct. rs_stats counts both.
  */
 #include "restore/rebuild_internal.h"
 
@@ -31,7 +33,7 @@ bool rb_fd_direct(int fd)
     return fl >= 0 && (fl & O_DIRECT);
 }
 
-/* The filesystem refused a direct write: the rest of this file is written buffered. */
+/* The rest of this file is written buffered. */
 static bool drop_direct(rs_ctx *ctx, int fd)
 {
     int fl = fcntl(fd, F_GETFL);
@@ -39,6 +41,12 @@ static bool drop_direct(rs_ctx *ctx, int fd)
         return false;
     ctx->stats->direct_fallbacks++;
     return true;
+}
+
+void rb_write_buffered(rs_ctx *ctx, int fd)
+{
+    if (fd >= 0)
+        drop_direct(ctx, fd);
 }
 
 static int write_all(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
