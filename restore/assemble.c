@@ -9,8 +9,7 @@
  * and the next regions need it again, so each frame is still decoded once. That buffer is
  * as long as the backup's largest frame and is freed once the backup has no page left in
  * the window (docs/DESIGN.md, "Memory"). Used on a local repository only
- * (rb_assemble_window), for a window two backups or more supply, or one when the file is
- * written past the page cache (restore/write_target.c).
+ * (rb_assemble_window), for a window two backups or more supply.
  */
 #include "restore/rebuild_internal.h"
 
@@ -66,7 +65,7 @@ static void assembly_free(assembly *a)
 /* The needed runs of every backup, one cursor per backup that has some. *fits false
  * when fewer than two or more backups supply the window than it may hold frames of. */
 static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map *map,
-                         bool direct, assembly *a, bool *fits, pb_error *err)
+                         assembly *a, bool *fits, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
     size_t total = 0;
@@ -95,12 +94,13 @@ static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map
         used += c->n;
         a->ncur++;
     }
-    /* Buffered, one backup alone writes each of its frames' spans straight from the
-     * frame: copying them into regions would cost a copy of every page and save nothing.
-     * Written past the page cache, every write waits for the device, and one of a region
-     * costs a full's 256 KiB frames a quarter of their round trips (docs/BENCHMARKS.md,
+    /* One backup alone writes each of its frames' spans straight from the frame. Written
+     * past the page cache, a region's one write instead of a full's four 256 KiB frames
+     * made a full restore about 10% faster, but the region buffer and the frame held
+     * beside it took 1.25 MiB more per worker, and peak RSS grew by 11% from scale 100
+     * to 1000, where every worker rebuilds a 1 GiB segment at once (docs/BENCHMARKS.md,
      * tenth session). */
-    *fits = a->ncur >= (direct ? 1u : 2u) && a->ncur <= ASSEMBLE_MAX_FRAMES;
+    *fits = a->ncur >= 2 && a->ncur <= ASSEMBLE_MAX_FRAMES;
     return 0;
 }
 
@@ -243,7 +243,7 @@ bool rb_assemble_window(rs_ctx *ctx, int fd, const mf_file *const *recs, const p
         return false;
     assembly a;
     bool fits = false;
-    *rc = assembly_init(ctx, recs, map, rb_fd_direct(fd), &a, &fits, err);
+    *rc = assembly_init(ctx, recs, map, &a, &fits, err);
     if (*rc == 0 && !fits) {
         assembly_free(&a);
         return false;
