@@ -20,19 +20,22 @@
  * per backup, as before). */
 #define MAP_WINDOW 32768u
 
-/* Newest-first walk of the chain until every page of window w has a source. */
+/* Newest-first walk of the chain until every page of the window has a source; counts
+ * the backups that supply one (map->nsources). */
 static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *src,
-                       page_window w, pb_error *err)
+                       page_map *map, pb_error *err)
 {
+    page_window w = map->w;
     const mf_file *f = recs[ctx->nchain - 1];
     uint32_t missing = w.end - w.first;
     for (uint32_t p = 0; p < missing; p++)
         src[p].backup = NO_SOURCE;
+    map->nsources = 0;
     for (size_t i = ctx->nchain; i-- > 0 && missing;) {
         const mf_file *fi = recs[i];
         if (!fi || fi->kind != MF_REL)
             break;
-        uint32_t h = 0;
+        uint32_t h = 0, before = missing;
         for (uint32_t r = 0; r < fi->nruns; r++) {
             const mf_run *run = &fi->runs[r];
             if (run->first >= w.end || (uint64_t)run->first + run->count <= w.first) {
@@ -48,6 +51,7 @@ static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *
                 }
             }
         }
+        map->nsources += missing < before;
     }
     if (missing == 0)
         return 0;
@@ -274,15 +278,6 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_
     return rc;
 }
 
-/* Whether more than one backup supplies pages of the window. */
-static bool window_mixed(const page_map *map)
-{
-    for (uint32_t p = map->w.first + 1; p < map->w.end; p++)
-        if (map->src[p - map->w.first].backup != map->src[0].backup)
-            return true;
-    return false;
-}
-
 static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
@@ -295,15 +290,15 @@ static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error
      * frame is read once (a frame across a window's end may be decoded once more). */
     for (uint64_t first = 0; rc == 0 && first < f->npages; first += wpages) {
         uint64_t end = first + wpages < f->npages ? first + wpages : f->npages;
-        page_map map = {src, {(uint32_t)first, (uint32_t)end}};
-        rc = map_sources(ctx, recs, src, map.w, err);
+        page_map map = {src, {(uint32_t)first, (uint32_t)end}, 0};
+        rc = map_sources(ctx, recs, src, &map, err);
         /* region by region, each written once (assemble.c); backup by backup, writing
          * each backup's pages as its frames come, when that takes more frames at once
          * than a worker may hold */
         bool by_backup = rc == 0 && !rb_assemble_window(ctx, fd, recs, &map, &rc, err);
         /* backup by backup, an incremental's pages go one by one: each waiting for the
          * device when direct (an S3 chain restore took 2.9 s instead of 2.0) */
-        if (by_backup && window_mixed(&map))
+        if (by_backup && map.nsources > 1)
             rb_write_buffered(ctx, fd);
         for (size_t i = 0; by_backup && rc == 0 && i < ctx->nchain; i++)
             rc = rebuild_from(ctx, fd, recs, (uint32_t)i, &map, err);
@@ -416,7 +411,7 @@ int rs_rebuild_file(rs_ctx *ctx, const mf_file *const *recs, pb_error *err)
 int rs_ctx_buffers(rs_ctx *ctx, pb_error *err)
 {
     ctx->frame = rb_io_alloc(PACK_MAX_FRAME_RAW); /* written straight from: aligned */
-    ctx->existing = rb_io_alloc(PACK_MAX_FRAME_RAW);
+    ctx->existing = malloc(PACK_MAX_FRAME_RAW); /* delta only, which writes buffered */
     ctx->frame_valid = false;
     if (!ctx->frame || !ctx->existing)
         return pb_fail(err, PB_ENOMEM, "out of memory for restore buffers");

@@ -19,6 +19,7 @@ typedef struct page_src {
 typedef struct page_map {
     const page_src *src;
     page_window w;
+    uint32_t nsources; /* backups that supply a page of the window */
 } page_map;
 
 /* The source of page p when backup bidx supplies it in this window, else NULL. */
@@ -36,11 +37,9 @@ static inline const page_src *rb_source_of(const page_map *m, uint32_t p, uint32
 #define RB_IO_ALIGN 4096u
 /* len bytes aligned to RB_IO_ALIGN (free() frees them), NULL when out of memory. */
 uint8_t *rb_io_alloc(size_t len);
-/* Whether fd writes past the page cache (O_DIRECT). */
-bool rb_fd_direct(int fd);
-/* The rest of the file at fd is written through the page cache (counted in
- * rs_stats.direct_fallbacks when it was direct). */
-void rb_write_buffered(rs_ctx *ctx, int fd);
+/* The rest of the file at fd is written through the page cache; true (and counted in
+ * rs_stats.direct_fallbacks) when it was written past it until now. */
+bool rb_write_buffered(rs_ctx *ctx, int fd);
 /* Open f beneath the target without following links, O_DIRECT for a relation file
  * outside a delta restore where the filesystem takes it. A delta restore replaces a
  * link or directory standing where the file belongs (the link, never its target). */

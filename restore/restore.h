@@ -82,9 +82,10 @@ typedef struct rs_stats {
     uint64_t manifest_peak; /* most manifest bytes held at once (streams, outline, copies) */
     uint64_t frame_peak;    /* most decoded-frame bytes the region assembly held at once,
                              * summed over the workers (restore/assemble.c) */
-    uint64_t files_direct;     /* relation files written past the page cache (O_DIRECT) */
-    uint64_t direct_fallbacks; /* of those, files that went on buffered: the filesystem
-                                * refused, or scattered pages came backup by backup */
+    uint64_t files_direct;     /* relation files opened past the page cache (O_DIRECT) */
+    uint64_t direct_fallbacks; /* relation files that went on buffered after O_DIRECT was
+                                * tried: refused at open or at a write, or scattered pages
+                                * coming backup by backup (restore/write_target.c) */
 } rs_stats;
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);

@@ -27,26 +27,13 @@ uint8_t *rb_io_alloc(size_t len)
     return posix_memalign(&p, RB_IO_ALIGN, len ? len : 1) == 0 ? p : NULL;
 }
 
-bool rb_fd_direct(int fd)
+bool rb_write_buffered(rs_ctx *ctx, int fd)
 {
     int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-    return fl >= 0 && (fl & O_DIRECT);
-}
-
-/* The rest of this file is written buffered. */
-static bool drop_direct(rs_ctx *ctx, int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || !(fl & O_DIRECT) || fcntl(fd, F_SETFL, fl & ~O_DIRECT) != 0)
         return false;
     ctx->stats->direct_fallbacks++;
     return true;
-}
-
-void rb_write_buffered(rs_ctx *ctx, int fd)
-{
-    if (fd >= 0)
-        drop_direct(ctx, fd);
 }
 
 static int write_all(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
@@ -55,7 +42,7 @@ static int write_all(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const 
     size_t done = 0;
     while (done < len) {
         ssize_t n = pwrite(fd, data + done, len - done, (off_t)(off + done));
-        if (n < 0 && errno == EINVAL && drop_direct(ctx, fd))
+        if (n < 0 && errno == EINVAL && rb_write_buffered(ctx, fd)) /* refused direct */
             continue;
         if (n < 0)
             return pb_fail_errno(err, PB_EIO, "writing %s/%s at offset %llu", ctx->target_dir,

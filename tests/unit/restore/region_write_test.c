@@ -127,6 +127,28 @@ static mf_manifest *backup(repo *r, int b, uint32_t bad_block)
     return m;
 }
 
+/* The chain's backups in repository r: their manifests, headers and records of the file. */
+typedef struct test_chain {
+    mf_manifest *items[NINCR + 1];
+    mf_backup hdrs[NINCR + 1];
+    const mf_file *recs[NINCR + 1];
+} test_chain;
+
+static void test_chain_make(test_chain *c, repo *r, int bad_in, uint32_t bad_block)
+{
+    for (int b = 0; b <= NINCR; b++) {
+        c->items[b] = backup(r, b, b == bad_in ? bad_block : UINT32_MAX);
+        c->hdrs[b] = *mf_header(c->items[b]);
+        c->recs[b] = mf_find(c->items[b], "base/1/100");
+    }
+}
+
+static void test_chain_free(test_chain *c)
+{
+    for (int b = 0; b <= NINCR; b++)
+        mf_free(c->items[b]);
+}
+
 /* Rebuild the chain's file into the sink; bad_in/bad_block: a page whose recorded hash
  * is wrong in that backup (bad_in < 0: none). */
 static int rebuild(const char *name, int bad_in, uint32_t bad_block, rs_stats *st, pb_error *e)
@@ -134,20 +156,14 @@ static int rebuild(const char *name, int bad_in, uint32_t bad_block, rs_stats *s
     repo *r = pbt_repo_open_in(root, name);
     if (!r)
         return PB_EIO;
-    mf_manifest *items[NINCR + 1];
-    mf_backup hdrs[NINCR + 1];
-    const mf_file *recs[NINCR + 1];
-    for (int b = 0; b <= NINCR; b++) {
-        items[b] = backup(r, b, b == bad_in ? bad_block : UINT32_MAX);
-        hdrs[b] = *mf_header(items[b]);
-        recs[b] = mf_find(items[b], "base/1/100");
-    }
+    test_chain c;
+    test_chain_make(&c, r, bad_in, bad_block);
     memset(seen, 0, sizeof(seen));
     memset(times, 0, sizeof(times));
     calls = 0;
     last_end = 0;
     in_order = true;
-    int rc = pbt_rebuild_one(r, hdrs, NINCR + 1, recs, sink, st, e);
+    int rc = pbt_rebuild_one(r, c.hdrs, NINCR + 1, c.recs, sink, st, e);
     bool right = true;
     uint8_t want[PB_PAGE_SIZE];
     for (uint32_t p = 0; rc == 0 && p < NPAGES; p++) {
@@ -158,8 +174,7 @@ static int rebuild(const char *name, int bad_in, uint32_t bad_block, rs_stats *s
         right = right && times[p] == 1 && seen[p] == pb_hash64(want, PB_PAGE_SIZE);
     }
     PBT_CHECK(right);
-    for (int b = 0; b <= NINCR; b++)
-        mf_free(items[b]);
+    test_chain_free(&c);
     repo_free(r);
     return rc;
 }
@@ -250,21 +265,15 @@ static void target_write(const char *name, uint64_t max_memory, bool direct_afte
     PBT_CHECK(mkdir(base, 0700) == 0);
     repo *r = pbt_repo_open_in(root, name);
     PBT_CHECK(r != NULL);
-    mf_manifest *items[NINCR + 1];
-    mf_backup hdrs[NINCR + 1];
-    const mf_file *recs[NINCR + 1];
-    for (int b = 0; b <= NINCR; b++) {
-        items[b] = backup(r, b, UINT32_MAX);
-        hdrs[b] = *mf_header(items[b]);
-        recs[b] = mf_find(items[b], "base/1/100");
-    }
+    test_chain c;
+    test_chain_make(&c, r, -1, UINT32_MAX);
     pb_error e = PB_ERROR_INIT;
     rs_stats st;
     memset(&st, 0, sizeof(st));
     rs_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     ctx.repo = r;
-    ctx.hdrs = hdrs;
+    ctx.hdrs = c.hdrs;
     ctx.nchain = NINCR + 1;
     ctx.stats = &st;
     ctx.target_dir = dir;
@@ -273,7 +282,7 @@ static void target_write(const char *name, uint64_t max_memory, bool direct_afte
     PBT_CHECK(rs_target_open(&t, dir, true, &e) == 0);
     ctx.target = t;
     PBT_CHECK(rs_ctx_buffers(&ctx, &e) == 0);
-    PBT_CHECK(rs_rebuild_file(&ctx, recs, &e) == 0);
+    PBT_CHECK(rs_rebuild_file(&ctx, c.recs, &e) == 0);
     rs_ctx_free_buffers(&ctx);
     rs_target_free(t);
     char file[340];
@@ -283,8 +292,7 @@ static void target_write(const char *name, uint64_t max_memory, bool direct_afte
     /* where the filesystem refuses O_DIRECT nothing is direct (write_target_test) */
     if (st.files_direct == 1)
         PBT_CHECK(st.direct_fallbacks == (direct_after ? 0u : 1u));
-    for (int b = 0; b <= NINCR; b++)
-        mf_free(items[b]);
+    test_chain_free(&c);
     repo_free(r);
 }
 
