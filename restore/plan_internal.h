@@ -34,6 +34,12 @@ void rs_plan_free(rs_plan *p); /* accepts NULL */
  * the timeline recovery follows (rs_check_wal, against the plan's listing: built with
  * RS_PLAN_WAL); sets p->tl. The manifest's entries are checked by rs_plan_outline. */
 int rs_plan_check(rs_plan *p, const rs_opts *opts, pb_error *err);
+/* After rs_plan_check, before anything is written: read and check every segment
+ * recovery replays from the backup's start to consistency and on to the target (envelope,
+ * page headers, continuity, record CRCs; restore/wal_check.c), naming the first damaged
+ * one. restoring: also refuse a tablespace replay would create in a non-empty directory of
+ * this host (replay links it whatever --tablespace-map says). */
+int rs_check_replay(rs_plan *p, const rs_opts *opts, bool restoring, pb_error *err);
 /* The chosen backup's manifest header: the chain's last. */
 const mf_backup *rs_plan_header(const rs_plan *p);
 

@@ -36,8 +36,30 @@ void rs_fmt_time(int64_t t, char out[40]);
 /* One timeline of a history: WAL positions [begin, end) belong to tli (engine/wal). */
 typedef arch_tl_entry rs_tl_entry;
 
+/* A tablespace created by a WAL record (XLOG_TBLSPC_CREATE): replay makes
+ * pg_tblspc/<oid> a link to path, the location the WAL carries (wal_check.c). */
+typedef struct rs_spc_event {
+    uint64_t lsn;
+    uint32_t oid;
+    char seg[25]; /* the archived segment the record was read from */
+    char *path;   /* owned; "" for an in-place tablespace */
+} rs_spc_event;
+
+/* What the scans of one command learned beyond their events (wal_scan.c), shared by
+ * every copy of the view that points at it: the segments decoded whole without a fault
+ * (a later check need not read them again) and the tablespaces created in them. */
+typedef struct rs_wal_seen {
+    char (*checked)[25];
+    size_t nchecked, chkcap;
+    rs_spc_event *spc;
+    size_t nspc, spccap;
+} rs_wal_seen;
+bool rs_seen_checked(const rs_wal_seen *s, const char *name);
+void rs_seen_free(rs_wal_seen *s); /* accepts NULL */
+
 typedef struct rs_wal_view {
     repo *r;
+    rs_wal_seen *seen;    /* made by rs_view_load (NULL: nothing is recorded) */
     uint32_t *hist;       /* timelines with an archived .history file */
     size_t nhist, hcap;
     char (*segs)[25];     /* archived segments, sorted */
@@ -108,6 +130,13 @@ typedef struct rs_scan {
     uint64_t decoded, from_cache; /* segments */
     uint64_t end_lsn;      /* where the last scan stopped */
     bool at_end;           /* because the archived WAL on the path ends there */
+    /* check mode (rs_scan_check): every segment read and decoded, none from the cache,
+     * records starting at or after check_hi not read; segments in v->seen->checked are
+     * skipped when skip_checked */
+    bool check, skip_checked;
+    uint64_t check_lo, check_hi;
+    uint64_t valid_end;    /* at_end: where valid WAL ended (a record's start) */
+    uint64_t failed_segno; /* the segment whose reading failed (set with an error) */
 } rs_scan;
 void rs_scan_init(rs_scan *s, repo *r, rs_wal_view *v, uint32_t seg_size,
                   const char *state_dir);
@@ -117,6 +146,11 @@ void rs_scan_free(rs_scan *s);
  * cached). Stops after the segment where fn asked to, or where archived WAL ends. */
 int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
                   pb_error *err);
+/* rs_scan_range in check mode over [lo, hi): each segment read and decoded whole (not
+ * answered from the cache), errors carried with s->failed_segno; skip_checked: segments
+ * this command already decoded whole are not read again (no events are given for them). */
+int rs_scan_check(rs_scan *s, uint64_t lo, uint64_t hi, bool skip_checked, rs_event_fn fn,
+                  void *ctx, pb_error *err);
 
 /* ---- a time target past a branch point (wal_branch.c) ---- */
 /* Backup h's timeline branched off at v->tl[at].end (before h ended it went on too):

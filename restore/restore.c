@@ -496,6 +496,8 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
         return rc;
     pb_info("restoring backup %s: %s", p->id, p->why);
     rc = rs_plan_check(p, opts, err);
+    if (rc == 0) /* the WAL replay needs read whole, and the tablespaces it creates */
+        rc = rs_check_replay(p, opts, true, err);
     if (rc == 0) /* a delta restore prunes what the backup does not name: it keeps names */
         rc = rs_plan_outline(r, p, opts->delta, &ol, err);
     const mf_manifest *m = ol.m;

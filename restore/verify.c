@@ -46,6 +46,8 @@ static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress
     ctx.progress = hook ? hook->fn : NULL; /* file by file, as a restore */
     ctx.progress_ctx = hook ? hook->ctx : NULL;
     rc = rs_plan_check(p, &o, err); /* WAL start..stop: one listing */
+    if (rc == 0) /* and every segment of it read and decoded */
+        rc = rs_check_replay(p, &o, false, err);
     if (rc == 0) /* the manifest's entries, as a restore checks them */
         rc = rs_plan_outline(r, p, false, &ol, err);
     if (rc == 0)

@@ -43,7 +43,10 @@
 #define XINFO_DROPPED_STATS (1u << 8)
 #define PG_EPOCH_UNIX 946684800ll /* 2000-01-01 in unix seconds */
 
-#define CACHE_MAGIC "pageback walscan 2" /* 2: times in microseconds */
+#define RM_TBLSPC 5u
+#define XLOG_TBLSPC_CREATE 0x00u
+
+#define CACHE_MAGIC "pageback walscan 3" /* 2: times in microseconds; 3: tablespaces */
 
 /* A TimestampTz (microseconds since 2000-01-01) as unix microseconds. */
 static int64_t pg_time_us(const uint8_t *p)
@@ -135,7 +138,18 @@ static bool event_of(const arch_record *rec, rs_wal_event *e)
 typedef struct findings {
     rs_wal_event *ev;
     size_t n, cap;
+    rs_spc_event *spc; /* tablespaces created in the segment (paths owned) */
+    size_t nspc, spccap;
 } findings;
+
+static void findings_free(findings *f)
+{
+    for (size_t i = 0; i < f->nspc; i++)
+        free(f->spc[i].path);
+    free(f->spc);
+    free(f->ev);
+    memset(f, 0, sizeof(*f));
+}
 
 static int add_event(findings *f, const rs_wal_event *e)
 {
@@ -145,18 +159,47 @@ static int add_event(findings *f, const rs_wal_event *e)
     return 0;
 }
 
-static void hex_name(const char *name, char out[129])
+/* Add a tablespace creation (path copied, len bytes at most). */
+static int add_spc(findings *f, uint64_t lsn, uint32_t oid, const char *path, size_t len)
 {
-    size_t i = 0;
-    for (; name[i] && i < 63; i++)
-        snprintf(out + 2 * i, 3, "%02x", (unsigned char)name[i]);
-    out[2 * i] = '\0';
+    if (PB_GROW(f->spc, &f->spccap, f->nspc + 1))
+        return PB_ENOMEM;
+    char *p = strndup(path, len);
+    if (!p)
+        return PB_ENOMEM;
+    f->spc[f->nspc++] = (rs_spc_event){lsn, oid, "", p};
+    return 0;
 }
 
-static bool unhex_name(const char *hex, char out[64])
+/* xl_tblspc_create_rec {Oid ts_id; char ts_path[]} (commands/tablespace.h): the path
+ * NUL-terminated in the main data. */
+static int spc_of(const arch_record *rec, findings *f)
 {
-    size_t n = strlen(hex);
-    if (n % 2 || n > 126)
+    if (rec->rmid != RM_TBLSPC || (rec->info & 0xF0) != XLOG_TBLSPC_CREATE ||
+        rec->main_len < 5)
+        return 0;
+    return add_spc(f, rec->lsn, pb_get_u32(rec->main_data), (const char *)rec->main_data + 4,
+                   rec->main_len - 4);
+}
+
+/* Hex of n bytes of s into out (2n + 1 bytes). */
+static void hex_bytes(const char *s, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", (unsigned char)s[i]);
+    out[2 * n] = '\0';
+}
+
+static void hex_name(const char *name, char out[129])
+{
+    hex_bytes(name, strnlen(name, 63), out);
+}
+
+/* Hex back into out (cap bytes with its NUL); "-" is the empty string. */
+static bool unhex(const char *hex, char *out, size_t cap)
+{
+    size_t n = strcmp(hex, "-") ? strlen(hex) : 0;
+    if (n % 2 || n / 2 >= cap)
         return false;
     for (size_t i = 0; i < n / 2; i++) {
         unsigned v;
@@ -173,10 +216,33 @@ static void cache_path(const rs_scan *s, const char *name, char *out, size_t cap
     snprintf(out, cap, "%s/walscan/%s", s->state_dir, name);
 }
 
+#define SPC_PATH_MAX 1024 /* MAXPGPATH */
+#define LINE_MAX_LEN (2 * SPC_PATH_MAX + 80)
+
+/* One line of a cache file into f; false when it is not one. */
+static bool cache_line(const char *line, findings *f)
+{
+    rs_wal_event e;
+    char hex[2 * SPC_PATH_MAX + 4], text[SPC_PATH_MAX];
+    uint32_t oid;
+    memset(&e, 0, sizeof(e));
+    if (sscanf(line, "t %" SCNx64 " %" SCNu32 " %2051s", &e.lsn, &oid, hex) == 3)
+        return unhex(hex, text, sizeof(text)) &&
+               add_spc(f, e.lsn, oid, text, strlen(text)) == 0;
+    if (sscanf(line, "r %" SCNx64 " %" SCNd64 " %139s", &e.lsn, &e.time_us, hex) == 3 &&
+        unhex(hex, e.name, sizeof(e.name)))
+        e.kind = 'r';
+    else if (!(sscanf(line, "x %c %" SCNu32 " %" SCNx64 " %" SCNd64, &e.kind, &e.xid, &e.lsn,
+                      &e.time_us) == 4 && strchr("caCA", e.kind)))
+        return false;
+    e.time = unix_seconds(e.time_us);
+    return add_event(f, &e) == 0;
+}
+
 /* 0 with f filled when the cache holds segment name with this content hash; 1 when not. */
 static int cache_load(const rs_scan *s, const char *name, uint64_t hash, findings *f)
 {
-    char path[4200], line[300];
+    char path[4200], line[LINE_MAX_LEN];
     cache_path(s, name, path, sizeof(path));
     FILE *fp = fopen(path, "r");
     if (!fp)
@@ -184,28 +250,37 @@ static int cache_load(const rs_scan *s, const char *name, uint64_t hash, finding
     uint64_t h = 0;
     bool ok = fgets(line, sizeof(line), fp) &&
               sscanf(line, CACHE_MAGIC " %" SCNx64, &h) == 1 && h == hash, done = false;
-    while (ok && !done && fgets(line, sizeof(line), fp)) {
-        rs_wal_event e;
-        char hex[140];
-        memset(&e, 0, sizeof(e));
+    while (ok && !done && fgets(line, sizeof(line), fp))
         if (!strcmp(line, "end\n"))
             done = true;
-        else if (sscanf(line, "r %" SCNx64 " %" SCNd64 " %139s", &e.lsn, &e.time_us, hex) ==
-                     3 && unhex_name(hex, e.name))
-            e.kind = 'r', ok = true;
-        else if (sscanf(line, "x %c %" SCNu32 " %" SCNx64 " %" SCNd64, &e.kind, &e.xid, &e.lsn,
-                        &e.time_us) == 4 && strchr("caCA", e.kind))
-            ok = true;
         else
-            ok = false;
-        e.time = unix_seconds(e.time_us);
-        ok = ok && add_event(f, &e) == 0;
-    }
+            ok = cache_line(line, f);
     fclose(fp);
     if (ok && done)
         return 0;
-    f->n = 0;
+    findings_free(f);
     return 1;
+}
+
+static void cache_write(FILE *fp, uint64_t hash, const findings *f)
+{
+    char hex[2 * SPC_PATH_MAX + 4];
+    fprintf(fp, CACHE_MAGIC " %016" PRIx64 "\n", hash);
+    for (size_t i = 0; i < f->n; i++) {
+        const rs_wal_event *ev = &f->ev[i];
+        hex_name(ev->name, hex);
+        if (ev->kind == 'r')
+            fprintf(fp, "r %" PRIx64 " %" PRId64 " %s\n", ev->lsn, ev->time_us, hex);
+        else
+            fprintf(fp, "x %c %" PRIu32 " %" PRIx64 " %" PRId64 "\n", ev->kind, ev->xid,
+                    ev->lsn, ev->time_us);
+    }
+    for (size_t i = 0; i < f->nspc; i++) {
+        const rs_spc_event *t = &f->spc[i];
+        hex_bytes(t->path, strnlen(t->path, SPC_PATH_MAX - 1), hex);
+        fprintf(fp, "t %" PRIx64 " %" PRIu32 " %s\n", t->lsn, t->oid, hex[0] ? hex : "-");
+    }
+    fputs("end\n", fp);
 }
 
 /* Write the findings of segment name atomically; a failure only costs a later decode. */
@@ -225,20 +300,57 @@ static void cache_save(const rs_scan *s, const char *name, uint64_t hash, const 
         pb_debug("WAL scan cache %s not written: %s", tmp, strerror(errno));
         return;
     }
-    fprintf(fp, CACHE_MAGIC " %016" PRIx64 "\n", hash);
-    for (size_t i = 0; i < f->n; i++) {
-        const rs_wal_event *ev = &f->ev[i];
-        char hex[129];
-        hex_name(ev->name, hex);
-        if (ev->kind == 'r')
-            fprintf(fp, "r %" PRIx64 " %" PRId64 " %s\n", ev->lsn, ev->time_us, hex);
-        else
-            fprintf(fp, "x %c %" PRIu32 " %" PRIx64 " %" PRId64 "\n", ev->kind, ev->xid,
-                    ev->lsn, ev->time_us);
-    }
-    fputs("end\n", fp);
+    cache_write(fp, hash, f);
     if (fclose(fp) != 0 || rename(tmp, path) != 0)
         unlink(tmp);
+}
+
+/* ---- what the command has seen -------------------------------------------------------- */
+
+bool rs_seen_checked(const rs_wal_seen *s, const char *name)
+{
+    for (size_t i = 0; s && i < s->nchecked; i++)
+        if (!strcmp(s->checked[i], name))
+            return true;
+    return false;
+}
+
+void rs_seen_free(rs_wal_seen *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nspc; i++)
+        free(s->spc[i].path);
+    free(s->spc);
+    free(s->checked);
+    free(s);
+}
+
+/* The tablespace creations of segment name into the view's record (once each); a
+ * segment decoded whole without a fault is remembered as checked. */
+static int remember(rs_scan *s, const char *name, findings *f, bool checked)
+{
+    rs_wal_seen *w = s->v->seen;
+    if (!w)
+        return 0;
+    if (checked && !rs_seen_checked(w, name)) {
+        if (PB_GROW(w->checked, &w->chkcap, w->nchecked + 1))
+            return PB_ENOMEM;
+        memcpy(w->checked[w->nchecked++], name, 25);
+    }
+    for (size_t i = 0; i < f->nspc; i++) {
+        bool known = false;
+        for (size_t k = 0; k < w->nspc && !known; k++)
+            known = w->spc[k].lsn == f->spc[i].lsn && !strcmp(w->spc[k].seg, name);
+        if (known)
+            continue;
+        if (PB_GROW(w->spc, &w->spccap, w->nspc + 1))
+            return PB_ENOMEM;
+        w->spc[w->nspc] = f->spc[i];
+        memcpy(w->spc[w->nspc++].seg, name, 25);
+        f->spc[i].path = NULL; /* moved */
+    }
+    return 0;
 }
 
 /* ---- decoding ------------------------------------------------------------------------ */
@@ -262,18 +374,28 @@ static int scan_get(void *ctx, uint64_t segno, const uint8_t **data, size_t *len
         s->held_segno = segno;
         s->held_data = *data;
         s->held_len = *len;
+    } else {
+        s->failed_segno = segno;
     }
     return rc;
 }
 
 /* Decode segment segno into f. *complete: every record starting in it was read (else
- * the last one runs into a segment not archived); *wal_end: valid WAL ends inside it. */
+ * the last one runs into a segment not archived); *wal_end: valid WAL ends inside it.
+ * In check mode only records in [check_lo, check_hi) are read (*whole says whether that
+ * was the whole segment). */
 static int decode_segment(rs_scan *s, uint64_t segno, findings *f, bool *complete,
-                          bool *wal_end, pb_error *err)
+                          bool *wal_end, bool *whole, pb_error *err)
 {
     uint64_t lo = segno * s->seg_size, hi = lo + s->seg_size;
+    if (s->check) {
+        lo = s->check_lo > lo ? s->check_lo : lo;
+        hi = s->check_hi < hi ? s->check_hi : hi;
+    }
+    *whole = lo == segno * s->seg_size && hi == (segno + 1) * s->seg_size;
     *complete = true;
     *wal_end = false;
+    s->failed_segno = segno;
     int rc = 0;
     if (!s->src)
         rc = arch_walsource_open(&s->src, s->r, s->seg_size, s->v->tl, s->v->ntl, err);
@@ -283,17 +405,19 @@ static int decode_segment(rs_scan *s, uint64_t segno, findings *f, bool *complet
     const arch_record *rec;
     while (rc == 0 && (rc = arch_walreader_next(rd, &rec, err)) == 0) {
         rs_wal_event e;
-        if (event_of(rec, &e) && add_event(f, &e))
+        if ((event_of(rec, &e) && add_event(f, &e)) || spc_of(rec, f))
             rc = pb_fail(err, PB_ENOMEM, "out of memory scanning WAL");
     }
     if (rc == 1) {
         rc = 0;
-        *wal_end = arch_walreader_end_lsn(rd) < hi;
-        if (*wal_end)
+        s->valid_end = arch_walreader_end_lsn(rd);
+        *wal_end = s->valid_end < hi;
+        if (*wal_end && !s->check)
             pb_warn("archived WAL on the timeline path ends inside a segment: %s",
                     arch_walreader_end_reason(rd));
     } else if (rc == PB_ENOENT) { /* the last record runs into a segment not archived */
         rc = 0;
+        s->valid_end = arch_walreader_end_lsn(rd);
         *complete = false;
         *wal_end = true;
     }
@@ -303,23 +427,27 @@ static int decode_segment(rs_scan *s, uint64_t segno, findings *f, bool *complet
 }
 
 /* The findings of segment segno (archived as name): from the cache, else decoded (and
- * cached when complete). */
+ * cached when complete). Check mode: always decoded. */
 static int segment_findings(rs_scan *s, uint64_t segno, const char *name, findings *f,
                             bool *wal_end, pb_error *err)
 {
     uint64_t hash = 0;
     *wal_end = false;
     int rc = s->state_dir ? arch_object_hash(s->r, name, &hash, err) : 0;
-    if (rc)
+    if (rc) {
+        s->failed_segno = segno;
         return rc;
-    if (s->state_dir && cache_load(s, name, hash, f) == 0) {
-        s->from_cache++;
-        return 0;
     }
-    bool complete;
-    rc = decode_segment(s, segno, f, &complete, wal_end, err);
-    if (rc == 0 && complete && s->state_dir)
+    if (s->state_dir && !s->check && cache_load(s, name, hash, f) == 0) {
+        s->from_cache++;
+        return remember(s, name, f, false);
+    }
+    bool complete, whole;
+    rc = decode_segment(s, segno, f, &complete, wal_end, &whole, err);
+    if (rc == 0 && complete && whole && s->state_dir)
         cache_save(s, name, hash, f);
+    if (rc == 0 && remember(s, name, f, complete && whole && !*wal_end))
+        rc = pb_fail(err, PB_ENOMEM, "out of memory scanning WAL");
     return rc;
 }
 
@@ -346,17 +474,19 @@ int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ct
     for (uint64_t segno = lo / s->seg_size; segno * s->seg_size < hi; segno++) {
         char name[25];
         if (!rs_segment_for(s->v, segno, s->seg_size, name)) {
-            s->end_lsn = segno * s->seg_size;
+            s->end_lsn = s->valid_end = segno * s->seg_size;
             s->at_end = true;
             return 0;
         }
+        if (s->skip_checked && rs_seen_checked(s->v->seen, name))
+            continue;
         findings f = {0};
         bool wal_end = false, stop = false;
         int rc = segment_findings(s, segno, name, &f, &wal_end, err);
         for (size_t i = 0; rc == 0 && i < f.n; i++)
             if (f.ev[i].lsn >= lo && f.ev[i].lsn < hi)
                 stop |= fn(ctx, &f.ev[i]) != 0;
-        free(f.ev);
+        findings_free(&f);
         if (rc)
             return pb_error_wrap(err, "scanning archived WAL segment %s", name);
         s->end_lsn = (segno + 1) * s->seg_size;
@@ -369,4 +499,16 @@ int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ct
     }
     s->end_lsn = hi;
     return 0;
+}
+
+int rs_scan_check(rs_scan *s, uint64_t lo, uint64_t hi, bool skip_checked, rs_event_fn fn,
+                  void *ctx, pb_error *err)
+{
+    s->check = true;
+    s->skip_checked = skip_checked;
+    s->check_lo = lo;
+    s->check_hi = hi;
+    int rc = rs_scan_range(s, lo, hi, fn, ctx, err);
+    s->check = s->skip_checked = false;
+    return rc;
 }

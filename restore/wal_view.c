@@ -46,7 +46,11 @@ int rs_view_load(rs_wal_view *v, repo *r, unsigned kinds, pb_error *err)
 {
     memset(v, 0, sizeof(*v));
     v->r = r;
+    if (!(v->seen = calloc(1, sizeof(*v->seen))))
+        return pb_fail(err, PB_ENOMEM, "out of memory listing the WAL archive");
     int rc = arch_list(r, kinds, collect_name, v, err);
+    if (rc)
+        rs_view_free(v); /* a failed load holds nothing */
     if (rc == PB_ENOMEM)
         return pb_fail(err, rc, "out of memory listing the WAL archive of %s",
                        repo_location(r));
@@ -62,6 +66,7 @@ void rs_view_free(rs_wal_view *v)
     free(v->hist);
     free(v->segs);
     free(v->tl);
+    rs_seen_free(v->seen);
     memset(v, 0, sizeof(*v));
 }
 

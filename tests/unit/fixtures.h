@@ -160,8 +160,40 @@ static inline void pbt_push_file(repo *r, const char *tmp, const char *name, con
     unlink(path);
 }
 
-/* Archive WAL segment segno of timeline tli: zeros (sparse) behind the long page header
- * PostgreSQL writes first, which archive-push and archive-get check. Three checks. */
+/* CRC-32C (Castagnoli, reflected), bit by bit: PostgreSQL's pg_crc32c. */
+static inline uint32_t pbt_crc32c(uint32_t crc, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+    }
+    return crc;
+}
+
+/* The first 64 bytes of a WAL segment: the long page header, then one XLOG_SWITCH
+ * record at 0x28 (no payload; its CRC over the header up to xl_crc), so that the whole
+ * segment reads as valid WAL, as a restore checks before writing. */
+static inline void pbt_wal_switch_head(uint8_t h[64], uint32_t tli, uint64_t segno,
+                                       uint32_t seg)
+{
+    memset(h, 0, 64);
+    pb_put_u16(h, 0xD110);     /* XLOG_PAGE_MAGIC of PostgreSQL 15 */
+    pb_put_u16(h + 2, 0x0002); /* XLP_LONG_HEADER */
+    pb_put_u32(h + 4, tli);
+    pb_put_u64(h + 8, segno * seg);
+    pb_put_u32(h + 32, seg);
+    pb_put_u32(h + 36, 8192);
+    uint8_t *rec = h + 40;
+    pb_put_u32(rec, 24);       /* xl_tot_len */
+    rec[16] = 0x40;            /* XLOG_SWITCH */
+    rec[17] = 0;               /* RM_XLOG_ID */
+    pb_put_u32(rec + 20, pbt_crc32c(0xFFFFFFFFu, rec, 20) ^ 0xFFFFFFFFu);
+}
+
+/* Archive WAL segment segno of timeline tli: the long page header PostgreSQL writes
+ * first (which archive-push and archive-get check) and a WAL switch, then zeros (sparse).
+ * Three checks. */
 static inline void pbt_push_segment(repo *r, const char *tmp, uint32_t tli, uint64_t segno)
 {
     char name[25], path[4200];
@@ -169,12 +201,8 @@ static inline void pbt_push_segment(repo *r, const char *tmp, uint32_t tli, uint
     snprintf(path, sizeof(path), "%s/%s", tmp, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     PBT_CHECK(fd >= 0 && ftruncate(fd, PBT_SEG) == 0);
-    uint8_t h[40] = {0};
-    pb_put_u16(h + 2, 0x0002); /* XLP_LONG_HEADER */
-    pb_put_u32(h + 4, tli);
-    pb_put_u64(h + 8, segno * PBT_SEG);
-    pb_put_u32(h + 32, PBT_SEG);
-    pb_put_u32(h + 36, 8192);
+    uint8_t h[64];
+    pbt_wal_switch_head(h, tli, segno, PBT_SEG);
     PBT_CHECK(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
     if (fd >= 0)
         close(fd);

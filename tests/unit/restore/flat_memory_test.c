@@ -12,6 +12,7 @@
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/restore.h"
+#include "tests/unit/fixtures.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>
@@ -41,12 +42,8 @@ static void push_wal(repo *r, uint64_t segno)
     snprintf(path, sizeof(path), "%s/%s", root, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     PBT_CHECK(fd >= 0 && ftruncate(fd, SEG) == 0);
-    uint8_t h[40] = {0};
-    pb_put_u16(h + 2, 0x0002);
-    pb_put_u32(h + 4, 1);
-    pb_put_u64(h + 8, segno * SEG);
-    pb_put_u32(h + 32, SEG);
-    pb_put_u32(h + 36, 8192);
+    uint8_t h[64];
+    pbt_wal_switch_head(h, 1, segno, SEG); /* valid WAL: a restore reads it */
     PBT_CHECK(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
     close(fd);
     pb_error err = PB_ERROR_INIT;
