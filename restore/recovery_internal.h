@@ -127,7 +127,7 @@ typedef struct rs_scan {
     uint64_t held_segno;
     const uint8_t *held_data;
     size_t held_len;
-    uint64_t decoded, from_cache; /* segments */
+    uint64_t decoded, from_cache, skipped; /* segments (skipped: check mode, read before) */
     uint64_t end_lsn;      /* where the last scan stopped */
     bool at_end;           /* because the archived WAL on the path ends there */
     /* check mode (rs_scan_check): every segment read and decoded, none from the cache,

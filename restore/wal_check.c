@@ -124,8 +124,12 @@ static int read_range(rs_plan *p, const rs_opts *opts, uint64_t *reach, pb_error
         char a[32], b[32];
         pb_lsn_format(lo, a);
         pb_lsn_format(*reach, b);
-        pb_info("read and checked the WAL recovery replays, %s to %s: %" PRIu64 " segments "
-                "read, the rest read by the target search", a, b, s.decoded);
+        char also[80] = "";
+        if (s.skipped)
+            snprintf(also, sizeof(also), " (%" PRIu64 " more read by the target search)",
+                     s.skipped);
+        pb_info("read and checked the WAL recovery replays, %s to %s: %" PRIu64 " segments%s",
+                a, b, s.decoded, also);
     }
     rs_scan_free(&s);
     return rc;

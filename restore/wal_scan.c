@@ -478,8 +478,10 @@ int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ct
             s->at_end = true;
             return 0;
         }
-        if (s->skip_checked && rs_seen_checked(s->v->seen, name))
+        if (s->skip_checked && rs_seen_checked(s->v->seen, name)) {
+            s->skipped++;
             continue;
+        }
         findings f = {0};
         bool wal_end = false, stop = false;
         int rc = segment_findings(s, segno, name, &f, &wal_end, err);
