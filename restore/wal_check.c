@@ -1,6 +1,7 @@
 /*
  * restore/wal_check.c — the WAL a restore's recovery will replay, read and checked
- * before anything is written (docs/DESIGN.md, rule 2: nothing is trusted unread).
+ * before anything is written (docs/DESIGN.md, rules 4 and 8: the WAL makes the restored
+ * backup usable, and a restore fails naming what is corrupt before it writes).
  *
  * rs_check_wal_in only lists the archive: a segment that is there but damaged (a flipped
  * byte, half of it) passed, and the restored cluster then stopped short of consistency.
@@ -84,18 +85,21 @@ static int check_end(const rs_plan *p, const rs_opts *opts, const rs_scan *s, ui
     uint32_t seg = h->wal_segment_size;
     uint64_t at = s->valid_end, segno = at / seg;
     char name[25], next[25], lsn[32], need[300];
-    bool inside = at % seg != 0, later = rs_segment_for(&p->wal, segno + 1, seg, next);
-    if (!s->at_end || (at >= must && (!inside || !later)))
+    bool archived = rs_segment_for(&p->wal, segno, seg, name);
+    bool later = rs_segment_for(&p->wal, segno + 1, seg, next);
+    /* at a segment's start: the scan found it missing, or its first page holds no WAL
+     * of this position (zeroed, or another segment's content under its name) */
+    if (!s->at_end || (at >= must && (!archived || !later)))
         return 0;
-    rs_segment_for(&p->wal, segno, seg, name);
     pb_lsn_format(at, lsn);
     describe_need(opts, h, at < must ? at : h->stop_lsn + 1, need, sizeof(need));
-    if (!inside)
+    if (!archived)
         return pb_fail(err, PB_ENOENT, "WAL segment %s, %s, is missing from repository %s; "
                        "nothing was written", name, need, repo_location(p->wal.r));
-    return pb_fail(err, PB_ECORRUPT, "WAL segment %s, %s, is damaged: its valid WAL ends at %s "
-                   "inside the segment%s, so recovery would stop there; nothing was written",
-                   name, need, lsn, at < must ? "" : " while later WAL is archived");
+    return pb_fail(err, PB_ECORRUPT, "WAL segment %s, %s, is damaged: its valid WAL ends at %s%s"
+                   "%s, so recovery would stop there; nothing was written", name, need, lsn,
+                   at % seg ? " inside the segment" : ", the segment's start",
+                   at < must ? "" : " while later WAL is archived");
 }
 
 /* Read [lo, hi) along the timeline recovery follows; *reach: where replay will stop. */

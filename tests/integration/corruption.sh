@@ -126,11 +126,12 @@ declare -A CELL
 # without it (the backup, or the timeline, is simply not there). Detecting them needs a
 # record of what was committed (e.g. verify flagging packs without a manifest).
 PENDING_VERIFY=" manifest,delete history,delete "
-# Cells where a successful restore is right today: damaged WAL is read only by recovery,
-# through archive-get, which must refuse it by name (checked below); a deleted newest
-# manifest or history file leaves a consistent, older repository (the backup or timeline
-# is simply not there), and a swapped-in valid history is the one recovery follows.
-ACCEPT_RESTORED=" wal,flip wal,truncate wal,swap manifest,delete history,delete history,swap "
+# Cells where a successful restore is right today: a deleted newest manifest or history
+# file leaves a consistent, older repository (the backup or timeline is simply not
+# there), and a swapped-in valid history is the one recovery follows. Damaged WAL the
+# restore's recovery needs is refused before writing (restore/wal_check.c), and
+# archive-get must refuse it by name too (checked below).
+ACCEPT_RESTORED=" manifest,delete history,delete history,swap "
 declare -A RARGS=([history]="--target-timeline latest")
 PENDING=0
 repo_cell() {
