@@ -50,7 +50,8 @@ bool vfy_is_bad(const vfy_run *v, size_t b, const mf_run *run);
 int vfy_own_frames(vfy_run *v, const mf_backup *h, size_t b, bool *broken);
 
 /* Backup h's own WAL (start to stop on its timeline, as the backup was completed by):
- * a missing segment is a problem of h. */
+ * a missing segment is a problem of h, and so is one that does not decode (its
+ * checksum, a page header, a record's CRC) or whose valid WAL ends before the stop. */
 void vfy_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup *h);
 
 /* The whole WAL archive (w: one listing of it) against the backups hs[0..n): every

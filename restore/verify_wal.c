@@ -1,7 +1,8 @@
 /*
  * restore/verify_wal.c — the WAL archive part of verify (rs_verify_repo with no set):
  * every archived object read and its checksum checked, each backup's own WAL (start to
- * stop on its timeline, the rule a backup is completed by), gaps on each timeline from
+ * stop on its timeline, the rule a backup is completed by: present, and decoded as a
+ * restore decodes it before writing, record CRCs included), gaps on each timeline from
  * the oldest backup's start to the newest segment, and history files that parse and
  * extend their parent's history. Reading every segment is what checking every checksum
  * costs: it is one pass, one object at a time.
@@ -40,9 +41,43 @@ static int check_objects(vfy_run *v, const rs_wal_view *w, pb_error *err)
     return 0;
 }
 
+static int no_event(void *ctx, const rs_wal_event *e)
+{
+    (void)ctx, (void)e;
+    return 0;
+}
+
+/* Backup h's own WAL, all present, decoded from its start to its stop as a restore reads
+ * it (restore/wal_check.c): a checksum, page header or record CRC that fails, or valid
+ * WAL that ends before the stop, is a problem of h naming the segment. */
+static void decode_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup *h)
+{
+    uint32_t seg = h->wal_segment_size;
+    rs_tl_entry own = {h->timeline, 0, UINT64_MAX};
+    rs_wal_view bv = *w; /* the listing, along the backup's own timeline */
+    bv.tl = &own;
+    bv.ntl = 1;
+    bv.seen = NULL;
+    rs_scan s;
+    pb_error e = PB_ERROR_INIT;
+    rs_scan_init(&s, v->r, &bv, seg, NULL);
+    int rc = rs_scan_check(&s, h->start_lsn, h->stop_lsn, false, no_event, NULL, &e);
+    char name[25], at[32];
+    arch_segment_name(name, h->timeline, rc ? s.failed_segno : s.valid_end / seg, seg);
+    pb_lsn_format(s.valid_end, at);
+    if (rc)
+        vfy_problem(v, h->id, "WAL segment %s, needed to make backup %s consistent, cannot be "
+                    "read whole: %s", name, h->id, e.msg);
+    else if (s.at_end && s.valid_end < h->stop_lsn)
+        vfy_problem(v, h->id, "WAL segment %s, needed to make backup %s consistent, is "
+                    "damaged: its valid WAL ends at %s", name, h->id, at);
+    rs_scan_free(&s);
+}
+
 void vfy_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup *h)
 {
     uint32_t seg = h->wal_segment_size;
+    bool all = true;
     if (!arch_valid_seg_size(seg)) {
         vfy_problem(v, h->id, "the manifest records an impossible WAL segment size %u", seg);
         return;
@@ -50,10 +85,14 @@ void vfy_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup *h)
     for (uint64_t s = h->start_lsn / seg; h->stop_lsn && s <= (h->stop_lsn - 1) / seg; s++) {
         char name[25];
         arch_segment_name(name, h->timeline, s, seg);
-        if (!rs_view_has_segment(w, name))
-            vfy_problem(v, h->id, "WAL segment %s, needed to make backup %s consistent, is "
-                        "missing from the archive (wal/%.8s/%s.zst)", name, h->id, name, name);
+        if (rs_view_has_segment(w, name))
+            continue;
+        all = false;
+        vfy_problem(v, h->id, "WAL segment %s, needed to make backup %s consistent, is "
+                    "missing from the archive (wal/%.8s/%s.zst)", name, h->id, name, name);
     }
+    if (all && h->stop_lsn > h->start_lsn)
+        decode_backup_wal(v, w, h);
 }
 
 static void note_gap(vfy_run *v, uint32_t tli, uint64_t from, uint64_t to, uint32_t seg)

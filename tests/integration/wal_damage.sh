@@ -4,8 +4,9 @@
 # segment, its target left empty: a byte flipped in the stored object, the object cut in
 # half, a record's byte flipped in a segment archived with a valid envelope (its CRC),
 # the segment's WAL zeroed from the backup's start on. verify --set fails on the same
-# damage. Damage after the backup's stop refuses a target past it, not a restore to the
-# backup's end; the undamaged archive restores to an LSN target and starts. Small cluster.
+# damage, and so does verify of the whole repository on the record's CRC. Damage after
+# the backup's stop refuses a target past it, not a restore to the backup's end; the
+# undamaged archive restores to an LSN target and starts. Small cluster.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 [ "$PB_REPO_KIND" = posix ] || pb_die "wal_damage.sh damages objects in a posix repository"
@@ -101,6 +102,12 @@ pb_refused "a record's byte flipped in $START: restore refused naming its CRC" \
     "WAL segment $START, needed to make backup $F consistent.*nothing was written.*CRC" \
     --set "$F"
 verify_fails "a record's byte flipped in $START" "$START"
+out=$(pb verify 2>&1)
+if [ $? != 0 ] && grep -q "WAL segment $START, needed to make backup $F consistent.*CRC" <<<"$out"; then
+    pb_test_ok "a record's byte flipped in $START: verify of the repository fails naming it"
+else
+    pb_test_fail "a record's byte flipped in $START: verify of the repository: $out"
+fi
 put_back "$START"
 
 # 4. The segment's WAL zeroed from the backup's start on (a half-written file).
