@@ -173,8 +173,12 @@ static int check_spc(const rs_opts *opts, const rs_spc_event *t, pb_error *err)
                 t->path, mapped);
         return 0;
     }
-    if (empty)
+    if (empty) {
+        pb_warn("tablespace %u is created during replay (LSN %s) at %s, an empty directory "
+                "on this host: the restored cluster's recovery will put its files there%s",
+                t->oid, lsn, t->path, mapped);
         return 0;
+    }
     return pb_fail(err, PB_EINVAL, "tablespace %u is created during replay (LSN %s, WAL "
                    "segment %s) at %s, which exists on this host and is not empty: replay "
                    "would link the restored cluster to it (it may be the running source's "
