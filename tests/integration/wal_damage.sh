@@ -6,7 +6,8 @@
 # the segment's WAL zeroed from the backup's start on. verify --set fails on the same
 # damage, and so does verify of the whole repository on the record's CRC. Damage after
 # the backup's stop refuses a target past it, not a restore to the backup's end; the
-# undamaged archive restores to an LSN target and starts. Small cluster.
+# undamaged archive restores to an LSN target and starts, and the segments a restore
+# point's search decoded are not read a second time. Small cluster.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 [ "$PB_REPO_KIND" = posix ] || pb_die "wal_damage.sh damages objects in a posix repository"
@@ -25,6 +26,7 @@ for i in 1 2; do
 done
 q "CREATE TABLE t AS SELECT g AS id FROM generate_series(1, 100) g" >/dev/null
 LSN=$(q "SELECT pg_current_wal_lsn()")
+q "SELECT pg_create_restore_point('p1')" >/dev/null
 q "INSERT INTO t SELECT g FROM generate_series(101, 200) g" >/dev/null
 pb_archive_all "$SRC" || pb_die "WAL not archived"
 pb_next_second "$F_END"
@@ -142,4 +144,12 @@ if pb_restore_start "$PB_WORK/r" --target-lsn "$LSN"; then
 else
     pb_test_fail "restore to the LSN target on the undamaged archive"
 fi
+# 7. The cost: a restore-point target is placed by decoding the segments (no cache yet),
+# and the check does not read them a second time.
+rm -rf "$PB_STATE/walscan"
+mkdir -p "$PB_WORK/r3" && _pb_chown_pg "$PB_WORK/r3"
+pb restore --target-dir "$PB_WORK/r3" --target-name p1 >"$PB_WORK/r3.out" 2>&1
+pb_check "a restore-point target: the segments its search decoded are not read again" \
+    grep -qE "read and checked the WAL recovery replays, .*: 0 segments \([1-9][0-9]* more read \
+by the target search\)" "$PB_WORK/r3.out"
 pb_test_summary
