@@ -421,6 +421,8 @@ static int decode_segment(rs_scan *s, uint64_t segno, findings *f, bool *complet
     } else if (rc == PB_ENOENT) { /* the last record runs into a segment not archived */
         rc = 0;
         s->valid_end = arch_walreader_end_lsn(rd);
+        if (s->valid_end < lo) /* not even this segment's file could be read */
+            s->valid_end = lo;
         *complete = false;
         *wal_end = true;
     }
