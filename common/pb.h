@@ -132,6 +132,15 @@ void pb_lsn_format(uint64_t lsn, char out[32]);
 /* mkdir -p: missing parents are created 0700, the last component with mode; an
  * existing directory is fine. */
 int pb_mkdir_p(const char *path, unsigned mode, pb_error *err);
+/* A local state directory (catalog, caches) steers what backup and restore decide: it
+ * must be a directory of this user that no one else may write into (PB_ESTATE naming
+ * it otherwise). */
+int pb_state_dir_check(const char *dir, pb_error *err);
+/* The same, the directory created (0700, with its parents) when missing. */
+int pb_state_dir_ready(const char *dir, pb_error *err);
+/* A new file beside path for an atomic replace: "path.tmp.XXXXXX" made by mkstemp
+ * (O_EXCL: never a file someone planted), mode 0600; tmp (cap bytes) gets its name. */
+int pb_temp_beside(const char *path, char *tmp, size_t cap, int *fd, pb_error *err);
 
 /* Monotonic seconds, for progress and summaries. */
 double pb_now(void);

@@ -2,6 +2,7 @@
 #include "pb.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +234,48 @@ int pb_mkdir_p(const char *path, unsigned mode, pb_error *err)
     }
     if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
         return pb_fail_errno(err, PB_EIO, "cannot create directory %s", buf);
+    return 0;
+}
+
+int pb_state_dir_check(const char *dir, pb_error *err)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return pb_fail_errno(err, PB_EIO, "cannot stat state directory %s", dir);
+    if (!S_ISDIR(st.st_mode))
+        return pb_fail(err, PB_ESTATE, "state directory %s is not a directory", dir);
+    if (st.st_uid != geteuid())
+        return pb_fail(err, PB_ESTATE, "state directory %s belongs to uid %u, not to this "
+                       "user (uid %u): refusing to use it", dir, (unsigned)st.st_uid,
+                       (unsigned)geteuid());
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return pb_fail(err, PB_ESTATE, "state directory %s is writable by group or others "
+                       "(mode %04o): refusing to use it (chmod go-w)", dir,
+                       (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+int pb_state_dir_ready(const char *dir, pb_error *err)
+{
+    int rc = pb_mkdir_p(dir, 0700, err);
+    return rc ? rc : pb_state_dir_check(dir, err);
+}
+
+int pb_temp_beside(const char *path, char *tmp, size_t cap, int *fd, pb_error *err)
+{
+    *fd = -1;
+    if ((size_t)snprintf(tmp, cap, "%s.tmp.XXXXXX", path) >= cap)
+        return pb_fail(err, PB_EINVAL, "path too long: %.64s...", path);
+    int f = mkostemp(tmp, O_CLOEXEC);
+    if (f < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot create a temporary file beside %s", path);
+    if (fchmod(f, 0600) != 0) {
+        int rc = pb_fail_errno(err, PB_EIO, "cannot set the mode of %s", tmp);
+        close(f);
+        unlink(tmp);
+        return rc;
+    }
+    *fd = f;
     return 0;
 }
 

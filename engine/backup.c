@@ -330,34 +330,13 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     return rc;
 }
 
-/* The catalog steers which pages an incremental skips: a directory that someone else
- * owns or may write into could feed it lies (or be swapped for a link), so it is
- * refused rather than used. */
-static int check_state_dir(const char *state_dir, pb_error *err)
-{
-    struct stat st;
-    if (lstat(state_dir, &st) != 0)
-        return pb_fail_errno(err, PB_EIO, "cannot stat state directory %s", state_dir);
-    if (!S_ISDIR(st.st_mode))
-        return pb_fail(err, PB_ESTATE, "state directory %s is not a directory", state_dir);
-    if (st.st_uid != geteuid())
-        return pb_fail(err, PB_ESTATE, "state directory %s belongs to uid %u, not to this "
-                       "user (uid %u): refusing to use it", state_dir, (unsigned)st.st_uid,
-                       (unsigned)geteuid());
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return pb_fail(err, PB_ESTATE, "state directory %s is writable by group or others "
-                       "(mode %04o): refusing to use it (chmod go-w)", state_dir,
-                       (unsigned)(st.st_mode & 07777));
-    return 0;
-}
-
 /* One backup at a time per catalog: a second one would race for the chain head. */
 static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
 {
     char path[4200];
-    int rc = pb_mkdir_p(state_dir, 0700, err);
-    if (rc == 0)
-        rc = check_state_dir(state_dir, err);
+    /* The catalog steers which pages an incremental skips: a directory that someone
+     * else owns or may write into could feed it lies (or be swapped for a link). */
+    int rc = pb_state_dir_ready(state_dir, err);
     if (rc)
         return rc;
     snprintf(path, sizeof(path), "%s/backup.lock", state_dir);

@@ -163,16 +163,32 @@ void rs_fmt_time(int64_t t, char out[40])
 
 /* ---- recovery settings ------------------------------------------------------------ */
 
-/* Single quotes inside a GUC value are doubled. */
+/* A GUC string literal: PostgreSQL's GUC_scanstr reads '' as ' and a backslash as the
+ * start of an escape, so both are doubled (a restore_command quoted for the shell holds
+ * backslashes: '\''). */
 static void put_setting(FILE *fp, const char *name, const char *value)
 {
     fprintf(fp, "%s = '", name);
     for (const char *p = value; *p; p++) {
-        if (*p == '\'')
-            fputc('\'', fp);
+        if (*p == '\'' || *p == '\\')
+            fputc(*p, fp);
         fputc(*p, fp);
     }
     fputs("'\n", fp);
+}
+
+/* A restored copy started with the source's settings would archive its new timeline
+ * into the source's repository (history files and segments the source never wrote). */
+static void put_archive_mode(FILE *fp, const rs_opts *opts, const char *path)
+{
+    if (opts->archive_preserve) {
+        pb_info("archive_mode: the source's setting is kept (--archive-mode preserve): the "
+                "restored copy archives with its archive_command once started");
+        return;
+    }
+    put_setting(fp, "archive_mode", "off");
+    pb_info("archive_mode = off written to %s: the restored copy does not archive "
+            "(--archive-mode preserve keeps the source's setting)", path);
 }
 
 static const char *target_setting(rs_target_kind kind)
@@ -217,6 +233,7 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_targ
         put_setting(fp, "recovery_target_action",
                     opts->target_action ? opts->target_action : "promote");
     put_setting(fp, "recovery_target_timeline", tl->setting);
+    put_archive_mode(fp, opts, path);
     if (fclose(fp) != 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s", path);
     snprintf(path, sizeof(path), "%s/recovery.signal", target_dir);

@@ -388,13 +388,9 @@ static int prune_entry(prune_ctx *pc, int dfd, const char *name, const char *rel
  * following a link the restore did not make. */
 static int prune_dir(prune_ctx *pc, int dfd, const char *rel)
 {
-    int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = rs_dir_list(dfd);
+    if (!d)
         return pb_fail_errno(pc->err, PB_EIO, "cannot list %s/%s", rs_target_path(pc->t), rel);
-    }
     int rc = 0;
     struct dirent *de;
     while (rc == 0 && (de = readdir(d)) != NULL)
@@ -419,13 +415,9 @@ static int prepare_target(const rs_opts *opts, rs_target **out, pb_error *err)
         rc = rs_target_open(out, opts->target_dir, true, err);
     if (rc || empty || opts->delta)
         return rc;
-    int fd = fcntl(rs_target_fd(*out), F_DUPFD_CLOEXEC, 0);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = rs_dir_list(rs_target_fd(*out));
+    if (!d)
         return pb_fail_errno(err, PB_EIO, "cannot empty %s", opts->target_dir);
-    }
     struct dirent *de;
     while (rc == 0 && (de = readdir(d)) != NULL) {
         char shown[8192];
@@ -490,6 +482,9 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     repo_requests_get(r, &q0);
     /* --delta and --force too: a live server's files are never touched. */
     int rc = rs_check_not_running(opts->target_dir, err);
+    /* What the state directory caches places xid and name targets: backup's checks. */
+    if (rc == 0 && opts->state_dir)
+        rc = pb_state_dir_ready(opts->state_dir, err);
     if (rc == 0)
         rc = rs_plan_build(r, opts, RS_PLAN_WAL, &p, err);
     if (rc)

@@ -67,10 +67,11 @@ typedef struct rs_opts {
     rs_progress_fn progress;    /* NULL: no progress calls */
     void *progress_ctx;
     uint64_t max_memory;        /* --max-memory: workers' buffers + pack cache (0: defaults) */
+    bool archive_preserve;      /* keep the source's archive_mode (default: write off) */
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL, NULL, NULL, 0}
+                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL, NULL, NULL, 0, false}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];

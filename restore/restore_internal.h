@@ -7,6 +7,8 @@
 #include "engine/pack.h"
 #include "restore/restore.h"
 
+#include <dirent.h>
+
 /* ---- the target directory, opened without following links (target.c) ---- */
 typedef struct rs_target rs_target;
 
@@ -34,6 +36,9 @@ int rs_target_parent(const rs_target *t, const char *rel, unsigned how, int *dir
                      const char **base, pb_error *err);
 /* Remove name in dfd recursively without following links; shown names it in errors. */
 int rs_remove_at(int dfd, const char *name, const char *shown, pb_error *err);
+/* A listing of directory dfd from its first entry, whoever read dfd before (closedir
+ * it); NULL with errno set. */
+DIR *rs_dir_list(int dfd);
 /* As root: chown the tree to the target's owner, never through a foreign link, then
  * sync the file systems involved. */
 int rs_target_fix_owner(const rs_target *t, pb_error *err);

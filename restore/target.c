@@ -276,17 +276,25 @@ int rs_remove_at(int dfd, const char *name, const char *shown, pb_error *err)
     return rc;
 }
 
+DIR *rs_dir_list(int dfd)
+{
+    /* openat(".") makes a new open file description: a dup would share the offset, and
+     * a directory read through it once (the delta restore's prune, --force's emptying)
+     * would list as empty to every later reader (the ownership pass). */
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
+    return d;
+}
+
 /* chown -R of the directory dfd without following links (a link gets its own owner). */
 static bool chown_tree(int dfd, uid_t uid, gid_t gid)
 {
     bool ok = fchown(dfd, uid, gid) == 0;
-    int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = rs_dir_list(dfd);
+    if (!d)
         return false;
-    }
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

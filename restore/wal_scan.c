@@ -297,10 +297,14 @@ static void cache_save(const rs_scan *s, const char *name, uint64_t hash, const 
         return;
     }
     cache_path(s, name, path, sizeof(path));
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "w");
+    int fd = -1;
+    FILE *fp = pb_temp_beside(path, tmp, sizeof(tmp), &fd, &e) ? NULL : fdopen(fd, "w");
     if (!fp) {
-        pb_debug("WAL scan cache %s not written: %s", tmp, strerror(errno));
+        pb_debug("WAL scan cache %s not written: %s", path, fd < 0 ? e.msg : strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         return;
     }
     cache_write(fp, hash, f);

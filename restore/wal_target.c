@@ -252,7 +252,9 @@ int rs_list_restore_points(repo *r, uint32_t seg_size, const char *state_dir,
     *tli_out = 0;
     if (!arch_valid_seg_size(seg_size))
         return pb_fail(err, PB_EINVAL, "WAL segment size %u is not valid", seg_size);
-    int rc = rs_view_load(&v, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
+    int rc = state_dir ? pb_state_dir_ready(state_dir, err) : 0; /* backup's checks */
+    if (rc == 0)
+        rc = rs_view_load(&v, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, err);
     if (rc)
         return rc;
     uint32_t tli = 1; /* the newest timeline: PostgreSQL's "latest" */

@@ -90,16 +90,24 @@ const char *cmd_state_dir(const pb_options *o, char *buf, size_t cap)
 
 int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *err)
 {
+    /* Reports name hosts, paths and errors: 0600 from creation on (mkstemp), then
+     * renamed over path. */
     char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
-        return pb_fail(err, PB_EINVAL, "path too long: %s", path);
-    FILE *fp = fopen(tmp, "w");
-    if (!fp)
-        return pb_fail_errno(err, PB_EIO, "cannot create %s", tmp);
+    int fd = -1;
+    int rc = pb_temp_beside(path, tmp, sizeof(tmp), &fd, err);
+    if (rc)
+        return rc;
+    FILE *fp = fdopen(fd, "w");
+    if (!fp) {
+        rc = pb_fail_errno(err, PB_EIO, "cannot write %s", tmp);
+        close(fd);
+        unlink(tmp);
+        return rc;
+    }
     bool ok = fwrite(data, 1, len, fp) == len && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
     ok = fclose(fp) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
-        int rc = pb_fail_errno(err, PB_EIO, "cannot write %s", path);
+        rc = pb_fail_errno(err, PB_EIO, "cannot write %s", path);
         unlink(tmp);
         return rc;
     }

@@ -84,32 +84,62 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
     return rc ? cmd_report(res, &err) : 0;
 }
 
-static char *restore_command(pb_options *o)
+/* One word of restore_command for /bin/sh: in single quotes, where nothing expands
+ * ($(...), backticks, $VAR), an embedded ' written '\''; % doubled, as PostgreSQL
+ * reads %f, %p, %r and %% in restore_command before the shell sees it. A control
+ * character (a newline would end the postgresql.auto.conf line) is refused. */
+static int put_word(pb_buf *b, const char *opt, const char *word, pb_error *err)
 {
-    char *cmd = malloc(8192);
-    if (!cmd)
-        return NULL;
-    int n = snprintf(cmd, 8192, "\"%s\" archive-get %%f \"%%p\" --repo \"%s\"", o->program,
-                     o->repo.location);
-    if (o->repo.s3_endpoint)
-        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-endpoint \"%s\"", o->repo.s3_endpoint);
-    if (o->repo.s3_region && strcmp(o->repo.s3_region, "us-east-1"))
-        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-region \"%s\"", o->repo.s3_region);
-    if (o->s3_uri_style)
-        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-uri-style %s", o->s3_uri_style);
-    if (o->s3_insecure_given)
-        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-insecure");
-    if (o->repo.s3_ca_file)
-        n += snprintf(cmd + n, 8192 - (size_t)n, " --s3-ca-file \"%s\"", o->repo.s3_ca_file);
-    for (size_t i = 0; i < o->n_key_files && n < 8192; i++) /* the path, never the key */
-        n += snprintf(cmd + n, 8192 - (size_t)n, " --encrypt-key-file \"%s\"",
-                      o->key_files[i]);
-    if (o->config_file && n < 8192)
-        n += snprintf(cmd + n, 8192 - (size_t)n, " --config \"%s\"", o->config_file);
+    for (const char *p = word; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return pb_fail(err, PB_EINVAL, "%s holds a control character: it cannot be "
+                           "written into restore_command", opt);
+    int rc = pb_buf_append(b, " ", opt[0] ? 1 : 0);
+    if (rc == 0 && opt[0] == '-')
+        rc = pb_buf_append(b, opt, strlen(opt)) || pb_buf_append(b, " ", 1);
+    rc = rc || pb_buf_append(b, "'", 1);
+    for (const char *p = word; rc == 0 && *p; p++)
+        rc = *p == '\'' ? pb_buf_append(b, "'\\''", 4)
+             : *p == '%' ? pb_buf_append(b, "%%", 2) : pb_buf_append(b, p, 1);
+    rc = rc || pb_buf_append(b, "'", 1);
+    return rc ? pb_fail(err, PB_ENOMEM, "out of memory building restore_command") : 0;
+}
+
+/* The restore_command line (*out malloc'd, NUL-terminated). */
+static int restore_command(pb_options *o, char **out, pb_error *err)
+{
+    *out = NULL;
+    pb_buf b = {0};
+    int rc = put_word(&b, "", o->program, err);
+    if (rc == 0 && pb_buf_append(&b, " archive-get %f '%p'", 20))
+        rc = pb_fail(err, PB_ENOMEM, "out of memory building restore_command");
+    if (rc == 0)
+        rc = put_word(&b, "--repo", o->repo.location ? o->repo.location : "", err);
+    if (rc == 0 && o->repo.s3_endpoint)
+        rc = put_word(&b, "--s3-endpoint", o->repo.s3_endpoint, err);
+    if (rc == 0 && o->repo.s3_region && strcmp(o->repo.s3_region, "us-east-1"))
+        rc = put_word(&b, "--s3-region", o->repo.s3_region, err);
+    if (rc == 0 && o->s3_uri_style)
+        rc = put_word(&b, "--s3-uri-style", o->s3_uri_style, err);
+    if (rc == 0 && o->s3_insecure_given && pb_buf_append(&b, " --s3-insecure", 14))
+        rc = pb_fail(err, PB_ENOMEM, "out of memory building restore_command");
+    if (rc == 0 && o->repo.s3_ca_file)
+        rc = put_word(&b, "--s3-ca-file", o->repo.s3_ca_file, err);
+    for (size_t i = 0; rc == 0 && i < o->n_key_files; i++) /* the path, never the key */
+        rc = put_word(&b, "--encrypt-key-file", o->key_files[i], err);
+    if (rc == 0 && o->config_file)
+        rc = put_word(&b, "--config", o->config_file, err);
     /* The cluster's section may hold what archive-get needs (docs/GUIDE.md). */
-    if (o->config_file && o->cluster && n < 8192)
-        snprintf(cmd + n, 8192 - (size_t)n, " --cluster \"%s\"", o->cluster);
-    return cmd;
+    if (rc == 0 && o->config_file && o->cluster)
+        rc = put_word(&b, "--cluster", o->cluster, err);
+    if (rc == 0 && pb_buf_append(&b, "", 1))
+        rc = pb_fail(err, PB_ENOMEM, "out of memory building restore_command");
+    if (rc) {
+        pb_buf_free(&b);
+        return pb_error_wrap(err, "restore_command");
+    }
+    *out = (char *)b.data;
+    return 0;
 }
 
 int cmd_restore(pb_options *o, cmd_outcome *res)
@@ -122,7 +152,9 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
         return cmd_usage_error(res, "give --delta or --force, not both");
     }
     repo *r = NULL;
-    char *cmd = restore_command(o);
+    char *cmd = NULL;
+    if (restore_command(o, &cmd, &err) != 0)
+        return cmd_report(res, &err);
     o->restore.restore_command = cmd;
     char sd[4096];
     o->restore.state_dir = cmd_state_dir(o, sd, sizeof(sd)); /* caches what the WAL holds */

@@ -38,13 +38,29 @@ static const char *section_name(char *line)
     return name;
 }
 
+void cfg_key_of(const char *line, char out[CFG_KEY_SHOWN])
+{
+    size_t n = strspn(line, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                            "0123456789-_.");
+    if (n >= CFG_KEY_SHOWN)
+        n = CFG_KEY_SHOWN - 1;
+    memcpy(out, line, n);
+    out[n] = '\0';
+}
+
+/* A line may hold a secret (s3-secret = ... with a typo): a message names the file, the
+ * line and the key (its leading word), never the rest, which reaches the PostgreSQL log
+ * through archive_command and the --report file. */
 static int add_entry(cfg_file *c, const char *section, char *line, unsigned lineno,
                      pb_error *err)
 {
+    char key[CFG_KEY_SHOWN];
+    cfg_key_of(line, key);
     char *eq = strchr(line, '=');
     if (!eq)
-        return pb_fail(err, PB_EINVAL, "%s:%u: expected 'name = value' or '[section]', got "
-                       "'%s'", c->path, lineno, line);
+        return pb_fail(err, PB_EINVAL, "%s:%u: expected 'name = value' or '[section]' (the "
+                       "line starting with '%s' has no '='; its text is not shown)", c->path,
+                       lineno, key);
     *eq = '\0';
     char *name = trim(line), *value = trim(eq + 1);
     size_t vn = strlen(value);
@@ -52,8 +68,9 @@ static int add_entry(cfg_file *c, const char *section, char *line, unsigned line
         value[vn - 1] = '\0';
         value++;
     }
-    if (!*name || strpbrk(name, " \t"))
-        return pb_fail(err, PB_EINVAL, "%s:%u: bad setting name '%s'", c->path, lineno, name);
+    if (!*name || strlen(key) != strlen(name))
+        return pb_fail(err, PB_EINVAL, "%s:%u: bad setting name (starting with '%s'; the rest "
+                       "of the line is not shown)", c->path, lineno, key);
     if (PB_GROW(c->items, &c->cap, c->count + 1))
         return pb_fail(err, PB_ENOMEM, "out of memory reading %s", c->path);
     c->items[c->count++] = (cfg_entry){section, name, value, lineno};

@@ -35,6 +35,10 @@ typedef struct cfg_file {
 int cfg_load(cfg_file *out, const char *path, pb_error *err);
 /* Parse text (taken over: freed by cfg_free) as the contents of path. */
 int cfg_parse(cfg_file *out, const char *path, char *text, pb_error *err);
+/* The key a configuration line starts with, as messages show it: its leading run of
+ * letters, digits, '-', '_' and '.' (at most CFG_KEY_SHOWN - 1 bytes), never the value. */
+#define CFG_KEY_SHOWN 48
+void cfg_key_of(const char *line, char out[CFG_KEY_SHOWN]);
 /* Does the file have a section for cluster? */
 bool cfg_has_section(const cfg_file *c, const char *cluster);
 void cfg_free(cfg_file *c);

@@ -78,6 +78,8 @@ static const opts_help_row rows[] = {
     {"target-action", "restore", "promote|pause|shutdown", "promote", "at the target"},
     {"target-timeline", "restore", "latest|current|ID", "latest", "timeline to follow"},
     {"tablespace-map", "restore", "OID=DIR", "", "restore a tablespace elsewhere (repeat)"},
+    {"archive-mode", "restore", "off|preserve", "off",
+     "off: the restored copy does not archive into the source's repository"},
     {"jobs", "restore verify", "N", "4", "files rebuilt or checked in parallel, 1..64"},
     {"db-include", "restore", "NAME", "", "restore only this database in full (repeat)"},
     /* info, expire */

@@ -21,7 +21,7 @@ enum {
     O_INCR_MODE, O_VERIFY_SCAN, O_ENC_KEY,
     O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
-    O_COMPRESS_ADAPT,
+    O_COMPRESS_ADAPT, O_ARCHIVE_MODE,
     O_END
 };
 
@@ -56,6 +56,7 @@ static const struct option long_opts[] = {
     {"cpu-weight", 1, 0, O_CPU_WEIGHT}, {"checkpoint", 1, 0, O_CHECKPOINT},
     {"max-memory", 1, 0, O_MAX_MEMORY},
     {"compress-adapt", 1, 0, O_COMPRESS_ADAPT},
+    {"archive-mode", 1, 0, O_ARCHIVE_MODE},
     {0, 0, 0, 0},
 };
 
@@ -82,6 +83,7 @@ static const struct {
      "           [--target-time T | --target-lsn L | --target-xid X | --target-name N |\n"
      "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
      "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
+     "           [--archive-mode off|preserve (default off: the copy does not archive)]\n"
      "           [--jobs N (files rebuilt in parallel, default 4)]\n"
      "           [--max-memory BYTES (workers' read buffers + pack cache; fewer workers\n"
      "            when they do not fit)]\n"
@@ -414,6 +416,11 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
         o->restore.target_action = arg;
         break;
     case O_T_TLI: o->restore.target_timeline = arg; break;
+    case O_ARCHIVE_MODE:
+        if (strcmp(arg, "off") && strcmp(arg, "preserve"))
+            return pb_fail(err, PB_EINVAL, "--archive-mode must be off or preserve");
+        o->restore.archive_preserve = arg[0] == 'p';
+        break;
     case O_TS_MAP: return add_tblspc(o, arg, err);
     case O_DB_INCLUDE: return add_db_include(o, arg, err);
     case O_JSON: o->json = true; break;

@@ -105,6 +105,32 @@ int opts_apply_env(pb_options *o, pb_error *err)
     return 0;
 }
 
+/* The value of a configuration line never reaches a message (it may be a secret, and
+ * the message reaches the PostgreSQL log through archive_command and --report): every
+ * occurrence in err->msg is replaced. */
+static void redact_value(pb_error *err, const char *value)
+{
+    static const char shown[] = "(value not shown)";
+    size_t vn = strlen(value);
+    if (!err || vn == 0)
+        return;
+    char out[sizeof(err->msg)];
+    size_t n = 0;
+    for (const char *p = err->msg; *p && n < sizeof(out) - 1;) {
+        if (strncmp(p, value, vn) == 0) {
+            size_t k = sizeof(shown) - 1 < sizeof(out) - 1 - n ? sizeof(shown) - 1
+                                                                : sizeof(out) - 1 - n;
+            memcpy(out + n, shown, k);
+            n += k;
+            p += vn;
+        } else {
+            out[n++] = *p++;
+        }
+    }
+    out[n] = '\0';
+    memcpy(err->msg, out, n + 1);
+}
+
 /* One entry of the configuration file, from the section src names. */
 static int apply_entry(pb_options *o, const cfg_entry *e, opts_source src, pb_error *err)
 {
@@ -120,8 +146,10 @@ static int apply_entry(pb_options *o, const cfg_entry *e, opts_source src, pb_er
     if (idx < 0 || !is_setting(idx))
         return pb_fail(err, PB_EINVAL, "%s:%u: unknown setting '%s'", o->cfg.path, e->line,
                        e->name);
-    if (apply_from(o, idx, e->value, src, err))
-        return pb_error_wrap(err, "%s:%u", o->cfg.path, e->line);
+    if (apply_from(o, idx, e->value, src, err)) {
+        redact_value(err, e->value);
+        return pb_error_wrap(err, "%s:%u: setting '%s'", o->cfg.path, e->line, e->name);
+    }
     return 0;
 }
 

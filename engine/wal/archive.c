@@ -18,6 +18,7 @@
 #include "engine/envelope.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,30 +36,40 @@
  * 4 bytes of padding, u64 sysid, u32 seg_size, u32 blcksz. The envelope carries no name,
  * so this is what tells segment 5 from segment 6 put under its name: the page address
  * must be where the name puts the segment, and the sizes must be the segment's own. The
- * timeline may be older than the name's (a new timeline's first segment is a copy). */
+ * timeline may be older than the name's (a new timeline's first segment is a copy of
+ * its parent's up to the switch point, page headers included). Checked on the way in
+ * (archive-push: a recycled segment has an old page address) and on the way out. */
 #define XLP_LONG_HEADER 0x0002u
-static int check_segment(const uint8_t *raw, size_t len, const char *name, const char *key,
-                         pb_error *err)
+int arch_check_first_page(const uint8_t *page, uint64_t len, const char *name,
+                          const char *what, pb_error *err)
 {
     uint32_t tli = 0;
     uint64_t segno = 0;
     if (!arch_valid_seg_size(len) || !arch_parse_segment(name, (uint32_t)len, &tli, &segno))
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s: %zu bytes is not a WAL "
-                       "segment size", key, len);
-    uint16_t info = pb_get_u16(raw + 2);
-    uint32_t page_tli = pb_get_u32(raw + 4);
-    uint64_t addr = pb_get_u64(raw + 8);
-    if (!(info & XLP_LONG_HEADER) || pb_get_u32(raw + 32) != len ||
-        pb_get_u32(raw + 36) != PB_PAGE_SIZE)
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s does not start with a long "
-                       "page header for %zu-byte segments of %u-byte pages", key, len,
-                       PB_PAGE_SIZE);
-    if (addr != segno * len || page_tli == 0 || page_tli > tli)
-        return pb_fail(err, PB_ECORRUPT, "archived WAL object %s holds another segment "
-                       "(first page at LSN %X/%X of timeline %u, expected %X/%X)", key,
-                       (unsigned)(addr >> 32), (unsigned)addr, page_tli,
-                       (unsigned)((segno * len) >> 32), (unsigned)(segno * len));
+        return pb_fail(err, PB_ECORRUPT, "%s: %" PRIu64 " bytes is not a WAL segment size",
+                       what, len);
+    uint16_t info = pb_get_u16(page + 2);
+    uint32_t page_tli = pb_get_u32(page + 4);
+    uint64_t addr = pb_get_u64(page + 8), want = segno * len;
+    if (!(info & XLP_LONG_HEADER) || pb_get_u32(page + 32) != len ||
+        pb_get_u32(page + 36) != PB_PAGE_SIZE)
+        return pb_fail(err, PB_ECORRUPT, "%s does not start with a long page header for "
+                       "%" PRIu64 "-byte segments of %u-byte pages", what, len, PB_PAGE_SIZE);
+    if (addr != want || page_tli == 0 || page_tli > tli)
+        return pb_fail(err, PB_ECORRUPT, "%s holds another segment than %s: its first page "
+                       "is at LSN %X/%X of timeline %u, expected %X/%X of timeline %u (or "
+                       "an earlier one)%s", what, name, (unsigned)(addr >> 32),
+                       (unsigned)addr, page_tli, (unsigned)(want >> 32), (unsigned)want, tli,
+                       addr < want ? ": a recycled segment, left over from older WAL" : "");
     return 0;
+}
+
+static int check_segment(const uint8_t *raw, size_t len, const char *name, const char *key,
+                         pb_error *err)
+{
+    char what[300];
+    snprintf(what, sizeof(what), "archived WAL object %s", key);
+    return arch_check_first_page(raw, len, name, what, err);
 }
 
 /* The largest raw size an archived object of this name can have: a segment (plain or

@@ -57,6 +57,14 @@ int arch_decode(const uint8_t *obj, size_t len, const char *name, uint8_t **out,
 typedef int (*arch_list_cb)(void *ctx, const char *name);
 int arch_list(repo *r, unsigned kinds, arch_list_cb cb, void *ctx, pb_error *err);
 
+/* Check the long page header that starts WAL segment `name` (a plain segment name),
+ * a file of len bytes whose first ARCH_LONG_PHD bytes are page: the page address is where
+ * the name puts the segment, its timeline the name's or an earlier one, and the segment
+ * and page sizes agree. PB_ECORRUPT naming what (the file or object), expected and found. */
+#define ARCH_LONG_PHD 40
+int arch_check_first_page(const uint8_t *page, uint64_t len, const char *name,
+                          const char *what, pb_error *err);
+
 /* ---- names (walname.c) ------------------------------------------------------------
  * Segment names <-> (timeline, segment number) for a wal_segment_size (a power of two
  * between 1 MiB and 1 GiB), as PostgreSQL's XLogFileName / XLogFromFileName

@@ -44,7 +44,7 @@ F1=$(pb_last_id)
 # ---- the foreign timeline: a promoted test restore archiving into the same repository
 R=$PB_WORK/testcopy
 mkdir -p "$R" && chmod 0700 "$R" && _pb_chown_pg "$R"
-pb restore --target-dir "$R" >"$PB_WORK/restore.out" 2>&1 || { cat "$PB_WORK/restore.out"; pb_die "test restore failed"; }
+pb restore --target-dir "$R" --archive-mode preserve >"$PB_WORK/restore.out" 2>&1 || { cat "$PB_WORK/restore.out"; pb_die "test restore failed"; }
 pg_reconfigure "$R" && pg_conf "$R" "archive_mode = on" \
     "archive_command = '${PB_ARCHIVE_COMMAND//\'/\'\'}'" || pb_die "cannot configure $R"
 pg_start "$R" && promoted "$R" || pb_die "the test restore did not promote"

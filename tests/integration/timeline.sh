@@ -62,7 +62,7 @@ EXP_A2=$(rows "$SRC" "$K_A2")
 # ---- restore to rp_A and promote; the copy archives into the same repository
 R=$PB_WORK/promoted
 mkdir -p "$R" && chmod 0700 "$R" && _pb_chown_pg "$R"
-if pb restore --target-dir "$R" --target-name rp_A >"$PB_WORK/restore.out" 2>&1; then
+if pb restore --target-dir "$R" --target-name rp_A --archive-mode preserve >"$PB_WORK/restore.out" 2>&1; then
     pb_test_ok "restore to rp_A"
 else
     cat "$PB_WORK/restore.out"

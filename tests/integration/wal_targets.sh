@@ -122,7 +122,7 @@ pb_assert_eq "$(grep -c '^rp_twice ' <<<"$out")" 2 "info --restore-points lists 
 # ---- a second timeline: a restore to rp_C promoted and archiving into the repository
 D2=$PB_WORK/tl2
 mkdir -p "$D2" && chmod 0700 "$D2" && _pb_chown_pg "$D2"
-pb restore --target-dir "$D2" --target-name rp_C >"$PB_WORK/tl2.out" 2>&1 ||
+pb restore --target-dir "$D2" --target-name rp_C --archive-mode preserve >"$PB_WORK/tl2.out" 2>&1 ||
     pb_die "restore for timeline 2 failed: $(cat "$PB_WORK/tl2.out")"
 pg_reconfigure "$D2" || pb_die "reconfigure failed"
 pg_start "$D2" && pb_wait_recovery "$D2" || pb_die "timeline 2 did not start"

@@ -5,6 +5,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void test_lsn(void)
 {
@@ -114,6 +116,40 @@ static void test_fault_spec(void)
     PBT_CHECK(pb_fault_init(NULL, &err) == 0);
 }
 
+/* A state directory backup and restore may use: this user's, written by no one else. */
+static void test_state_dir(void)
+{
+    char dir[128], sub[200], path[260], tmp[300], tmp2[300];
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(pbt_tmpdir(dir, sizeof(dir), "statedir") == 0);
+    snprintf(sub, sizeof(sub), "%s/a/b", dir);
+    PBT_CHECK(pb_state_dir_ready(sub, &err) == 0); /* created, 0700 */
+    chmod(sub, 0777);
+    PBT_CHECK(pb_state_dir_check(sub, &err) == PB_ESTATE);
+    PBT_CHECK(strstr(err.msg, sub) && strstr(err.msg, "writable by group or others"));
+    chmod(sub, 0720);
+    PBT_CHECK(pb_state_dir_ready(sub, &err) == PB_ESTATE);
+    chmod(sub, 0755);
+    PBT_CHECK(pb_state_dir_check(sub, &err) == 0);
+    snprintf(path, sizeof(path), "%s/link", dir);
+    PBT_CHECK(symlink(sub, path) == 0);
+    PBT_CHECK(pb_state_dir_check(path, &err) == PB_ESTATE); /* a link is not trusted */
+    /* Temporaries: new names each time (mkstemp, O_EXCL), mode 0600. */
+    snprintf(path, sizeof(path), "%s/report.json", sub);
+    int fd = -1, fd2 = -1;
+    mode_t old = umask(0);
+    PBT_CHECK(pb_temp_beside(path, tmp, sizeof(tmp), &fd, &err) == 0);
+    PBT_CHECK(pb_temp_beside(path, tmp2, sizeof(tmp2), &fd2, &err) == 0);
+    umask(old);
+    struct stat st;
+    PBT_CHECK(fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & 0777) == 0600);
+    PBT_CHECK(strncmp(tmp, path, strlen(path)) == 0 && strcmp(tmp, tmp2) != 0);
+    close(fd);
+    close(fd2);
+    PBT_CHECK(pb_temp_beside(path, tmp, 10, &fd, &err) == PB_EINVAL && fd == -1);
+    pbt_rmtree(dir);
+}
+
 int main(void)
 {
     PBT_RUN(test_lsn);
@@ -121,5 +157,6 @@ int main(void)
     PBT_RUN(test_grow);
     PBT_RUN(test_error);
     PBT_RUN(test_fault_spec);
+    PBT_RUN(test_state_dir);
     return PBT_DONE();
 }
