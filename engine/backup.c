@@ -449,6 +449,9 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (rc == 0) {
         PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
+        /* committed already: a record not updated lists it at its next write */
+        if (chain_record_update(r, mf_header(ctx.m)->id, NULL, 0, &cerr) != 0)
+            pb_warn("%s", cerr.msg);
         if (bk_records_apply(&ctx, ctx.cat, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);

@@ -95,8 +95,14 @@ int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan
     char head[MF_ID_LEN];
     snprintf(head, sizeof(head), "%s", plan->latest);
     pb_error lerr = PB_ERROR_INIT;
-    if (chain_history_load(r, &hist, &lerr) == 0 && hist.count)
-        snprintf(head, sizeof(head), "%s", hist.items[hist.count - 1].id);
+    int hrc = chain_history_load(r, &hist, &lerr);
+    if (hrc == 0 && chain_history_check(&hist, "the parent of an incremental", &lerr)) {
+        /* which branch the cluster is on is not known here: a full builds on neither */
+        snprintf(plan->reason, sizeof(plan->reason), "%s", lerr.msg);
+        goto out;
+    }
+    if (hrc == 0 && chain_history_newest(&hist)) /* along the newest timeline's history */
+        snprintf(head, sizeof(head), "%s", chain_history_newest(&hist)->id);
     else
         chain_history_free(&hist);
     mf_backup ph;
