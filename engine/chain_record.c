@@ -78,7 +78,7 @@ int chain_record_parse(const char *text, size_t len, const char *what, chain_rec
         return pb_fail(err, PB_ECORRUPT, "%s is not a pageback backup record (no %.18s)",
                        what, RECORD_MAGIC);
     /* the checksum line is the last: "xxh3=" and 16 hex digits */
-    const char *sum = len >= 23 ? text + len - 23 : NULL;
+    const char *sum = len >= 22 ? text + len - 22 : NULL;
     uint64_t want = 0;
     char hex[17];
     if (!sum || memcmp(sum, "xxh3=", 5) != 0 || text[len - 1] != '\n' ||

@@ -20,15 +20,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int newest_history(void *vctx, const char *name)
+/* The newest timeline whose history file is archived, from the newest a backup is on,
+ * probed one by one as PostgreSQL's findNewestTimeLine does (one small request when
+ * there is none: no listing of the archive). */
+static int newest_timeline(repo *r, uint32_t *newest, pb_error *err)
 {
-    uint32_t *newest = vctx;
-    unsigned tli = 0;
-    char rest[16] = "";
-    if (strlen(name) == 16 && sscanf(name, "%8X%15s", &tli, rest) == 2 &&
-        strcmp(rest, ".history") == 0 && tli > *newest)
-        *newest = tli;
-    return 0;
+    for (;;) {
+        char name[17];
+        bool present = false;
+        arch_history_name(name, *newest + 1);
+        int rc = arch_exists(r, name, &present, err);
+        if (rc || !present)
+            return rc;
+        ++*newest;
+    }
 }
 
 /* The timeline path of tli: its history file when it has one, else tli alone. */
@@ -87,8 +92,8 @@ int chain_history_place(repo *r, uint32_t tli, chain_history *h, pb_error *err)
     h->compete = false;
     for (size_t i = 0; i < h->count; i++)
         newest = h->items[i].timeline > newest ? h->items[i].timeline : newest;
-    if (tli == 0)
-        rc = arch_list(r, ARCH_LIST_HISTORY, newest_history, &newest, err);
+    if (tli == 0 && h->count)
+        rc = newest_timeline(r, &newest, err);
     h->timeline = tli ? tli : newest;
     bool mixed = false; /* a backup on another timeline: only then is there a path to read */
     for (size_t i = 0; i < h->count; i++)
