@@ -132,13 +132,15 @@ int chain_drop(repo *r, const char *id, pb_error *err);
  * the caller goes on with the next (a later expire retries what is left). */
 int chain_delete_object(repo *r, const char *key);
 
-/* Leftovers of writers that are gone (issue 8, item 9), for backup, rebase and expire to
+/* Leftovers of writers that are gone, for backup, rebase and expire to
  * call once they hold the writer lock (held, not NULL) and before they write anything:
  * temp objects and unfinished uploads (repo_cleanup), then every backup/<id>/ without a
  * manifest, which a writer killed before its commit (or an expire killed between a
  * manifest and its packs) left. Such a backup is kept, with a warning, when a committed
- * backup names it as its parent: then its manifest was lost to damage, and its packs are
- * what a repair needs. Errors are returned (the caller decides whether they block it). */
+ * backup names it as its parent or the record of committed backups lists it: then its
+ * manifest was lost to damage, and its packs are what a repair needs; when the record
+ * cannot be read, none is removed. Errors are returned (the caller decides whether they
+ * block it). */
 int chain_cleanup(repo *r, const repo_lock *held, pb_error *err);
 
 /* ---- the record of committed backups (engine/chain_record.c) ----------------------

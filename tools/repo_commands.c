@@ -100,6 +100,9 @@ static void print_backup_text(const mf_backup *h, const chain_history *hist)
     printf("    restore needs:");
     print_needs(hist, h, false);
     printf("\n");
+    if ((size_t)(h - hist->items) < hist->off_path)
+        printf("    on a branch that timeline %u (the newest) left: not a candidate for "
+               "\"latest\"\n", hist->timeline);
 }
 
 static void print_backup_json(const mf_backup *h, const chain_history *hist, bool first)
