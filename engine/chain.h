@@ -164,7 +164,7 @@ int chain_record_load(repo *r, chain_record *out, pb_error *err);
 void chain_record_free(chain_record *rec);
 bool chain_record_has(const chain_record *rec, const char *id);
 /* Rewrite both copies: the record, plus add (NULL: none) and every manifest present,
- * minus drop[0..ndrop). */
+ * minus drop[0..ndrop). Not inside a repo_defer_syncs window (it makes its own). */
 int chain_record_update(repo *r, const char *add, const char (*drop)[MF_ID_LEN],
                         size_t ndrop, pb_error *err);
 /* Parse / format (pure; for tests): text -> sorted ids; ids -> text. */

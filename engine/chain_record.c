@@ -213,11 +213,17 @@ int chain_record_update(repo *r, const char *add, const char (*drop)[MF_ID_LEN],
     if (rc == 0)
         rc = chain_record_format(&rec, &buf, err);
     /* the primary first: a kill between leaves the copy one step behind, and the
-     * primary (good) is what readers take */
-    if (rc == 0)
+     * primary (good) is what readers take. Each one's data is on disk when its put
+     * returns; their names are made durable together (one directory sync). */
+    if (rc == 0) {
+        repo_defer_syncs(r);
         rc = repo_put(r, CHAIN_RECORD_KEY, buf.data, buf.len, err);
-    if (rc == 0)
-        rc = repo_put(r, CHAIN_RECORD_COPY_KEY, buf.data, buf.len, err);
+        if (rc == 0)
+            rc = repo_put(r, CHAIN_RECORD_COPY_KEY, buf.data, buf.len, err);
+        pb_error serr = PB_ERROR_INIT;
+        int src = repo_sync_deferred(r, rc ? &serr : err);
+        rc = rc ? rc : src;
+    }
     if (rc)
         pb_error_wrap(err, "updating the backup record %s/%s", repo_location(r),
                       CHAIN_RECORD_KEY);
