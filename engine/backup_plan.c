@@ -69,8 +69,8 @@ static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char 
     }
 }
 
-int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
-                 pb_error *err)
+int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, uint32_t tli,
+                 bk_plan *plan, pb_error *err)
 {
     chain_ids ids;
     chain_history hist = {0};
@@ -95,7 +95,7 @@ int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan
     char head[MF_ID_LEN];
     snprintf(head, sizeof(head), "%s", plan->latest);
     pb_error lerr = PB_ERROR_INIT;
-    int hrc = chain_history_load(r, &hist, &lerr);
+    int hrc = chain_history_load_on(r, tli, &hist, &lerr);
     if (hrc == 0 && chain_history_check(&hist, "the parent of an incremental", &lerr)) {
         /* which branch the cluster is on is not known here: a full builds on neither */
         snprintf(plan->reason, sizeof(plan->reason), "%s", lerr.msg);

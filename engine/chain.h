@@ -70,8 +70,9 @@ int chain_head(repo *r, char out[MF_ID_LEN], pb_error *err);
 /* Retention: keep[i] (h->count entries) is set for the newest retain_full full or
  * synthetic backups in history order (fulls of one state, the same timeline and stop
  * LSN, count once), every backup after the oldest of them, and every ancestor any of
- * those needs; the newest backup on the path is always kept. Returns how many are
- * kept. retain_full 0 keeps all. */
+ * those needs; the newest backup on the path is always kept, and when branches compete
+ * the newest of the competing branch too. Returns how many are kept. retain_full 0
+ * keeps all. */
 size_t chain_retain(const chain_history *h, unsigned retain_full, bool *keep);
 
 /* Load and verify one backup's manifest. */

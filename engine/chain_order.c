@@ -183,6 +183,8 @@ size_t chain_retain(const chain_history *h, unsigned retain_full, bool *keep)
         keep_with_parents(h, i, keep);
     if (h->count > h->off_path) /* the newest of the path, whatever the count says */
         keep_with_parents(h, h->count - 1, keep);
+    if (h->compete) /* and the newest of the branch that competes with it */
+        keep_with_parents(h, h->off_path - 1, keep);
     for (size_t i = 0; i < h->count; i++)
         kept += keep[i];
     return kept;

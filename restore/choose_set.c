@@ -129,7 +129,7 @@ bool rs_names_set(const rs_opts *opts)
     return opts->set && strcmp(opts->set, "latest") != 0;
 }
 
-static bool rs_latest_timeline(const rs_opts *opts)
+static bool latest_timeline(const rs_opts *opts)
 {
     return !opts->target_timeline || strcmp(opts->target_timeline, "latest") == 0;
 }
@@ -144,7 +144,7 @@ int rs_order_history(repo *r, const rs_opts *opts, chain_history *hist, pb_error
     unsigned long tli = opts->target_timeline ? strtoul(opts->target_timeline, &end, 10) : 0;
     if (tli > 0 && tli <= UINT32_MAX && end && !*end)
         return chain_history_place(r, (uint32_t)tli, hist, err);
-    if (opts->target != RS_TARGET_IMMEDIATE || !rs_latest_timeline(opts)) {
+    if (opts->target != RS_TARGET_IMMEDIATE || !latest_timeline(opts)) {
         chain_history_sort(hist);
         hist->off_path = 0;
         hist->compete = false;
@@ -163,7 +163,7 @@ int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_v
         return pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
     /* The end of the newest backup: the newest on the newest timeline's history, unless
      * another branch competes with it (engine/chain_timeline.c). */
-    int crc = explicit || opts->target != RS_TARGET_IMMEDIATE || !rs_latest_timeline(opts)
+    int crc = explicit || opts->target != RS_TARGET_IMMEDIATE || !latest_timeline(opts)
                   ? 0 : chain_history_check(hist, "the newest backup", err);
     if (crc)
         return crc;

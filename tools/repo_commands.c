@@ -337,15 +337,16 @@ static int unrecord(repo *r, const chain_history *hist, const bool *keep, pb_err
 /* Retention follows history order and parentage (chain_retain): the newest N full or
  * synthetic backups (one state counted once), everything after the oldest of them, and
  * every ancestor a kept backup needs; a backup whose descendant is kept is never
- * removed, nor the newest backup of the newest timeline. Competing timeline branches
- * are refused (which one the cluster lives on decides what is old). */
+ * removed, nor the newest backup of the newest timeline. When timeline branches
+ * compete (which one the cluster lives on is not known), the newest of each stays. */
 static int expire_locked(repo *r, const pb_options *o, pb_error *err)
 {
     chain_history hist = {0};
     bool *keep = NULL;
     int rc = chain_history_load(r, &hist, err);
-    if (rc == 0)
-        rc = chain_history_check(&hist, "retention", err);
+    pb_error cerr = PB_ERROR_INIT;
+    if (rc == 0 && chain_history_check(&hist, "retention", &cerr) != 0)
+        pb_warn("%s; expire keeps the newest backup of both", cerr.msg);
     if (rc == 0 && !(keep = calloc(hist.count ? hist.count : 1, sizeof(*keep))))
         rc = pb_fail(err, PB_ENOMEM, "out of memory planning expire");
     if (rc == 0)

@@ -3,10 +3,11 @@
 # raw stop LSNs. Full F0 and F1 on timeline 1 (F1 after four segment switches); a copy
 # restored from F0 is promoted (timeline 2) and archives into the same repository. While
 # timeline 2 has no backup the branches compete: a plain restore refuses, naming F1 and
-# F0 and the options that choose, and --target-timeline 1 chooses F1. The old primary
-# stops; the copy is the live cluster and takes F2 (its stop LSN lower than F1's): a plain
-# restore now chooses F2, the next incremental builds on F2, and `expire --retain-full 1`
-# keeps F2 (the newest backup of the newest timeline) and drops F1's dead branch.
+# F0 and the options that choose, --target-timeline 1 chooses F1, and expire keeps the
+# newest of both. The old primary stops; the copy is the live cluster and takes F2 (its
+# stop LSN lower than F1's): a plain restore now chooses F2, the next incremental builds
+# on F2, and `expire --retain-full 1` keeps F2 (the newest backup of the newest timeline)
+# and drops F1's dead branch.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src
@@ -44,6 +45,11 @@ pb_check "00000002.history is archived" pb archive-get 00000002.history "$PB_WOR
 # ---- timeline 2 has no backup yet: the branches compete
 pb_refused "a plain restore refuses while the branches compete, naming both" \
     "compete.*$F0.*$F1.*--set ID.*--target-timeline"
+pb_check "expire --retain-full 1 while they compete" pb expire --retain-full 1
+pb_assert_eq "$(pb info --json | python3 -c "
+import json, sys
+print(' '.join(sorted(b['id'] for b in json.load(sys.stdin)['backups'])))")" "$F0 $F1" \
+    "expire keeps the newest backup of both competing branches"
 pb_pitr_rows() { pg_psql "$1" "SELECT string_agg(tag, ',' ORDER BY tag) FROM t"; }
 d=$PB_WORK/tl1
 if pb_restore_start "$d" --target-timeline 1; then

@@ -94,9 +94,17 @@ static void test_branches_compete(void)
     bool keep[4];
     chain_retain(&h, 1, keep);
     PBT_CHECK(keep[1]); /* F0, the newest on timeline 2's path, is never dropped */
+    PBT_CHECK(keep[0]); /* nor F1, which competes with it */
     chain_history_free(&h);
     char head[MF_ID_LEN];
     PBT_CHECK(chain_head(r, head, &err) == PB_ESTATE);
+    /* the cluster's own timeline (a backup knows it) decides without a guess */
+    PBT_CHECK(chain_history_load_on(r, 1, &h, &err) == 0 && !h.compete);
+    PBT_CHECK(chain_history_newest(&h) && !strcmp(chain_history_newest(&h)->id, F1));
+    chain_history_free(&h);
+    PBT_CHECK(chain_history_load_on(r, 2, &h, &err) == 0 && !h.compete);
+    PBT_CHECK(chain_history_newest(&h) && !strcmp(chain_history_newest(&h)->id, F0));
+    chain_history_free(&h);
     repo_free(r);
 }
 
