@@ -61,6 +61,15 @@ else
 fi
 rm -rf "$d"
 
+# A backup of the old primary meanwhile builds on its own timeline's newest, F1.
+pg_env "$SRC"
+pg_psql "$SRC" "INSERT INTO t VALUES ('tl1-late')" >/dev/null
+pb_check "a backup of the old primary while the branches compete" pb_backup_logged --checkpoint fast
+I1=$(pb info --json | python3 -c "
+import json, sys
+print([b['id'] for b in json.load(sys.stdin)['backups'] if b['type'] == 'incr'][-1])")
+pb_assert_eq "$(pb_info_field "$I1" parent)" "$F1" "it is an incremental on F1 (its cluster's timeline)"
+
 # ---- the old primary is gone; the copy is the live cluster and backs up
 pg_stop "$SRC"
 pg_env "$R"
