@@ -334,6 +334,24 @@ static int unrecord(repo *r, const chain_history *hist, const bool *keep, pb_err
     return rc;
 }
 
+/* A backup the record lists without a manifest lost it to damage: which backups it needs
+ * (its parents) and which WAL is unknown, so nothing is removed until it is resolved. */
+static int check_lost(repo *r, const chain_history *hist, pb_error *err)
+{
+    chain_record rec = {0};
+    int rc = chain_record_load(r, &rec, err);
+    for (size_t i = 0; rc == 0 && i < rec.count; i++)
+        if (!chain_history_find(hist, rec.ids[i]))
+            rc = pb_fail(err, PB_ESTATE, "backup %s is listed in %s/%s but its manifest "
+                         "backup/%s/manifest is missing: expire removes nothing until it is "
+                         "put back (verify reports it; to give the backup up, remove its "
+                         "objects and both %s copies, which the next backup rebuilds from "
+                         "the manifests present)", rec.ids[i], repo_location(r),
+                         CHAIN_RECORD_KEY, rec.ids[i], CHAIN_RECORD_KEY);
+    chain_record_free(&rec);
+    return rc;
+}
+
 /* Retention follows history order and parentage (chain_retain): the newest N full or
  * synthetic backups (one state counted once), everything after the oldest of them, and
  * every ancestor a kept backup needs; a backup whose descendant is kept is never
@@ -347,6 +365,8 @@ static int expire_locked(repo *r, const pb_options *o, pb_error *err)
     pb_error cerr = PB_ERROR_INIT;
     if (rc == 0 && chain_history_check(&hist, "retention", &cerr) != 0)
         pb_warn("%s; expire keeps the newest backup of both", cerr.msg);
+    if (rc == 0)
+        rc = check_lost(r, &hist, err);
     if (rc == 0 && !(keep = calloc(hist.count ? hist.count : 1, sizeof(*keep))))
         rc = pb_fail(err, PB_ENOMEM, "out of memory planning expire");
     if (rc == 0)

@@ -2,10 +2,10 @@
 # The record of committed backups (backup.info and backup.info.copy, docs/FORMAT.md):
 # written at each commit, rebuilt from the manifests present when a repository has none
 # (one written before the record existed); a committed incremental whose manifest is
-# deleted is reported by verify (non-zero exit) and its packs survive the cleanup of the
-# next backup and expire; with its manifest back verify passes; expire takes what it
-# drops out of the record; a damaged primary is reported and the copy serves. Runs on
-# either repository kind (PB_REPO_KIND=s3: the S3 test server).
+# deleted is reported by verify (non-zero exit), its packs survive the cleanup of the
+# next backup and of expire, and expire removes nothing; with its manifest back verify
+# passes; expire takes what it drops out of the record; a damaged primary is reported
+# and the copy serves. Runs on either repository kind (PB_REPO_KIND=s3).
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src
@@ -76,9 +76,13 @@ grep -q "backup $I2 has no manifest, but backup.info lists it" "$PB_WORK/backup.
     pb_test_ok "the backup's cleanup warns and keeps $I2's objects" ||
     pb_test_fail "no warning: $(cat "$PB_WORK/backup.out")"
 pb_assert_eq "$(obj_list "backup/$I2/" | wc -l)" "$PACKS" "cleanup kept every object of $I2"
-I3=$(pb_last_id)
-pb expire --retain-full 5 >/dev/null 2>&1
+out=$(pb expire --retain-full 1 2>&1)
+rc=$?
+pb_assert_ne "$rc" 0 "expire refuses while a listed backup has no manifest"
+grep -q "backup $I2 is listed in .* but its manifest .* is missing: expire removes nothing" <<<"$out" &&
+    pb_test_ok "expire names the backup" || pb_test_fail "expire: $out"
 pb_assert_eq "$(obj_list "backup/$I2/" | wc -l)" "$PACKS" "expire's cleanup kept every object of $I2"
+pb_assert_eq "$(obj_list "backup/$F/" | grep -c manifest)" 1 "expire kept the full $I2 needs"
 obj_put "backup/$I2/manifest" "$PB_WORK/i2.manifest" || pb_test_fail "putting the manifest back"
 pb_check "with the manifest back, verify passes" pb verify
 
