@@ -77,22 +77,30 @@ int chain_record_parse(const char *text, size_t len, const char *what, chain_rec
     if (len < ml || memcmp(text, RECORD_MAGIC, ml) != 0)
         return pb_fail(err, PB_ECORRUPT, "%s is not a pageback backup record (no %.18s)",
                        what, RECORD_MAGIC);
-    /* the checksum line is the last: "xxh3=" and 16 hex digits */
-    const char *sum = len >= 22 ? text + len - 22 : NULL;
-    uint64_t want = 0;
-    char hex[17];
+    /* the checksum line is the last: "xxh3=" and 16 hex digits (copied out before any
+     * parsing: the object's bytes are not a C string) */
+    const char *sum = len >= ml + 22 ? text + len - 22 : NULL;
+    char hex[17] = "";
+    if (sum)
+        memcpy(hex, sum + 5, 16);
     if (!sum || memcmp(sum, "xxh3=", 5) != 0 || text[len - 1] != '\n' ||
-        sscanf(sum + 5, "%16[0-9a-f]", hex) != 1 || strlen(hex) != 16)
+        strspn(hex, "0123456789abcdef") != 16)
         return pb_fail(err, PB_ECORRUPT, "%s has no checksum line (truncated?)", what);
-    want = strtoull(hex, NULL, 16);
+    uint64_t want = strtoull(hex, NULL, 16);
     uint64_t got = pb_hash64(text, (size_t)(sum - text));
     if (got != want)
         return pb_fail(err, PB_ECORRUPT, "%s: checksum mismatch (stored %016" PRIx64
                        ", computed %016" PRIx64 ")", what, want, got);
-    size_t count = 0;
     const char *p = text + ml;
     const char *nl = memchr(p, '\n', (size_t)(sum - p));
-    if (!nl || sscanf(p, "count=%zu", &count) != 1 || count > (size_t)(sum - p))
+    char line[32] = "";
+    if (nl && (size_t)(nl - p) < sizeof(line))
+        memcpy(line, p, (size_t)(nl - p));
+    size_t count = 0;
+    char *end = NULL;
+    if (strncmp(line, "count=", 6) == 0 && line[6] >= '0' && line[6] <= '9')
+        count = (size_t)strtoull(line + 6, &end, 10);
+    if (!end || *end || count > (size_t)(sum - p))
         return pb_fail(err, PB_ECORRUPT, "%s: bad count line", what);
     int rc = parse_ids(nl + 1, sum, count, what, out, err);
     if (rc)

@@ -169,6 +169,43 @@ static void test_record(void)
     repo_free(r);
 }
 
+/* Hostile records: each is refused naming the object, with nothing allocated. */
+static void test_record_hostile(void)
+{
+    chain_record rec = {0}, ok = {0};
+    pb_buf good = {0};
+    pb_error err = PB_ERROR_INIT;
+    char ids[2][MF_ID_LEN] = {F0, F1};
+    ok.ids = ids;
+    ok.count = 2;
+    PBT_CHECK(chain_record_format(&ok, &good, &err) == 0);
+    PBT_CHECK(chain_record_parse((const char *)good.data, good.len, "x", &rec, &err) == 0 &&
+              rec.count == 2 && rec.present);
+    chain_record_free(&rec);
+    for (size_t cut = 0; cut < good.len; cut++) /* every truncation */
+        PBT_CHECK(chain_record_parse((const char *)good.data, cut, "x", &rec, &err) ==
+                      PB_ECORRUPT && rec.ids == NULL);
+    const char *bad[] = {
+        "PAGEBACK-BACKUPS 1\ncount=99999999999\n", /* count past the bytes */
+        "PAGEBACK-BACKUPS 1\ncount=1\n../../x\n", /* a path in an id */
+        "PAGEBACK-BACKUPS 1\ncount=2\na\n",       /* fewer ids than count */
+        "PAGEBACK-BACKUPS 1\ncount=0\na\n",       /* more lines than count */
+        "PAGEBACK-BACKUPS 2\ncount=0\n",           /* another version */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pb_buf b = {0};
+        char sum[32];
+        pb_buf_append(&b, bad[i], strlen(bad[i]));
+        snprintf(sum, sizeof(sum), "xxh3=%016llx\n",
+                 (unsigned long long)pb_hash64(b.data, b.len));
+        pb_buf_append(&b, sum, strlen(sum)); /* a right checksum: the content is wrong */
+        PBT_CHECK(chain_record_parse((const char *)b.data, b.len, "obj", &rec, &err) ==
+                      PB_ECORRUPT && rec.ids == NULL && strstr(err.msg, "obj"));
+        pb_buf_free(&b);
+    }
+    pb_buf_free(&good);
+}
+
 int main(void)
 {
     if (pbt_tmpdir(root, sizeof(root), "chain-timeline-test") != 0)
@@ -177,6 +214,7 @@ int main(void)
     PBT_RUN(test_branches_compete);
     PBT_RUN(test_same_state_counts_once);
     PBT_RUN(test_record);
+    PBT_RUN(test_record_hostile);
     pbt_rmtree(root);
     return PBT_DONE();
 }
