@@ -388,8 +388,13 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (chain_cleanup(r, ctx.lock, &clean_err) != 0)
         pb_warn("could not clean up after earlier interrupted runs: %s", clean_err.msg);
     rc = chain_check_identity(r, info.system_id, true, err);
+    uint64_t now_lsn = 0; /* the cluster's timeline picks the parent's branch */
+    uint32_t now_tli = 0;
+    pb_error terr = PB_ERROR_INIT;
+    if (rc == 0 && pgc_current_wal(conn, &now_lsn, &now_tli, &terr) != 0)
+        now_tli = 0; /* unknown: the newest timeline in the archive decides */
     if (rc == 0)
-        rc = bk_plan_type(r, opts, info.system_id, &plan, err);
+        rc = bk_plan_type(r, opts, info.system_id, now_tli, &plan, err);
     if (rc == 0)
         rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
@@ -428,6 +433,9 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (rc == 0) {
         PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
+        /* committed already: a record not updated lists it at its next write */
+        if (chain_record_update(r, mf_header(ctx.m)->id, NULL, 0, &cerr) != 0)
+            pb_warn("%s", cerr.msg);
         if (bk_records_apply(&ctx, ctx.cat, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);

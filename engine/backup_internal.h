@@ -140,11 +140,14 @@ typedef struct bk_plan {
     const mf_manifest *parent; /* 'I': the chain head (the chain's last); else NULL */
 } bk_plan;
 
-/* Decide for a backup of the cluster system_id. A repository that cannot be read well
- * enough to build on (no backup, a damaged or foreign head, a broken chain) plans a full
- * backup with the reason; only a failed listing is an error. Free with bk_plan_free. */
-int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
-                 pb_error *err);
+/* Decide for a backup of the cluster system_id, now on timeline tli (0: unknown). The
+ * head is the newest backup along tli's history (engine/chain_timeline.c; with tli 0,
+ * the newest timeline's in the archive, and competing branches plan a full). A
+ * repository that cannot be read well enough to build on (no backup, a damaged or
+ * foreign head, a broken chain) plans a full backup with the reason; only a failed
+ * listing is an error. Free with bk_plan_free. */
+int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, uint32_t tli,
+                 bk_plan *plan, pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
 
 /* Page-cache residue (backup_cache.c): the resident bytes of the file at path now (0 when

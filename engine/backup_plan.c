@@ -69,8 +69,36 @@ static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char 
     }
 }
 
-int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan,
-                 pb_error *err)
+/* The chain head: the newest backup along the history of the cluster's timeline tli
+ * (0: the newest in the archive), by state, not id (a rebase's synthetic full of an older
+ * state has the last id), from the headers alone. When the history cannot be loaded (a
+ * damaged manifest header somewhere), the last id stands in, as its own header decides.
+ * false (a full, with the reason) when no backup is on that history, or branches
+ * compete. */
+static bool pick_head(repo *r, uint32_t tli, bk_plan *plan, chain_history *hist,
+                      char head[MF_ID_LEN])
+{
+    pb_error lerr = PB_ERROR_INIT;
+    snprintf(head, MF_ID_LEN, "%s", plan->latest);
+    if (chain_history_load_on(r, tli, hist, &lerr) != 0) {
+        chain_history_free(hist);
+        return true;
+    }
+    if (chain_history_check(hist, "the parent of an incremental", &lerr)) {
+        snprintf(plan->reason, sizeof(plan->reason), "%s", lerr.msg);
+        return false;
+    }
+    if (!chain_history_newest(hist)) { /* every backup on another branch */
+        snprintf(plan->reason, sizeof(plan->reason), "no backup lies on the history of "
+                 "timeline %u", hist->timeline);
+        return false;
+    }
+    snprintf(head, MF_ID_LEN, "%s", chain_history_newest(hist)->id);
+    return true;
+}
+
+int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, uint32_t tli,
+                 bk_plan *plan, pb_error *err)
 {
     chain_ids ids;
     chain_history hist = {0};
@@ -89,16 +117,10 @@ int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, bk_plan *plan
         snprintf(plan->reason, sizeof(plan->reason), "full backup requested");
         goto out;
     }
-    /* The chain head by stop LSN (a rebase's synthetic full of an older state has the
-     * last id), from the headers alone. When the history cannot be loaded (a damaged
-     * manifest header somewhere), the last id stands in, as its own header decides. */
     char head[MF_ID_LEN];
-    snprintf(head, sizeof(head), "%s", plan->latest);
     pb_error lerr = PB_ERROR_INIT;
-    if (chain_history_load(r, &hist, &lerr) == 0 && hist.count)
-        snprintf(head, sizeof(head), "%s", hist.items[hist.count - 1].id);
-    else
-        chain_history_free(&hist);
+    if (!pick_head(r, tli, plan, &hist, head))
+        goto out;
     mf_backup ph;
     const mf_backup *found = chain_history_find(&hist, head);
     if (found) {

@@ -408,6 +408,27 @@ static int mark_needed(repo *r, orphan_ctx *o, pb_error *err)
     return 0;
 }
 
+/* Marks the manifest-less backups the record lists: committed once, their manifest lost
+ * since (verify names them). A record that cannot be read might list any of them, so
+ * then nothing is removed. */
+static int mark_recorded(repo *r, orphan_ctx *o, pb_error *err)
+{
+    chain_record rec = {0};
+    int rc = chain_record_load(r, &rec, err);
+    if (rc)
+        return pb_error_wrap(err, "backups without a manifest are kept (the record of "
+                             "committed backups is unreadable)");
+    for (size_t i = 0; i < o->n; i++)
+        if (!o->committed[i] && !o->needed[i] && chain_record_has(&rec, o->ids[i])) {
+            o->needed[i] = true;
+            pb_warn("backup %s has no manifest, but %s lists it as committed: its objects "
+                    "are kept (put its manifest back; verify reports it until then)", o->ids[i],
+                    CHAIN_RECORD_KEY);
+        }
+    chain_record_free(&rec);
+    return 0;
+}
+
 /* Objects under backup/<id>/ without a manifest: with the writer lock held, none of them
  * belongs to a writer still running. */
 static int drop_orphans(repo *r, pb_error *err)
@@ -420,6 +441,8 @@ static int drop_orphans(repo *r, pb_error *err)
         o.orphans += !o.committed[i];
     if (rc == 0 && o.orphans)
         rc = mark_needed(r, &o, err);
+    if (rc == 0 && o.orphans)
+        rc = mark_recorded(r, &o, err);
     for (size_t i = 0; rc == 0 && i < o.n; i++) {
         if (o.committed[i] || o.needed[i])
             continue;

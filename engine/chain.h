@@ -32,6 +32,15 @@ void chain_ids_free(chain_ids *ids);
 typedef struct chain_history {
     mf_backup *items; /* manifest headers, oldest state first */
     size_t count;
+    /* Timelines (engine/chain_timeline.c): the order is along the history of `timeline`
+     * (the newest in the archive, or the one asked for). items[0..off_path) lie on
+     * branches that history left (their stop is past the switch point), each branch
+     * older than everything on the path; items[off_path..count) are on it. compete:
+     * `timeline` holds no backup of its own while another branch has one past the
+     * switch, so which branch the live cluster is on cannot be told. */
+    size_t off_path;
+    uint32_t timeline;
+    bool compete;
 } chain_history;
 
 /* < 0, 0, > 0 as a's state comes before, is, or comes after b's. */
@@ -42,14 +51,28 @@ int chain_cmp_history(const mf_backup *a, const mf_backup *b);
 int chain_history_load(repo *r, chain_history *out, pb_error *err);
 void chain_history_sort(chain_history *h);
 void chain_history_free(chain_history *h);
+/* As chain_history_load, ordered along the history of timeline tli (0: the newest
+ * timeline in the archive, with compete set when branches compete). */
+int chain_history_load_on(repo *r, uint32_t tli, chain_history *out, pb_error *err);
+/* Order a loaded history along the history of tli (0: the newest in the archive): reads
+ * the archive's history file list and the history file of that timeline. */
+int chain_history_place(repo *r, uint32_t tli, chain_history *h, pb_error *err);
+/* The newest backup on the path (the last entry), or NULL when none is (then compete). */
+const mf_backup *chain_history_newest(const chain_history *h);
+/* PB_ESTATE naming the competing branches (the newest backup of each) and the options
+ * that choose (what is the command's verb: "restore", "expire"); 0 when none compete. */
+int chain_history_check(const chain_history *h, const char *what, pb_error *err);
 /* The entry with this id, or NULL. */
 const mf_backup *chain_history_find(const chain_history *h, const char *id);
 /* The chain head by stop LSN: the backup the next incremental builds on. PB_ENOENT
  * when the repository holds none. */
 int chain_head(repo *r, char out[MF_ID_LEN], pb_error *err);
 /* Retention: keep[i] (h->count entries) is set for the newest retain_full full or
- * synthetic backups in history order, every backup after the oldest of them, and every
- * ancestor any of those needs. Returns how many are kept. retain_full 0 keeps all. */
+ * synthetic backups in history order (fulls of one state, the same timeline and stop
+ * LSN, count once), every backup after the oldest of them, and every ancestor any of
+ * those needs; the newest backup on the path is always kept, and when branches compete
+ * the newest of the competing branch too. Returns how many are kept. retain_full 0
+ * keeps all. */
 size_t chain_retain(const chain_history *h, unsigned retain_full, bool *keep);
 
 /* Load and verify one backup's manifest. */
@@ -110,14 +133,45 @@ int chain_drop(repo *r, const char *id, pb_error *err);
  * the caller goes on with the next (a later expire retries what is left). */
 int chain_delete_object(repo *r, const char *key);
 
-/* Leftovers of writers that are gone (issue 8, item 9), for backup, rebase and expire to
+/* Leftovers of writers that are gone, for backup, rebase and expire to
  * call once they hold the writer lock (held, not NULL) and before they write anything:
  * temp objects and unfinished uploads (repo_cleanup), then every backup/<id>/ without a
  * manifest, which a writer killed before its commit (or an expire killed between a
  * manifest and its packs) left. Such a backup is kept, with a warning, when a committed
- * backup names it as its parent: then its manifest was lost to damage, and its packs are
- * what a repair needs. Errors are returned (the caller decides whether they block it). */
+ * backup names it as its parent or the record of committed backups lists it: then its
+ * manifest was lost to damage, and its packs are what a repair needs; when the record
+ * cannot be read, none is removed. Errors are returned (the caller decides whether they
+ * block it). */
 int chain_cleanup(repo *r, const repo_lock *held, pb_error *err);
+
+/* ---- the record of committed backups (engine/chain_record.c) ----------------------
+ * "backup.info" and its copy "backup.info.copy" (docs/FORMAT.md): the ids of every
+ * committed backup, written (both) after each commit and before expire drops any. A
+ * listed backup whose manifest is missing was lost to damage: verify reports it, and
+ * cleanup never removes its objects. Every write merges in the manifests present (so a
+ * repository written before the record existed gets it on its first write, and a commit
+ * killed before its record update is listed by the next). Writers hold the lock. */
+#define CHAIN_RECORD_KEY "backup.info"
+#define CHAIN_RECORD_COPY_KEY "backup.info.copy"
+typedef struct chain_record {
+    char (*ids)[MF_ID_LEN]; /* sorted */
+    size_t count;
+    bool present;      /* false: no record yet (an older repository) */
+    char damaged[64];  /* the copy that failed its check, "" when both are good */
+} chain_record;
+/* The record: the primary, else the copy. Neither present: present false, 0. Neither
+ * readable: PB_ECORRUPT naming both. */
+int chain_record_load(repo *r, chain_record *out, pb_error *err);
+void chain_record_free(chain_record *rec);
+bool chain_record_has(const chain_record *rec, const char *id);
+/* Rewrite both copies: the record, plus add (NULL: none) and every manifest present,
+ * minus drop[0..ndrop). Not inside a repo_defer_syncs window (it makes its own). */
+int chain_record_update(repo *r, const char *add, const char (*drop)[MF_ID_LEN],
+                        size_t ndrop, pb_error *err);
+/* Parse / format (pure; for tests): text -> sorted ids; ids -> text. */
+int chain_record_parse(const char *text, size_t len, const char *what, chain_record *out,
+                       pb_error *err);
+int chain_record_format(const chain_record *rec, pb_buf *out, pb_error *err);
 
 /* A new backup id: the UTC time now, its type letter ('F', 'I', 'S') at index 15, and a
  * microsecond + random suffix that keeps ids unique within a second; it sorts after

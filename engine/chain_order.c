@@ -93,8 +93,12 @@ int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *er
         chain_free(all);
         return rc;
     }
-    chain_history_sort(out);
-    return 0;
+    rc = chain_history_place(r, 0, out, err);
+    if (rc) {
+        chain_history_free(out);
+        chain_free(all);
+    }
+    return rc;
 }
 
 void chain_history_free(chain_history *h)
@@ -103,7 +107,8 @@ void chain_history_free(chain_history *h)
         return;
     free(h->items);
     h->items = NULL;
-    h->count = 0;
+    h->count = h->off_path = 0;
+    h->compete = false;
 }
 
 const mf_backup *chain_history_find(const chain_history *h, const char *id)
@@ -121,10 +126,10 @@ int chain_head(repo *r, char out[MF_ID_LEN], pb_error *err)
     int rc = chain_history_load(r, &h, err);
     if (rc)
         return rc;
-    if (h.count)
-        snprintf(out, MF_ID_LEN, "%s", h.items[h.count - 1].id);
-    else
+    if (h.count == 0)
         rc = pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
+    else if ((rc = chain_history_check(&h, "the chain head", err)) == 0)
+        snprintf(out, MF_ID_LEN, "%s", chain_history_newest(&h)->id);
     chain_history_free(&h);
     return rc;
 }
@@ -145,20 +150,41 @@ static void keep_with_parents(const chain_history *h, size_t i, bool *keep)
     }
 }
 
+/* Two fulls of one state (a rebase run twice, or a full and its synthetic copy) are one
+ * restore point: counting both would let the second push the previous week out. */
+static bool same_state(const mf_backup *a, const mf_backup *b)
+{
+    return a && a->stop_lsn == b->stop_lsn && a->timeline == b->timeline;
+}
+
 size_t chain_retain(const chain_history *h, unsigned retain_full, bool *keep)
 {
     size_t from = 0, fulls = 0, kept = 0;
-    for (size_t i = h->count; i-- > 0;) {
+    const mf_backup *counted = NULL;
+    for (size_t i = h->count; retain_full && i-- > 0;) {
         char t = h->items[i].type;
-        if ((t == 'F' || t == 'S') && ++fulls == retain_full) {
-            from = i;
-            break;
+        if (t != 'F' && t != 'S')
+            continue;
+        if (same_state(counted, &h->items[i])) {
+            from = i; /* the copy of the state just counted goes with it */
+            continue;
         }
+        if (fulls == retain_full)
+            break;
+        fulls++;
+        counted = &h->items[i];
+        from = i;
     }
+    if (fulls < retain_full)
+        from = 0;
     for (size_t i = 0; i < h->count; i++)
         keep[i] = false;
     for (size_t i = from; i < h->count; i++)
         keep_with_parents(h, i, keep);
+    if (h->count > h->off_path) /* the newest of the path, whatever the count says */
+        keep_with_parents(h, h->count - 1, keep);
+    if (h->compete) /* and the newest of the branch that competes with it */
+        keep_with_parents(h, h->off_path - 1, keep);
     for (size_t i = 0; i < h->count; i++)
         kept += keep[i];
     return kept;

@@ -129,6 +129,29 @@ bool rs_names_set(const rs_opts *opts)
     return opts->set && strcmp(opts->set, "latest") != 0;
 }
 
+static bool latest_timeline(const rs_opts *opts)
+{
+    return !opts->target_timeline || strcmp(opts->target_timeline, "latest") == 0;
+}
+
+/* The history comes ordered along the newest timeline. --target-timeline N orders it
+ * along N; a time, LSN, xid or name target is placed per backup by rs_follow_timeline,
+ * which tries every branch, so there the order is by stop point alone (the backup
+ * closest before the target, whichever branch it is on). */
+int rs_order_history(repo *r, const rs_opts *opts, chain_history *hist, pb_error *err)
+{
+    char *end = NULL;
+    unsigned long tli = opts->target_timeline ? strtoul(opts->target_timeline, &end, 10) : 0;
+    if (tli > 0 && tli <= UINT32_MAX && end && !*end)
+        return chain_history_place(r, (uint32_t)tli, hist, err);
+    if (opts->target != RS_TARGET_IMMEDIATE || !latest_timeline(opts)) {
+        chain_history_sort(hist);
+        hist->off_path = 0;
+        hist->compete = false;
+    }
+    return 0;
+}
+
 /* Backups are tried newest state first (history order, never id order: a rebase's
  * synthetic full of an older state has the last id). */
 int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_view *v,
@@ -138,6 +161,12 @@ int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_v
     bool explicit = rs_names_set(opts);
     if (hist->count == 0)
         return pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
+    /* The end of the newest backup: the newest on the newest timeline's history, unless
+     * another branch competes with it (engine/chain_timeline.c). */
+    int crc = explicit || opts->target != RS_TARGET_IMMEDIATE || !latest_timeline(opts)
+                  ? 0 : chain_history_check(hist, "the newest backup", err);
+    if (crc)
+        return crc;
     char first_why[400] = "", newest[MF_ID_LEN] = "", last_why[400] = "",
          oldest[MF_ID_LEN] = "";
     int rc = PB_ENOENT;

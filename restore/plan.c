@@ -93,6 +93,8 @@ static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_p
     if (rc == 0)
         rc = rs_names_set(opts) ? load_one(r, opts->set, &hist, err)
                                 : chain_history_load(r, &hist, err);
+    if (rc == 0 && !rs_names_set(opts))
+        rc = rs_order_history(r, opts, &hist, err);
     if (rc == 0)
         rc = rs_place_target(r, opts, &p->wal, &hist, &p->tv, err);
     if (rc == 0)

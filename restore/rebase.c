@@ -239,9 +239,19 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     mf_backup hdr;
     memset(&hdr, 0, sizeof(hdr));
     rs_outline ol = {0};
+    out_id[0] = '\0';
     int rc = rs_plan_build(r, &o, 0, &p, err); /* no WAL: a rebase reads only the chain */
     if (rc)
         return rc;
+    const mf_backup *chosen = rs_plan_header(p);
+    /* Nothing new (a weekly job run twice): a second identical full is never written. */
+    if (chosen->type == 'F' || chosen->type == 'S') {
+        pb_info("nothing to rebase: backup %s (timeline %u) is already a %s backup; no "
+                "synthetic full written", chosen->id, chosen->timeline,
+                chosen->type == 'F' ? "full" : "synthetic full");
+        rs_plan_free(p);
+        return 0;
+    }
     if (progress && progress->fn) /* the totals it counts against: one pass more */
         rc = rs_plan_outline(r, p, false, &ol, err);
     if (rc == 0)
@@ -284,6 +294,9 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
         rc = mf_writer_finish(w, &head, err);
     if (rc == 0)
         rc = commit_manifest(r, hdr.id, &head, spool, err);
+    pb_error rerr = PB_ERROR_INIT; /* committed: the next record write lists it */
+    if (rc == 0 && chain_record_update(r, hdr.id, NULL, 0, &rerr) != 0)
+        pb_warn("%s", rerr.msg);
     if (rc == 0)
         snprintf(out_id, MF_ID_LEN, "%s", hdr.id);
     pack_writer_free(sink.packs);

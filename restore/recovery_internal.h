@@ -93,6 +93,8 @@ int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val 
 bool rs_names_set(const rs_opts *opts);
 /* PB_EINVAL for a target time well in the future (a warning for one slightly ahead). */
 int rs_check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err);
+/* Order hist for opts' target and timeline (choose_set.c). */
+int rs_order_history(repo *r, const rs_opts *opts, chain_history *hist, pb_error *err);
 /* Pick from hist (history order) the newest backup whose stop point precedes the target
  * (opts->set: that one, if it can reach it); v is used only for a target other than
  * immediate or an explicit --target-timeline. why says why it was chosen. */

@@ -120,7 +120,8 @@ int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
                    pb_error *err);
 
 /* Build a synthetic full backup from the chain ending at set (no database read). lock is
- * the writer lock the caller holds, renewed file by file (NULL: nothing to renew). */
+ * the writer lock the caller holds, renewed file by file (NULL: nothing to renew). When
+ * that backup is a full or synthetic full already, nothing is written: out_id is "". */
 int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
               const rs_progress_hook *progress, char out_id[MF_ID_LEN], pb_error *err);
 

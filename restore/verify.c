@@ -269,6 +269,41 @@ static void summary(vfy_run *v, const mf_backup *h, size_t found, uint64_t frame
     v->stats->backups_failed += found != 0;
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* The record of committed backups (engine/chain_record.c) against the manifests listed:
+ * a listed backup without a manifest lost it to damage, a failed backup of the run; a
+ * record copy that fails its check is a problem of the record. */
+static int check_record(vfy_run *v, const chain_ids *ids, pb_error *err)
+{
+    chain_record rec = {0};
+    pb_error e = PB_ERROR_INIT;
+    int rc = chain_record_load(v->r, &rec, &e);
+    v->subject_problems = 0;
+    if (rc == PB_ENOMEM)
+        return pb_fail(err, rc, "%s", e.msg);
+    if (rc)
+        vfy_problem(v, CHAIN_RECORD_KEY, "%s", e.msg);
+    else if (rec.damaged[0])
+        vfy_problem(v, CHAIN_RECORD_KEY, "%s/%s failed its check (its copy %s was read)",
+                    repo_location(v->r), rec.damaged, CHAIN_RECORD_COPY_KEY);
+    for (size_t i = 0; rc == 0 && i < rec.count; i++) {
+        if (ids->count && bsearch(rec.ids[i], ids->ids, ids->count, sizeof(*ids->ids), cmp_id))
+            continue;
+        v->stats->backups++;
+        v->stats->backups_failed++;
+        v->subject_problems = 0;
+        vfy_problem(v, rec.ids[i], "backup %s is listed in %s/%s as committed, but its "
+                    "manifest backup/%s/manifest is missing", rec.ids[i], repo_location(v->r),
+                    CHAIN_RECORD_KEY, rec.ids[i]);
+    }
+    chain_record_free(&rec);
+    return 0;
+}
+
 /* Every backup's header (version 2: two small reads); an unreadable one is a problem. */
 static int load_all(vfy_run *v, loaded *l, pb_error *err)
 {
@@ -276,6 +311,10 @@ static int load_all(vfy_run *v, loaded *l, pb_error *err)
     int rc = chain_list(v->r, &ids, err);
     if (rc)
         return rc;
+    if ((rc = check_record(v, &ids, err)) != 0) {
+        chain_ids_free(&ids);
+        return rc;
+    }
     l->hs = calloc(ids.count ? ids.count : 1, sizeof(*l->hs));
     l->broken = calloc(ids.count ? ids.count : 1, sizeof(*l->broken));
     if (!l->hs || !l->broken)

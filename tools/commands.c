@@ -254,8 +254,10 @@ int cmd_rebase(pb_options *o, cmd_outcome *res)
     cmd_progress_end(&prog);
     if (rc == 0)
         memcpy(res->rebase_id, id, sizeof(res->rebase_id));
-    if (rc == 0 && !o->quiet)
+    if (rc == 0 && !o->quiet && id[0])
         printf("synthetic full backup %s written\n", id);
+    else if (rc == 0 && !o->quiet)
+        printf("nothing to rebase: the chain's newest backup is already a full backup\n");
     repo_lock_release(lock);
     repo_free(r);
     return rc ? cmd_report(res, &err) : 0;

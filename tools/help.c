@@ -86,6 +86,7 @@ static const opts_help_row rows[] = {
     {"json", "info", NULL, "off", "JSON output (docs/info.schema.json)"},
     {"restore-points", "info", NULL, "off", "list the restore points of the archived WAL"},
     {"retain-full", "expire", "N", "", "keep the newest N full backups (required)"},
+    {"dry-run", "expire", NULL, "off", "list what would be expired, remove nothing"},
 };
 
 static const size_t nrows = sizeof(rows) / sizeof(rows[0]);

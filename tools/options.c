@@ -21,7 +21,7 @@ enum {
     O_INCR_MODE, O_VERIFY_SCAN, O_ENC_KEY,
     O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
-    O_COMPRESS_ADAPT, O_ARCHIVE_MODE,
+    O_COMPRESS_ADAPT, O_ARCHIVE_MODE, O_DRY_RUN,
     O_END
 };
 
@@ -57,6 +57,7 @@ static const struct option long_opts[] = {
     {"max-memory", 1, 0, O_MAX_MEMORY},
     {"compress-adapt", 1, 0, O_COMPRESS_ADAPT},
     {"archive-mode", 1, 0, O_ARCHIVE_MODE},
+    {"dry-run", 0, 0, O_DRY_RUN},
     {0, 0, 0, 0},
 };
 
@@ -95,7 +96,7 @@ static const struct {
     {"archive-get", "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"},
     {"info", "  info     [--json] [--restore-points (those in the archived WAL)]\n"},
     {"verify", "  verify   [--set ID] [--jobs N]\n"},
-    {"expire", "  expire   --retain-full N\n"},
+    {"expire", "  expire   --retain-full N [--dry-run]\n"},
     {"rebase", "  rebase   [--set ID] [--compress-level N]\n"},
     {"tune", "  tune     [--pgdata DIR] [--read-size N] [--queue-depth N]   (no --repo needed)\n"},
     {"config", "  config check  (the effective settings and their sources, secrets masked)\n"},
@@ -440,6 +441,7 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
             return pb_fail(err, PB_EINVAL, "--jobs must be 1..64");
         o->restore.jobs = u;
         break;
+    case O_DRY_RUN: o->dry_run = true; break;
     case O_RETAIN_FULL:
         if (parse_uint(arg, &u) || u == 0)
             return pb_fail(err, PB_EINVAL, "--retain-full must be at least 1");

@@ -43,6 +43,7 @@ typedef struct pb_options {
     bool restore_points; /* info --restore-points */
     bool quiet;
     int retain_full;
+    bool dry_run;        /* expire --dry-run: list what would go, remove nothing */
     repo_opts repo;
     bk_opts backup;
     rs_opts restore;
