@@ -7,6 +7,7 @@
  * makes the server abort the backup, which is the right outcome for a failed run.
  */
 #include "engine/pgconn.h"
+#include "engine/pgver/pgver.h"
 
 #include <inttypes.h>
 #include <libpq-fe.h>
@@ -14,10 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PGC_MIN_VERSION 150000
-
 struct pgc {
     PGconn *conn;
+    const pgv_facts *facts; /* the server's major, chosen at connect (engine/pgver) */
 };
 
 /* PQerrorMessage / PQresultErrorMessage text on one line, without the trailing
@@ -111,16 +111,6 @@ static int query_u64(pgc *c, const char *sql, uint64_t *out, pb_error *err)
     return 0;
 }
 
-static int check_version(PGconn *conn, pb_error *err)
-{
-    int v = PQserverVersion(conn);
-    if (v < PGC_MIN_VERSION)
-        return pb_fail(err, PB_EUNSUPPORTED,
-                       "PostgreSQL server version %d.%d is not supported (15 or later needed)",
-                       v / 10000, v % 10000);
-    return 0;
-}
-
 /*
  * Server notices go to our log instead of libpq's default stderr printer: WARNINGs
  * (e.g. pg_backup_stop still waiting for the archiver) as warnings, the rest
@@ -163,7 +153,7 @@ int pgc_connect(pgc **out, const char *conninfo, pb_error *err)
         goto out;
     }
     PQsetNoticeReceiver(c->conn, notice_receiver, NULL);
-    if ((rc = check_version(c->conn, err)))
+    if ((rc = pgv_from_server_version(&c->facts, PQserverVersion(c->conn), err)))
         goto out;
     /* A backup can take hours and pg_backup_stop waits for the archiver: a
      * configured statement or idle timeout must not kill the session that owns it. */
@@ -247,9 +237,8 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
 {
     memset(out, 0, sizeof(*out));
     out->server_version = PQserverVersion(c->conn);
-    int rc = check_version(c->conn, err);
-    if (!rc)
-        rc = query_u64(c, "SELECT system_identifier FROM pg_control_system()", &out->system_id,
+    out->facts = c->facts;
+    int rc = query_u64(c, "SELECT system_identifier FROM pg_control_system()", &out->system_id,
                        err);
     if (!rc)
         rc = info_settings(c, out, err);
@@ -261,8 +250,7 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
     if (!rc) {
         /* TABLESPACE_VERSION_DIRECTORY: "PG_" PG_MAJORVERSION "_" CATALOG_VERSION_NO */
         out->catversion = (uint32_t)cat;
-        snprintf(out->tblspc_dir, sizeof(out->tblspc_dir), "PG_%d_%u",
-                 out->server_version / 10000, out->catversion);
+        pgv_tblspc_dir(c->facts, out->catversion, out->tblspc_dir, sizeof(out->tblspc_dir));
     }
     return rc;
 }
@@ -270,7 +258,7 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
 int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
                      uint32_t *timeline, pb_error *err)
 {
-    static const char q_start[] = "SELECT pg_backup_start($1, $2::boolean)";
+    const char *q_start = c->facts->backup_start_sql; /* pg_backup_start, 14: pg_start_backup */
     /* pg_backup_start has just completed a checkpoint (immediate when fast, else spread
      * over checkpoint_completion_target; on a standby: a restartpoint, or found the
      * latest one done) whose REDO is the start LSN; that checkpoint's timeline is the
@@ -308,7 +296,7 @@ int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_
      * cannot: engine/backup_standby.c), and the backup then polls the repository itself
      * for every segment it needs (rule 4), which is both stricter and faster than the
      * server's once-a-second check. */
-    static const char q_stop[] = "SELECT lsn, labelfile, spcmapfile FROM pg_backup_stop(false)";
+    const char *q_stop = c->facts->backup_stop_sql; /* pg_backup_stop, 14: pg_stop_backup */
     PGresult *res = NULL;
     char *label = NULL, *spcmap = NULL;
     *label_out = NULL;

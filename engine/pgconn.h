@@ -9,12 +9,14 @@
 #include <stdint.h>
 
 #include "common/pb.h"
+#include "engine/pgver/pgver.h"
 #include "manifest/manifest.h"
 
 typedef struct pgc pgc;
 
 typedef struct pgc_info {
     int server_version;       /* e.g. 150020 */
+    const pgv_facts *facts;   /* the server's major (engine/pgver), never NULL */
     uint64_t system_id;       /* pg_control_system().system_identifier */
     bool data_checksums;      /* SHOW data_checksums */
     char data_directory[4096];/* SHOW data_directory */
@@ -27,7 +29,8 @@ typedef struct pgc_info {
     bool wal_log_hints;       /* SHOW wal_log_hints */
 } pgc_info;
 
-/* conninfo may be NULL or "" (then PG* environment variables apply). */
+/* conninfo may be NULL or "" (then PG* environment variables apply). A server of a major
+ * engine/pgver does not know is refused (PB_EUNSUPPORTED naming its version). */
 int pgc_connect(pgc **out, const char *conninfo, pb_error *err);
 void pgc_free(pgc *c);
 int pgc_info_get(pgc *c, pgc_info *out, pb_error *err);
