@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 /* 14 started non-exclusive backups with pg_start_backup(label, fast, exclusive := false);
  * pg_stop_backup(exclusive := false, wait_for_archive := false) returns the same three
@@ -84,6 +85,24 @@ int pgv_from_catversion(const pgv_facts **out, uint32_t catversion, pb_error *er
     return pb_fail(err, PB_EUNSUPPORTED,
                    "catalog version %u is not that of a supported PostgreSQL "
                    "(supported majors: %s)", catversion, pgv_supported());
+}
+
+int pgv_from_control(const pgv_facts **out, const uint8_t *pg_control, size_t len,
+                     pb_error *err)
+{
+    *out = NULL;
+    if (len < 16)
+        return pb_fail(err, PB_EINVAL, "pg_control: %zu bytes, too short for its versions", len);
+    uint32_t control, catversion;
+    /* Native byte order, as the server wrote it: pageback reads it on that kind of host. */
+    memcpy(&control, pg_control + 8, 4);
+    memcpy(&catversion, pg_control + 12, 4);
+    for (size_t i = 0; i < NROWS; i++)
+        if (rows[i].catversion == catversion && rows[i].control_version == control)
+            return *out = &rows[i], 0;
+    return pb_fail(err, PB_EUNSUPPORTED,
+                   "pg_control version %u with catalog version %u is not that of a supported "
+                   "PostgreSQL (supported majors: %s)", control, catversion, pgv_supported());
 }
 
 bool pgv_is_dbase_create(const pgv_facts *v, uint8_t info)

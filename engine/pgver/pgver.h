@@ -13,6 +13,7 @@
 #define PB_ENGINE_PGVER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/pb.h"
@@ -45,6 +46,12 @@ int pgv_from_wal_magic(const pgv_facts **out, uint16_t magic, pb_error *err);
 /* From a catalog version (pg_control's catalog_version_no, or the PG_<major>_<catver>
  * directory of a tablespace). PB_EUNSUPPORTED naming it otherwise. */
 int pgv_from_catversion(const pgv_facts **out, uint32_t catversion, pb_error *err);
+/* From the first bytes of global/pg_control (ControlFileData: u64 system_identifier,
+ * u32 pg_control_version, u32 catalog_version_no, in the server's byte order; len >= 16):
+ * the row of its catalog version, whose pg_control version must match too.
+ * PB_EUNSUPPORTED naming both versions otherwise, PB_EINVAL when len is too short. */
+int pgv_from_control(const pgv_facts **out, const uint8_t *pg_control, size_t len,
+                     pb_error *err);
 
 /* Is info (masked with 0xF0) of an RM_DBASE_ID record a CREATE DATABASE of this major? */
 bool pgv_is_dbase_create(const pgv_facts *v, uint8_t info);

@@ -1,13 +1,14 @@
 #!/bin/bash
 # One supported PostgreSQL major end to end, on the real server binaries in PB_PGBIN
 # (tools/pgversions.sh installs 14, 16, 17 and 18 for tools/check's version matrix; the
-# default is the host's 15): a full backup; WAL-guided incrementals (read mode wal, no
-# fallback) over a new database and changed rows, the second a verify scan that finds no
-# missed page; the chain restored, started with the same binaries and compared by digest
-# with the source; the restore points the archived WAL holds; point-in-time restores to a
-# name, an xid, a time and an LSN; a backup of a streaming standby restored and compared;
-# a promoted copy's timeline 2 backed up and restored to points on it, one across the
-# switch. What PB_PGBIN lacks (pg_checksums) is skipped with a printed note.
+# default is the host's 15): the PostgreSQL session's calls (pgconn_probe); a full
+# backup; WAL-guided incrementals (read mode wal, no fallback) over a new database and
+# changed rows, the second a verify scan that finds no missed page; the chain restored,
+# started with the same binaries and compared by digest with the source; the restore
+# points the archived WAL holds; point-in-time restores to a name, an xid, a time and an
+# LSN; a backup of a streaming standby restored and compared; a promoted copy's
+# timeline 2 backed up and restored to points on it, one across the switch. What
+# PB_PGBIN lacks (pg_checksums) is skipped with a printed note.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src
@@ -21,6 +22,18 @@ pg_env "$SRC"
 q() { pg_psql "${DB:-$SRC}" "$1"; }
 VNUM=$(q "SHOW server_version_num")
 pb_log "PostgreSQL $(q "SHOW server_version") ($VNUM) from $PB_PGBIN"
+# engine/pgconn.c on this major: every pgc_ call (the backup start and stop SQL among
+# them) checked against plain SQL by the pgconn_probe runner built beside PB_BIN.
+PROBE=$(dirname "$PB_BIN")/tests/unit/engine/pgconn_probe
+if [ -x "$PROBE" ]; then
+    out=$(PB_TEST_PGLOG=$(pg_logfile "$SRC") "$PROBE" \
+        "host=$(pg_sockdir "$SRC") port=$(pg_port "$SRC") user=postgres dbname=postgres" 2>&1)
+    rc=$?
+    pb_check "pgconn_probe: $(tail -n 1 <<<"$out")" test "$rc" = 0 ||
+        grep -E "^FAIL|pgc_" <<<"$out" | head -n 10
+else
+    pb_test_fail "no pgconn_probe beside $PB_BIN"
+fi
 pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
 q "CREATE TABLE t (id bigserial PRIMARY KEY, ts timestamptz, txid bigint, tag text)" >/dev/null
 pb_ins_procedure "$SRC" "ts, txid, tag" "clock_timestamp(), txid_current(), tg" 0.01

@@ -44,6 +44,14 @@ static void test_rows(void)
         PBT_CHECK(pgv_from_server_version(&o, w->major * 10000 + 7, &e) == 0 && o == v);
         PBT_CHECK(pgv_from_wal_magic(&o, w->magic, &e) == 0 && o == v);
         PBT_CHECK(pgv_from_catversion(&o, w->catversion, &e) == 0 && o == v);
+        uint8_t ctl[16] = {0};
+        memcpy(ctl + 8, &w->control, 4);
+        memcpy(ctl + 12, &w->catversion, 4);
+        PBT_CHECK(pgv_from_control(&o, ctl, sizeof(ctl), &e) == 0 && o == v);
+        uint32_t other = w->control + 1;
+        memcpy(ctl + 8, &other, 4); /* a catalog version with another major's control */
+        PBT_CHECK(pgv_from_control(&o, ctl, sizeof(ctl), &e) == PB_EUNSUPPORTED && !o);
+        PBT_CHECK(pgv_from_control(&o, ctl, 15, &e) == PB_EINVAL);
         char dir[32], exp[32];
         pgv_tblspc_dir(v, w->catversion, dir, sizeof(dir));
         snprintf(exp, sizeof(exp), "PG_%d_%u", w->major, w->catversion);
@@ -74,6 +82,12 @@ static void test_refused(void)
     PBT_CHECK(pgv_from_wal_magic(&o, 0, &e) == PB_EUNSUPPORTED);
     PBT_CHECK(pgv_from_catversion(&o, 202007201, &e) == PB_EUNSUPPORTED);
     PBT_CHECK(strstr(e.msg, "202007201") != NULL);
+    uint8_t ctl[16] = {0};
+    uint32_t control = 1201, catversion = 201909212; /* PostgreSQL 12 */
+    memcpy(ctl + 8, &control, 4);
+    memcpy(ctl + 12, &catversion, 4);
+    PBT_CHECK(pgv_from_control(&o, ctl, sizeof(ctl), &e) == PB_EUNSUPPORTED);
+    PBT_CHECK(strstr(e.msg, "1201") && strstr(e.msg, "201909212"));
 }
 
 int main(void)
