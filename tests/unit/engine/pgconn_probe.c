@@ -304,6 +304,73 @@ static void test_lost_connection(void)
     pgc_free(c);
 }
 
+static int count_block(void *ctx, const pgc_summary_block *b, pb_error *err)
+{
+    (void)err;
+    unsigned *n = ctx;
+    *n += b->fork <= 3;
+    return 0;
+}
+
+/* Wait (up to 30 s) until the summarizer has summarized WAL up to lsn. */
+static bool summarized_to(uint64_t lsn)
+{
+    for (int i = 0; i < 300; i++) {
+        if (sql_u64("SELECT summarized_lsn - '0/0' FROM pg_get_wal_summarizer_state()") >= lsn)
+            return true;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* The WAL summaries (17 on): what a major without them, summarize_wal off, a summarizer
+ * behind the window and a window before the first summary say; the blocks of a covered
+ * window. summarize_wal is turned on for the test and reset after it. */
+static void test_wal_summaries(void)
+{
+    pgc *c = connect_ok();
+    pb_error err = PB_ERROR_INIT;
+    char why[400], v[16];
+    unsigned n = 0;
+    if (!c)
+        return;
+    const pgv_facts *f = pgv_by_major((int)(sql_u64("SHOW server_version_num") / 10000));
+    uint32_t tli = (uint32_t)sql_u64("SELECT timeline_id FROM pg_control_checkpoint()");
+    uint64_t now = sql_u64("SELECT pg_current_wal_lsn() - '0/0'");
+    int rc = pgc_wal_summary_blocks(c, tli, now - 1, now, 0, count_block, &n, why, sizeof(why),
+                                    &err);
+    PBT_CHECK(rc == 1 && n == 0);
+    if (!f || !f->wal_summaries) {
+        PBT_CHECK(strstr(why, "keeps no WAL summaries") != NULL);
+        pgc_free(c);
+        return;
+    }
+    PBT_CHECK(strstr(why, "summarize_wal is off") != NULL);
+    sql("ALTER SYSTEM SET summarize_wal = on", v, sizeof(v));
+    sql("SELECT pg_reload_conf()", v, sizeof(v));
+    sql("CREATE TABLE probe_summaries AS SELECT g FROM generate_series(1, 1000) g", v, sizeof(v));
+    sql("CHECKPOINT", v, sizeof(v));
+    uint64_t end = sql_u64("SELECT redo_lsn - '0/0' FROM pg_control_checkpoint()");
+    PBT_CHECK(summarized_to(end));
+    rc = pgc_wal_summary_blocks(c, tli, end, end + (1ull << 40), 0, count_block, &n, why,
+                                sizeof(why), &err);
+    PBT_CHECK(rc == 1 && n == 0 && strstr(why, "the WAL summarizer reached") != NULL);
+    uint64_t first = sql_u64("SELECT min(start_lsn) - '0/0' FROM pg_available_wal_summaries()");
+    PBT_CHECK(first > 0 && first < end);
+    rc = pgc_wal_summary_blocks(c, tli, first - 1, end, 0, count_block, &n, why, sizeof(why),
+                                &err);
+    PBT_CHECK(rc == 1 && n == 0 && strstr(why, "no WAL summary on timeline") != NULL);
+    rc = pgc_wal_summary_blocks(c, tli, first, end, 5, count_block, &n, why, sizeof(why), &err);
+    if (rc)
+        fprintf(stderr, "pgc_wal_summary_blocks: %s\n", rc > 0 ? why : err.msg);
+    PBT_CHECK(rc == 0 && n > 0);
+    sql("DROP TABLE probe_summaries", v, sizeof(v));
+    sql("ALTER SYSTEM RESET summarize_wal", v, sizeof(v));
+    sql("SELECT pg_reload_conf()", v, sizeof(v));
+    pgc_free(c);
+}
+
 int main(int argc, char **argv)
 {
     conninfo = argc > 1 ? argv[1] : getenv("PB_TEST_CONNINFO");
@@ -327,6 +394,7 @@ int main(int argc, char **argv)
     PBT_RUN(test_backup_stop_errors);
     PBT_RUN(test_databases);
     PBT_RUN(test_server_time);
+    PBT_RUN(test_wal_summaries);
     PBT_RUN(test_lost_connection);
     PQfinish(ref);
     return PBT_DONE();
