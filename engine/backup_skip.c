@@ -207,6 +207,13 @@ static int summary_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
         ctx->wal = set;
     else
         wg_set_free(set);
+    if (rc == PB_EPG) {
+        /* The server refused (e.g. a role without EXECUTE on the summary functions): the
+         * session is still good and the WAL decoder can do the same work. */
+        snprintf(why, why_len, "the server's WAL summaries could not be read: %s", err->msg);
+        *err = (pb_error)PB_ERROR_INIT;
+        return 0;
+    }
     return rc < 0 ? rc : 0;
 }
 

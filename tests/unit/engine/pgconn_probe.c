@@ -365,6 +365,22 @@ static void test_wal_summaries(void)
     if (rc)
         fprintf(stderr, "pgc_wal_summary_blocks: %s\n", rc > 0 ? why : err.msg);
     PBT_CHECK(rc == 0 && n > 0);
+    /* A role the summary functions are revoked from: PB_EPG (the backup then decodes the
+     * archived WAL instead), naming the function. */
+    char ci[1024];
+    pgc *d = NULL;
+    sql("CREATE ROLE probe_nosum LOGIN", v, sizeof(v));
+    sql("REVOKE EXECUTE ON FUNCTION pg_get_wal_summarizer_state() FROM PUBLIC", v, sizeof(v));
+    snprintf(ci, sizeof(ci), "%s user=probe_nosum", conninfo);
+    PBT_CHECK(pgc_connect(&d, ci, &err) == 0);
+    if (d) {
+        rc = pgc_wal_summary_blocks(d, tli, first, end, 0, count_block, &n, why, sizeof(why),
+                                    &err);
+        PBT_CHECK(rc == PB_EPG && strstr(err.msg, "pg_get_wal_summarizer_state") != NULL);
+        pgc_free(d);
+    }
+    sql("GRANT EXECUTE ON FUNCTION pg_get_wal_summarizer_state() TO PUBLIC", v, sizeof(v));
+    sql("DROP ROLE probe_nosum", v, sizeof(v));
     sql("DROP TABLE probe_summaries", v, sizeof(v));
     sql("ALTER SYSTEM RESET summarize_wal", v, sizeof(v));
     sql("SELECT pg_reload_conf()", v, sizeof(v));
