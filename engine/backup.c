@@ -374,6 +374,8 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (rc)
         goto out;
     ctx.standby = info.in_recovery; /* a hot standby: engine/backup_standby.c */
+    ctx.conn = conn;
+    ctx.facts = info.facts;
     if (ctx.standby)
         pb_info("the server is a standby: its WAL comes from the archive its primary feeds");
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;

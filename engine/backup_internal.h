@@ -62,6 +62,8 @@ typedef struct bk_ctx {
     uint64_t verdicts[9]; /* relation segments per bk_skip_verdict */
     unsigned missed_logged; /* ERROR lines written for missed pages (bounded) */
     wg_set *wal;         /* WAL-guided: the blocks the window names; NULL = not guided */
+    pgc *conn;           /* the backup's session (WAL summaries are asked for on it) */
+    const pgv_facts *facts; /* the server's major (engine/pgver) */
     bool wal_log_hints;  /* the server's settings the guidance depends on */
     bool wal_minimal;
     uint64_t wal_whole;  /* segments WAL-guidance read whole (marked, or not a main fork) */

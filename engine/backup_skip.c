@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#define RELSEG_PAGES 131072u /* RELSEG_SIZE: a relation segment of 1 GiB in 8 kB pages */
+
 _Static_assert(BK_SKIP_NVERDICTS == BK_READ_RECENT + 1, "one count per verdict");
 
 bk_skip_verdict bk_skip_decide(const bk_skip_stat *cur, const bk_skip_stat *prev,
@@ -165,6 +167,56 @@ static int wal_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
     return wg_collect(&w, &ctx->wal, why, why_len, err);
 }
 
+/* A block of the server's WAL summaries into the block set: a limit block (the fork was
+ * truncated or created from there; rel 0: a database created) marks it for a whole read,
+ * as the decoder's smgr and CREATE DATABASE records do. */
+static int summary_block(void *vset, const pgc_summary_block *b, pb_error *err)
+{
+    wg_set *set = vset;
+    if (b->limit && b->rel == 0)
+        return wg_set_mark_db(set, b->spc, b->db, err);
+    if (b->limit)
+        return wg_set_mark_rel(set, b->spc, b->db, b->rel, err);
+    wg_key k = {b->spc, b->db, b->rel, b->fork, b->block / RELSEG_PAGES};
+    return wg_set_add(set, &k, b->block % RELSEG_PAGES, err);
+}
+
+/* PostgreSQL 17 on: the window [parent's start, this start) from the server's WAL
+ * summaries, when they cover it (nothing to decode). NULL set with why filled to go on
+ * with the WAL decoder. */
+static int summary_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
+{
+    const mf_backup *h = mf_header_c(ctx->m), *ph = mf_header_c(ctx->parent);
+    if (!ctx->conn || !ctx->facts || !ctx->facts->wal_summaries) {
+        snprintf(why, why_len, "the server keeps no WAL summaries");
+        return 0;
+    }
+    if (h->start_lsn < ph->start_lsn) {
+        snprintf(why, why_len, "this backup starts before its parent");
+        return 0;
+    }
+    wg_set *set = NULL;
+    int rc = wg_set_open(&set, ctx->opts->state_dir, 0, err);
+    if (rc == 0)
+        rc = pgc_wal_summary_blocks(ctx->conn, h->timeline, ph->start_lsn, h->start_lsn,
+                                    ctx->opts->wal_timeout_secs, summary_block, set, why,
+                                    why_len, err);
+    if (rc == 0)
+        rc = wg_set_finish(set, err);
+    if (rc == 0)
+        ctx->wal = set;
+    else
+        wg_set_free(set);
+    if (rc == PB_EPG) {
+        /* The server refused (e.g. a role without EXECUTE on the summary functions): the
+         * session is still good and the WAL decoder can do the same work. */
+        snprintf(why, why_len, "the server's WAL summaries could not be read: %s", err->msg);
+        *err = (pb_error)PB_ERROR_INIT;
+        return 0;
+    }
+    return rc < 0 ? rc : 0;
+}
+
 static void say_mode(const bk_ctx *ctx, const char *what, const char *why)
 {
     pb_info("incremental reads %s%s%s%s", what, why ? " (" : "", why ? why : "",
@@ -207,6 +259,18 @@ int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb
         return 0;
     }
     const char *nowal = wal_unavailable(ctx);
+    if (!nowal && ctx->facts && ctx->facts->wal_summaries) {
+        int rc = summary_guide(ctx, why, sizeof(why), err);
+        if (rc)
+            return rc;
+        if (ctx->wal) {
+            h->read_mode = MF_READ_SUMMARY;
+            say_mode(ctx, "the blocks the server's WAL summaries name, in segments whose size "
+                     "or mtime moved", NULL);
+            return 0;
+        }
+        pb_info("WAL summaries not used: %s; decoding the archived WAL instead", why);
+    }
     if (!nowal) {
         int rc = wal_guide(ctx, why, sizeof(why), err);
         if (rc)

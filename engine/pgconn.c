@@ -7,17 +7,18 @@
  * makes the server abort the backup, which is the right outcome for a failed run.
  */
 #include "engine/pgconn.h"
+#include "engine/pgver/pgver.h"
 
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PGC_MIN_VERSION 150000
+#include <unistd.h>
 
 struct pgc {
     PGconn *conn;
+    const pgv_facts *facts; /* the server's major, chosen at connect (engine/pgver) */
 };
 
 /* PQerrorMessage / PQresultErrorMessage text on one line, without the trailing
@@ -111,16 +112,6 @@ static int query_u64(pgc *c, const char *sql, uint64_t *out, pb_error *err)
     return 0;
 }
 
-static int check_version(PGconn *conn, pb_error *err)
-{
-    int v = PQserverVersion(conn);
-    if (v < PGC_MIN_VERSION)
-        return pb_fail(err, PB_EUNSUPPORTED,
-                       "PostgreSQL server version %d.%d is not supported (15 or later needed)",
-                       v / 10000, v % 10000);
-    return 0;
-}
-
 /*
  * Server notices go to our log instead of libpq's default stderr printer: WARNINGs
  * (e.g. pg_backup_stop still waiting for the archiver) as warnings, the rest
@@ -163,7 +154,7 @@ int pgc_connect(pgc **out, const char *conninfo, pb_error *err)
         goto out;
     }
     PQsetNoticeReceiver(c->conn, notice_receiver, NULL);
-    if ((rc = check_version(c->conn, err)))
+    if ((rc = pgv_from_server_version(&c->facts, PQserverVersion(c->conn), err)))
         goto out;
     /* A backup can take hours and pg_backup_stop waits for the archiver: a
      * configured statement or idle timeout must not kill the session that owns it. */
@@ -247,9 +238,8 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
 {
     memset(out, 0, sizeof(*out));
     out->server_version = PQserverVersion(c->conn);
-    int rc = check_version(c->conn, err);
-    if (!rc)
-        rc = query_u64(c, "SELECT system_identifier FROM pg_control_system()", &out->system_id,
+    out->facts = c->facts;
+    int rc = query_u64(c, "SELECT system_identifier FROM pg_control_system()", &out->system_id,
                        err);
     if (!rc)
         rc = info_settings(c, out, err);
@@ -261,8 +251,7 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
     if (!rc) {
         /* TABLESPACE_VERSION_DIRECTORY: "PG_" PG_MAJORVERSION "_" CATALOG_VERSION_NO */
         out->catversion = (uint32_t)cat;
-        snprintf(out->tblspc_dir, sizeof(out->tblspc_dir), "PG_%d_%u",
-                 out->server_version / 10000, out->catversion);
+        pgv_tblspc_dir(c->facts, out->catversion, out->tblspc_dir, sizeof(out->tblspc_dir));
     }
     return rc;
 }
@@ -270,7 +259,7 @@ int pgc_info_get(pgc *c, pgc_info *out, pb_error *err)
 int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
                      uint32_t *timeline, pb_error *err)
 {
-    static const char q_start[] = "SELECT pg_backup_start($1, $2::boolean)";
+    const char *q_start = c->facts->backup_start_sql; /* pg_backup_start, 14: pg_start_backup */
     /* pg_backup_start has just completed a checkpoint (immediate when fast, else spread
      * over checkpoint_completion_target; on a standby: a restartpoint, or found the
      * latest one done) whose REDO is the start LSN; that checkpoint's timeline is the
@@ -308,7 +297,7 @@ int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_
      * cannot: engine/backup_standby.c), and the backup then polls the repository itself
      * for every segment it needs (rule 4), which is both stricter and faster than the
      * server's once-a-second check. */
-    static const char q_stop[] = "SELECT lsn, labelfile, spcmapfile FROM pg_backup_stop(false)";
+    const char *q_stop = c->facts->backup_stop_sql; /* pg_backup_stop, 14: pg_stop_backup */
     PGresult *res = NULL;
     char *label = NULL, *spcmap = NULL;
     *label_out = NULL;
@@ -401,5 +390,152 @@ int pgc_server_time(pgc *c, int64_t *out, pb_error *err)
     uint64_t v = 0;
     int rc = query_u64(c, "SELECT floor(extract(epoch FROM clock_timestamp()))::bigint", &v, err);
     *out = rc ? 0 : (int64_t)v;
+    return rc;
+}
+
+/* ---- WAL summaries (PostgreSQL 17 on: summarize_wal, walsummarizer.c) ---------------- */
+
+/* Wait up to wait_secs until the summarizer has summarized WAL up to end on timeline tli
+ * (an incremental's start was just made by a checkpoint). 1 = not in time (why filled). */
+static int summaries_reach(pgc *c, uint32_t tli, uint64_t end, unsigned wait_secs, char *why,
+                           size_t why_len, pb_error *err)
+{
+    static const char q[] =
+        "SELECT summarized_tli, summarized_lsn FROM pg_get_wal_summarizer_state()";
+    double deadline = pb_now() + wait_secs;
+    for (;;) {
+        PGresult *res = NULL;
+        uint64_t lsn = 0;
+        int rc = query(c, q, 0, NULL, 1, 2, &res, err);
+        if (rc)
+            return rc;
+        unsigned long t = strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+        bool bad = pb_lsn_parse(PQgetvalue(res, 0, 1), &lsn) != 0;
+        PQclear(res);
+        if (bad)
+            return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned no LSN", q);
+        if (t > tli || (t == tli && lsn >= end))
+            return 0;
+        if (pb_now() >= deadline) {
+            char at[32], want[32];
+            pb_lsn_format(lsn, at);
+            pb_lsn_format(end, want);
+            snprintf(why, why_len, "the WAL summarizer reached %s on timeline %lu, not the "
+                     "window's end %s on timeline %u, within %u s", at, t, want, tli, wait_secs);
+            return 1;
+        }
+        usleep(100 * 1000);
+    }
+}
+
+/* The summaries on tli that overlap [start, end), into res; 1 with why filled when they
+ * leave a gap (a summary removed by wal_summary_keep_time, or summarizing turned on late). */
+static int summaries_cover(pgc *c, uint32_t tli, const char *const params[3], uint64_t start,
+                           uint64_t end, PGresult **res, char *why, size_t why_len,
+                           pb_error *err)
+{
+    static const char q[] = "SELECT start_lsn, end_lsn FROM pg_available_wal_summaries() "
+                            "WHERE tli = $1::bigint AND end_lsn > $2::pg_lsn "
+                            "AND start_lsn < $3::pg_lsn ORDER BY start_lsn, end_lsn";
+    int rc = query(c, q, 3, params, 0, 2, res, err);
+    if (rc)
+        return rc;
+    uint64_t pos = start;
+    for (int i = 0; i < PQntuples(*res) && pos < end; i++) {
+        uint64_t s = 0, e = 0;
+        if (pb_lsn_parse(PQgetvalue(*res, i, 0), &s) || pb_lsn_parse(PQgetvalue(*res, i, 1), &e))
+            return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned no LSN", q);
+        if (s > pos)
+            break;
+        if (e > pos)
+            pos = e;
+    }
+    if (pos >= end)
+        return 0;
+    char at[32];
+    pb_lsn_format(pos, at);
+    snprintf(why, why_len, "no WAL summary on timeline %u covers %s (the window is %s..%s)",
+             tli, at, params[1], params[2]);
+    return 1;
+}
+
+static int parse_summary_row(const PGresult *res, pgc_summary_block *b)
+{
+    unsigned long long v[5];
+    for (int i = 0; i < 5; i++) {
+        char *end = NULL;
+        v[i] = strtoull(PQgetvalue(res, 0, i), &end, 10);
+        if (!end || *end || v[i] > UINT32_MAX)
+            return -1;
+    }
+    *b = (pgc_summary_block){(uint32_t)v[1], (uint32_t)v[2], (uint32_t)v[0], (uint8_t)v[3],
+                             (uint32_t)v[4], PQgetvalue(res, 0, 5)[0] == 't'};
+    return v[3] > 3 ? -1 : 0;
+}
+
+/* Every block of one summary, row by row (single-row mode: a large window is never held
+ * whole), to fn. */
+static int summary_rows(pgc *c, const char *const params[3], pgc_summary_fn fn, void *ctx,
+                        pb_error *err)
+{
+    static const char q[] = "SELECT relfilenode, reltablespace, reldatabase, relforknumber, "
+                            "relblocknumber, is_limit_block "
+                            "FROM pg_wal_summary_contents($1::bigint, $2::pg_lsn, $3::pg_lsn)";
+    char msg[768];
+    if (!PQsendQueryParams(c->conn, q, 3, NULL, params, NULL, NULL, 0) ||
+        !PQsetSingleRowMode(c->conn)) {
+        one_line(PQerrorMessage(c->conn), msg, sizeof(msg));
+        return pb_fail(err, PB_EREMOTE, "PostgreSQL: \"%s\" failed: %s", q, msg);
+    }
+    int rc = 0;
+    PGresult *res;
+    while ((res = PQgetResult(c->conn)) != NULL) { /* drained to the end, even after a failure */
+        ExecStatusType st = PQresultStatus(res);
+        pgc_summary_block b;
+        if (rc == 0 && st == PGRES_SINGLE_TUPLE) {
+            if (PQnfields(res) != 6 || parse_summary_row(res, &b) != 0)
+                rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned a row that is not a "
+                             "block reference", q);
+            else
+                rc = fn(ctx, &b, err);
+        } else if (rc == 0 && st != PGRES_TUPLES_OK && st != PGRES_SINGLE_TUPLE) {
+            one_line(PQresultErrorMessage(res), msg, sizeof(msg));
+            rc = pb_fail(err, PQstatus(c->conn) == CONNECTION_OK ? PB_EPG : PB_EREMOTE,
+                         "PostgreSQL: \"%s\" failed: %s", q, msg);
+        }
+        PQclear(res);
+    }
+    return rc;
+}
+
+int pgc_wal_summary_blocks(pgc *c, uint32_t tli, uint64_t start, uint64_t end,
+                           unsigned wait_secs, pgc_summary_fn fn, void *ctx, char *why,
+                           size_t why_len, pb_error *err)
+{
+    char v[16], t[16], s[32], e[32];
+    if (!c->facts->wal_summaries) {
+        snprintf(why, why_len, "PostgreSQL %d keeps no WAL summaries", c->facts->major);
+        return 1;
+    }
+    int rc = query_value(c, "SHOW summarize_wal", v, sizeof(v), err);
+    if (rc)
+        return rc;
+    if (strcmp(v, "on") != 0) {
+        snprintf(why, why_len, "summarize_wal is off");
+        return 1;
+    }
+    if ((rc = summaries_reach(c, tli, end, wait_secs, why, why_len, err)))
+        return rc;
+    snprintf(t, sizeof(t), "%u", tli);
+    pb_lsn_format(start, s);
+    pb_lsn_format(end, e);
+    const char *params[3] = {t, s, e};
+    PGresult *res = NULL;
+    rc = summaries_cover(c, tli, params, start, end, &res, why, why_len, err);
+    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+        const char *one[3] = {t, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)};
+        rc = summary_rows(c, one, fn, ctx, err);
+    }
+    PQclear(res);
     return rc;
 }

@@ -9,12 +9,14 @@
 #include <stdint.h>
 
 #include "common/pb.h"
+#include "engine/pgver/pgver.h"
 #include "manifest/manifest.h"
 
 typedef struct pgc pgc;
 
 typedef struct pgc_info {
     int server_version;       /* e.g. 150020 */
+    const pgv_facts *facts;   /* the server's major (engine/pgver), never NULL */
     uint64_t system_id;       /* pg_control_system().system_identifier */
     bool data_checksums;      /* SHOW data_checksums */
     char data_directory[4096];/* SHOW data_directory */
@@ -27,7 +29,8 @@ typedef struct pgc_info {
     bool wal_log_hints;       /* SHOW wal_log_hints */
 } pgc_info;
 
-/* conninfo may be NULL or "" (then PG* environment variables apply). */
+/* conninfo may be NULL or "" (then PG* environment variables apply). A server of a major
+ * engine/pgver does not know is refused (PB_EUNSUPPORTED naming its version). */
 int pgc_connect(pgc **out, const char *conninfo, pb_error *err);
 void pgc_free(pgc *c);
 int pgc_info_get(pgc *c, pgc_info *out, pb_error *err);
@@ -56,5 +59,25 @@ int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err);
 int pgc_recovery_timeline(pgc *c, uint32_t *out, pb_error *err);
 /* Every database of the cluster (pg_database: OID and name), appended to out. */
 int pgc_databases(pgc *c, mf_dblist *out, pb_error *err);
+
+/* ---- WAL summaries (PostgreSQL 17 on, summarize_wal = on) ---- */
+/* One row of pg_wal_summary_contents(): a block a summarized record touched, or with limit
+ * set, the block from which the relation fork was truncated or (re)created (rel 0: every
+ * relation of the database in that tablespace, as a CREATE DATABASE sets it). */
+typedef struct pgc_summary_block {
+    uint32_t spc, db, rel;
+    uint8_t fork;
+    uint32_t block;
+    bool limit;
+} pgc_summary_block;
+typedef int (*pgc_summary_fn)(void *ctx, const pgc_summary_block *b, pb_error *err);
+/* Hand fn every block the server's WAL summaries on timeline tli name for [start, end),
+ * after waiting up to wait_secs for the summarizer to reach end. 0 = done; 1 = the
+ * summaries cannot vouch for the window (a major without them, summarize_wal off, the
+ * summarizer behind, a gap), why says which, nothing was handed to fn; < 0 = error (fn's
+ * error stops the rows). Summaries may reach before start: more blocks, never fewer. */
+int pgc_wal_summary_blocks(pgc *c, uint32_t tli, uint64_t start, uint64_t end,
+                           unsigned wait_secs, pgc_summary_fn fn, void *ctx, char *why,
+                           size_t why_len, pb_error *err);
 
 #endif

@@ -33,11 +33,8 @@
 #define RELSEG_PAGES 131072u
 #define RM_SMGR_ID 2
 #define RM_DBASE_ID 4
-#define RM_MAX_BUILTIN_ID 21 /* RM_LOGICALMSG_ID in PostgreSQL 15's rmgrlist.h */
 #define XLOG_SMGR_CREATE 0x10
 #define XLOG_SMGR_TRUNCATE 0x20
-#define XLOG_DBASE_CREATE_FILE_COPY 0x00
-#define XLOG_DBASE_CREATE_WAL_LOG 0x10
 
 typedef struct src_ctx {
     const wg_window *w;
@@ -98,7 +95,7 @@ static uint32_t rd32(const uint8_t *p)
 }
 
 /* Records that make or remove files rather than change blocks. */
-static int note_storage(wg_set *s, const arch_record *rec, pb_error *err)
+static int note_storage(wg_set *s, const arch_record *rec, const pgv_facts *v, pb_error *err)
 {
     uint8_t info = rec->info & 0xF0;
     const uint8_t *d = rec->main_data;
@@ -106,9 +103,7 @@ static int note_storage(wg_set *s, const arch_record *rec, pb_error *err)
         return wg_set_mark_rel(s, rd32(d), rd32(d + 4), rd32(d + 8), err);
     if (rec->rmid == RM_SMGR_ID && info == XLOG_SMGR_TRUNCATE && rec->main_len >= 16)
         return wg_set_mark_rel(s, rd32(d + 4), rd32(d + 8), rd32(d + 12), err);
-    if (rec->rmid == RM_DBASE_ID &&
-        (info == XLOG_DBASE_CREATE_FILE_COPY || info == XLOG_DBASE_CREATE_WAL_LOG) &&
-        rec->main_len >= 8)
+    if (rec->rmid == RM_DBASE_ID && pgv_is_dbase_create(v, info) && rec->main_len >= 8)
         return wg_set_mark_db(s, rd32(d + 4), rd32(d), err); /* db_id, tablespace_id */
     return 0;
 }
@@ -129,7 +124,8 @@ static int decode_window(job *j, src_ctx *c, arch_walreader *rd)
     int rc;
     while ((rc = arch_walreader_next(rd, &rec, &j->err)) == 0) {
         j->records++;
-        if (rec->rmid > RM_MAX_BUILTIN_ID) {
+        const pgv_facts *v = arch_walreader_facts(rd); /* set once a record was read */
+        if (rec->rmid > v->rm_max_builtin) {
             char lsn[32];
             pb_lsn_format(rec->lsn, lsn);
             snprintf(j->why, j->why_len, "a record of unknown resource manager %u at %s",
@@ -142,7 +138,7 @@ static int decode_window(job *j, src_ctx *c, arch_walreader *rd)
             if ((rc = wg_set_add(j->set, &k, b->block % RELSEG_PAGES, &j->err)))
                 return rc;
         }
-        if ((rc = note_storage(j->set, rec, &j->err)))
+        if ((rc = note_storage(j->set, rec, v, &j->err)))
             return rc;
     }
     if (rc == PB_ENOENT) {

@@ -70,7 +70,7 @@ typedef struct mf_backup {
     double seconds;
     /* How this backup read the data directory (issue 11), in the header's extension
      * block (docs/MANIFEST.md): absent in older manifests, which read as 0. */
-    char read_mode;          /* MF_READ_SCAN, MF_READ_FILE, MF_READ_WAL; 0 = unknown (older) */
+    char read_mode;          /* MF_READ_SCAN, _FILE, _WAL, _SUMMARY; 0 = unknown (older) */
     bool verify_scan;        /* an incremental that read every page to check a cheaper method */
     int64_t mtime_horizon;   /* server clock, unix s: a file changed after this backup walked
                               * it has an mtime >= this; 0 = unknown (no skip against it) */
@@ -82,6 +82,7 @@ typedef struct mf_backup {
 #define MF_READ_SCAN 's'
 #define MF_READ_FILE 'f'
 #define MF_READ_WAL 'w'
+#define MF_READ_SUMMARY 'u' /* the blocks the server's WAL summaries name (PostgreSQL 17 on) */
 
 typedef struct mf_manifest mf_manifest;
 

@@ -16,13 +16,16 @@ allowed_for() {
         manifest) echo "common/pb.h" ;;
         # The storage room (repo_*, posix and S3 drivers) stands on common/ alone.
         engine/storage) echo "common/" ;;
-        engine) echo "common/ manifest/manifest.h engine/storage/storage.h engine/wal/wal.h" ;;
+        engine) echo "common/ manifest/manifest.h engine/storage/storage.h engine/wal/wal.h \
+engine/pgver/pgver.h" ;;
+        # The version layer: facts of each PostgreSQL major, on common/ alone.
+        engine/pgver) echo "common/" ;;
         # The WAL room: storage and the object envelope, nothing of the backup path.
-        engine/wal) echo "common/ engine/storage/storage.h engine/envelope.h" ;;
+        engine/wal) echo "common/ engine/storage/storage.h engine/envelope.h engine/pgver/pgver.h" ;;
         # restore/ may use the repository (storage), pack reading, the chain and the
         # WAL archive; never the backup path (walk, scan, page, backup, pgconn).
         restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack.h \
-engine/envelope.h engine/chain.h engine/wal/wal.h" ;;
+engine/envelope.h engine/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
         tools) echo "common/ manifest/ engine/ restore/restore.h" ;;
     esac
 }
@@ -32,6 +35,7 @@ room_of() {
     case $1 in
         engine/storage/*) echo "engine/storage" ;;
         engine/wal/*) echo "engine/wal" ;;
+        engine/pgver/*) echo "engine/pgver" ;;
         *) echo "${1%%/*}" ;;
     esac
 }

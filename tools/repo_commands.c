@@ -75,7 +75,7 @@ static void print_needs(const chain_history *hist, const mf_backup *h, bool json
 static const char *read_mode_name(char mode)
 {
     return mode == MF_READ_FILE ? "file" : mode == MF_READ_WAL ? "wal"
-         : mode == MF_READ_SCAN ? "scan" : "unknown";
+         : mode == MF_READ_SUMMARY ? "summaries" : mode == MF_READ_SCAN ? "scan" : "unknown";
 }
 
 static void print_backup_text(const mf_backup *h, const chain_history *hist)

@@ -1,10 +1,12 @@
 /*
- * engine/wal/decode.c — one PostgreSQL 15 WAL record: its CRC32C and its layout, as
+ * engine/wal/decode.c — one WAL record: its CRC32C and its layout, as
  * DecodeXLogRecord (access/transam/xlogreader.c) reads access/xlogrecord.h. A record is
  * the 24-byte XLogRecord header, then block headers (ids 0..32, in increasing order),
  * the optional origin and top-level xid, the main data header, then the block images
  * and data in block order, then the main data. Only what the callers need is kept:
  * which blocks a record touches and its main data (docs/DESIGN.md, "Rooms and arrows").
+ * The layout is the same from PostgreSQL 14 to 18 but for the full-page-image flags
+ * (bimg_info), which 15 reassigned: they come from the version's facts (engine/pgver).
  *
  * <isa-l/crc.h> is used here and nowhere else: crc32_iscsi is CRC-32C (Castagnoli),
  * the polynomial PostgreSQL's pg_crc32c uses, without the initial and final inversion.
@@ -32,13 +34,8 @@
 #define BKPBLOCK_WILL_INIT 0x40u
 #define BKPBLOCK_SAME_REL 0x80u
 
-#define BKPIMAGE_HAS_HOLE 0x01u
-#define BKPIMAGE_APPLY 0x02u
-#define BKPIMAGE_COMPRESSED 0x1Cu /* PGLZ 0x04 | LZ4 0x08 | ZSTD 0x10 */
-
-/* Builtin resource managers of PostgreSQL 15 are 0..21 (RM_LOGICALMSG_ID); custom ones
- * are 128..255 (access/rmgr.h, RmgrIdIsValid). */
-#define RM_MAX_BUILTIN 21u
+/* Custom resource managers are 128..255 (access/rmgr.h, RmgrIdIsValid; from 15 on, but
+ * 14 writes none there either); builtin ones end at pgv_facts.rm_max_builtin. */
 #define RM_MIN_CUSTOM 128u
 
 /* A cursor over the header part of a record; every read is bounds-checked. */
@@ -46,6 +43,7 @@ typedef struct cursor {
     const uint8_t *p;
     uint32_t left;
     uint64_t lsn;
+    const pgv_facts *v;
     pb_error *err;
 } cursor;
 
@@ -103,7 +101,8 @@ static int read_image(cursor *c, arch_blockref *b, uint32_t *len)
     if (!rc) rc = take_u16(c, &hole_off, "block image header");
     if (!rc) rc = take_u8(c, &info, "block image header");
     if (rc) return rc;
-    bool compressed = (info & BKPIMAGE_COMPRESSED) != 0, hole = (info & BKPIMAGE_HAS_HOLE);
+    bool compressed = (info & c->v->bkpimage_compressed) != 0;
+    bool hole = (info & c->v->bkpimage_has_hole) != 0;
     if (compressed && hole && (rc = take_u16(c, &hole_len, "compressed image hole")))
         return rc;
     if (!compressed)
@@ -117,7 +116,7 @@ static int read_image(cursor *c, arch_blockref *b, uint32_t *len)
     if (compressed && bimg_len == WAL_BLCKSZ)
         return bad(c, "compressed block image of %u bytes is not compressed", bimg_len);
     b->has_image = true;
-    b->apply_image = (info & BKPIMAGE_APPLY) != 0;
+    b->apply_image = (info & c->v->bkpimage_apply) != 0;
     *len = bimg_len;
     return 0;
 }
@@ -206,10 +205,10 @@ static uint32_t record_crc(const uint8_t *rec, uint32_t tot_len)
     return crc ^ 0xFFFFFFFFu;
 }
 
-int arch_record_decode(const uint8_t *rec, uint32_t tot_len, uint64_t lsn, arch_record *out,
-                       pb_error *err)
+int arch_record_decode(const uint8_t *rec, uint32_t tot_len, uint64_t lsn, const pgv_facts *v,
+                       arch_record *out, pb_error *err)
 {
-    cursor c = {rec, tot_len, lsn, err};
+    cursor c = {rec, tot_len, lsn, v, err};
     memset(out, 0, offsetof(arch_record, blocks));
     out->lsn = lsn;
     if (tot_len < REC_HEADER || pb_get_u32(rec) != tot_len)
@@ -217,7 +216,7 @@ int arch_record_decode(const uint8_t *rec, uint32_t tot_len, uint64_t lsn, arch_
     out->xid = pb_get_u32(rec + 4);
     out->info = rec[16];
     out->rmid = rec[17];
-    if (out->rmid > RM_MAX_BUILTIN && out->rmid < RM_MIN_CUSTOM)
+    if (out->rmid > v->rm_max_builtin && out->rmid < RM_MIN_CUSTOM)
         return bad(&c, "invalid resource manager id %u", out->rmid);
     uint32_t want = pb_get_u32(rec + REC_CRC_OFF), got = record_crc(rec, tot_len);
     if (want != got) {

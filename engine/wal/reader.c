@@ -1,16 +1,20 @@
 /*
  * engine/wal/reader.c — the stream of WAL records over pages and segments, as
- * PostgreSQL 15's XLogReadRecord and XLogFindNextRecord (access/transam/xlogreader.c)
- * walk it: every 8 kB page starts with a header (the long one at a segment's start); a
- * record that does not fit continues on the next page, whose header says so
- * (XLP_FIRST_IS_CONTRECORD) and how much is left (xlp_rem_len); records start 8-byte
- * aligned; after an XLOG_SWITCH record the rest of the segment is unused.
+ * PostgreSQL's XLogReadRecord and XLogFindNextRecord (access/transam/xlogreader.c, the
+ * same walk from 14 to 18) walk it: every 8 kB page starts with a header (the long one
+ * at a segment's start); a record that does not fit continues on the next page, whose
+ * header says so (XLP_FIRST_IS_CONTRECORD) and how much is left (xlp_rem_len); records
+ * start 8-byte aligned; after an XLOG_SWITCH record the rest of the segment is unused.
  *
  * Where WAL stops being valid (a zero length where a record should start, a zeroed or
  * recycled page between records) the reader ends quietly with a reason, as recovery
  * does at the end of WAL. Anything wrong inside a record that has begun (a bad CRC, a
  * page that does not continue it, a length past the segment's bytes) is PB_ECORRUPT
  * naming the segment and LSN: in an archive every record was written whole.
+ *
+ * Which PostgreSQL wrote the WAL is read once, from the magic of the first page header
+ * (engine/pgver): every later page must carry the same magic, and each record is decoded
+ * with that version's facts. A magic of no supported version is PB_ECORRUPT naming it.
  */
 #include "engine/wal/wal.h"
 
@@ -19,7 +23,6 @@
 #include <string.h>
 
 #define WAL_BLCKSZ 8192u
-#define PAGE_MAGIC 0xD110u /* XLOG_PAGE_MAGIC of PostgreSQL 15 */
 #define SHORT_PHD 24u      /* SizeOfXLogShortPHD */
 #define LONG_PHD 40u       /* SizeOfXLogLongPHD */
 #define XLP_FIRST_IS_CONTRECORD 0x0001u
@@ -46,6 +49,7 @@ struct arch_walreader {
     uint8_t *buf;          /* the record being gathered */
     size_t cap;
     arch_record rec;
+    const pgv_facts *facts; /* from the first page's magic */
     char end_reason[200];
 };
 
@@ -111,6 +115,24 @@ static int bytes_at(arch_walreader *r, uint64_t lsn, size_t n, const uint8_t **p
     return 0;
 }
 
+/* The first page names the version (pgv_from_wal_magic); every later one must agree. */
+static int page_version(arch_walreader *r, uint64_t page_lsn, uint16_t magic, pb_error *err)
+{
+    char what[200];
+    if (r->facts && magic == r->facts->wal_page_magic)
+        return 0;
+    if (r->facts) {
+        snprintf(what, sizeof(what), "page magic 0x%04X differs from the 0x%04X "
+                 "(PostgreSQL %d) of the WAL read before it", magic, r->facts->wal_page_magic,
+                 r->facts->major);
+        return corrupt(r, err, page_lsn, what);
+    }
+    pb_error verr = PB_ERROR_INIT;
+    if (pgv_from_wal_magic(&r->facts, magic, &verr) != 0)
+        return corrupt(r, err, page_lsn, verr.msg);
+    return 0;
+}
+
 typedef struct page_info {
     uint32_t hdr_len, rem_len;
     uint16_t info;
@@ -128,11 +150,8 @@ static int page_header(arch_walreader *r, uint64_t page_lsn, page_info *pi, pb_e
     uint64_t addr = pb_get_u64(p + 8);
     if (magic == 0 && addr == 0)
         return end_of_wal(r, page_lsn, "zeroed page");
-    if (magic != PAGE_MAGIC) {
-        char what[80];
-        snprintf(what, sizeof(what), "page magic 0x%04X is not PostgreSQL 15's", magic);
-        return corrupt(r, err, page_lsn, what);
-    }
+    if ((rc = page_version(r, page_lsn, magic, err)))
+        return rc;
     if (addr != page_lsn)
         return end_of_wal(r, page_lsn, "the page was recycled from older WAL");
     pi->info = pb_get_u16(p + 2);
@@ -247,7 +266,7 @@ static int read_record(arch_walreader *r, pb_error *err)
         return rc;
     if (r->have_prev && pb_get_u64(r->buf + 8) != r->prev)
         return corrupt(r, err, lsn, "record's xl_prev does not point to the previous record");
-    if ((rc = arch_record_decode(r->buf, tot_len, lsn, &r->rec, err)))
+    if ((rc = arch_record_decode(r->buf, tot_len, lsn, r->facts, &r->rec, err)))
         return rc;
     if (r->rec.rmid == RM_XLOG_ID && (r->rec.info & 0xF0) == XLOG_SWITCH && end % r->seg_size)
         end += r->seg_size - end % r->seg_size;
@@ -292,6 +311,8 @@ int arch_walreader_next(arch_walreader *r, const arch_record **out, pb_error *er
 const char *arch_walreader_end_reason(const arch_walreader *r) { return r->end_reason; }
 
 uint64_t arch_walreader_end_lsn(const arch_walreader *r) { return r->pos; }
+
+const pgv_facts *arch_walreader_facts(const arch_walreader *r) { return r->facts; }
 
 void arch_walreader_close(arch_walreader *r)
 {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/pb.h"
+#include "engine/pgver/pgver.h"
 #include "engine/storage/storage.h"
 
 /* ---- the archive (archive.c) ----------------------------------------------------- */
@@ -121,7 +122,8 @@ int arch_prefetch(repo *r, const char *spool_dir, const char *name, uint32_t seg
                   unsigned count, pb_error *err);
 
 /* ---- the WAL record decoder (decode.c: one record; reader.c: the stream) ---------
- * Reads PostgreSQL 15 WAL (page magic 0xD110, 8 kB pages) as its xlogreader does
+ * Reads the WAL of PostgreSQL 14 to 18 (8 kB pages; the version from the page magic,
+ * engine/pgver) as its xlogreader does
  * (access/xlogreader.c, access/xlogrecord.h, access/xlog_internal.h): records are
  * gathered across pages and segments, their CRC32C checked, their block references and
  * main data decoded. Nothing of a record is interpreted beyond that: its callers (the
@@ -141,11 +143,11 @@ typedef struct arch_record {
 } arch_record;
 
 /* Decode the record rec (tot_len bytes, its 24-byte header first, gathered from the
- * pages) found at lsn into *out; main_data points into rec. PB_ECORRUPT naming the LSN
- * for a bad CRC, a bad header, a block id out of order or lengths that do not add up.
- * Pure: no I/O, no allocation. */
-int arch_record_decode(const uint8_t *rec, uint32_t tot_len, uint64_t lsn, arch_record *out,
-                       pb_error *err);
+ * pages) found at lsn, written by the PostgreSQL of v, into *out; main_data points into
+ * rec. PB_ECORRUPT naming the LSN for a bad CRC, a bad header, a block id out of order or
+ * lengths that do not add up. Pure: no I/O, no allocation. */
+int arch_record_decode(const uint8_t *rec, uint32_t tot_len, uint64_t lsn, const pgv_facts *v,
+                       arch_record *out, pb_error *err);
 
 /* Segment source: give the bytes of WAL segment `segno` (the caller maps segno to a
  * timeline). The bytes stay the source's and valid until its next call. */
@@ -166,6 +168,9 @@ int arch_walreader_next(arch_walreader *r, const arch_record **out, pb_error *er
  * at 0/5000A28: zero length"), and the LSN where the next record would start. */
 const char *arch_walreader_end_reason(const arch_walreader *r);
 uint64_t arch_walreader_end_lsn(const arch_walreader *r);
+/* The version that wrote the WAL read so far (from its first page's magic); NULL before
+ * the first page was read. Valid for the reader's life. */
+const pgv_facts *arch_walreader_facts(const arch_walreader *r);
 /* Accepts NULL. */
 void arch_walreader_close(arch_walreader *r);
 

@@ -42,6 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     bool one = data[0] & 1;
+    /* The version whose full-page-image flags the record is read with (14 .. 18). */
+    const pgv_facts *v = pgv_by_major(14 + (data[0] >> 1) % 5);
     data++, size--;
     pb_error err = PB_ERROR_INIT;
     if (one) {
@@ -55,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint32_t crc = crc32c(0xFFFFFFFFu, rec + 24, size - 24);
         pb_put_u32(rec + 20, crc32c(crc, rec, 20) ^ 0xFFFFFFFFu);
         arch_record out;
-        if (arch_record_decode(rec, (uint32_t)size, 0x1000028, &out, &err) == 0 &&
+        if (arch_record_decode(rec, (uint32_t)size, 0x1000028, v, &out, &err) == 0 &&
             (out.nblocks > 33 || (out.main_len && out.main_data + out.main_len != rec + size)))
             abort(); /* what decodes stays inside the record */
         free(rec);

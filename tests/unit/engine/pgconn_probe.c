@@ -1,4 +1,5 @@
-/* tests/unit/engine/pgconn_probe.c — every public pgc_ function against a real PostgreSQL 15,
+/* tests/unit/engine/pgconn_probe.c — every public pgc_ function against a real PostgreSQL
+ * of any supported major (pgconn.sh on the host's 15, versions.sh on the others),
  * each answer checked against what SQL on a second, plain libpq session says. Not a *_test:
  * the unit phase runs no server; tests/integration/pgconn.sh starts one and runs this.
  * Usage: pgconn_probe [CONNINFO] (else PB_TEST_CONNINFO). With PB_TEST_PGLOG set to the
@@ -97,11 +98,15 @@ static void test_info(void)
     PBT_CHECK(pgc_info_get(c, &in, &err) == 0);
     PBT_CHECK((uint64_t)in.server_version ==
               sql_u64("SELECT current_setting('server_version_num')"));
-    PBT_CHECK(in.server_version >= 150000 && in.server_version < 160000);
+    /* The version layer's row is the server's, and its facts are the server's own. */
+    PBT_CHECK(in.facts != NULL && in.facts == pgv_by_major(in.server_version / 10000));
+    PBT_CHECK(in.facts && in.facts->catversion == in.catversion);
+    PBT_CHECK(in.facts && in.facts->control_version ==
+                              sql_u64("SELECT pg_control_version FROM pg_control_system()"));
     PBT_CHECK(in.system_id == sql_u64("SELECT system_identifier FROM pg_control_system()"));
     PBT_CHECK(in.system_id != 0);
     PBT_CHECK(in.catversion == sql_u64("SELECT catalog_version_no FROM pg_control_system()"));
-    snprintf(want, sizeof(want), "PG_15_%u", in.catversion);
+    snprintf(want, sizeof(want), "PG_%d_%u", in.server_version / 10000, in.catversion);
     PBT_CHECK(strcmp(in.tblspc_dir, want) == 0);
     PBT_CHECK(in.wal_segment_size ==
               sql_u64("SELECT bytes_per_wal_segment FROM pg_control_init()"));
@@ -216,7 +221,9 @@ static void test_backup_stop_errors(void)
         return;
     PBT_CHECK(pgc_backup_stop(c, &lsn, &lab, &spc, &err) == PB_EPG);
     PBT_CHECK(lab == NULL && spc == NULL);
-    PBT_CHECK(strstr(err.msg, "pg_backup_stop") != NULL);
+    /* The message names the SQL the server's major uses (pg_stop_backup on 14). */
+    const pgv_facts *v = pgv_by_major((int)(sql_u64("SHOW server_version_num") / 10000));
+    PBT_CHECK(v && strstr(err.msg, v->backup_stop_sql) != NULL);
     PBT_CHECK(strstr(err.msg, "not in progress") != NULL);
     /* A backup belongs to its session: closing it aborts the backup, so a new session
      * can start (and stop) one, and cannot stop the old one. */
@@ -297,6 +304,89 @@ static void test_lost_connection(void)
     pgc_free(c);
 }
 
+static int count_block(void *ctx, const pgc_summary_block *b, pb_error *err)
+{
+    (void)err;
+    unsigned *n = ctx;
+    *n += b->fork <= 3;
+    return 0;
+}
+
+/* Wait (up to 30 s) until the summarizer has summarized WAL up to lsn. */
+static bool summarized_to(uint64_t lsn)
+{
+    for (int i = 0; i < 300; i++) {
+        if (sql_u64("SELECT summarized_lsn - '0/0' FROM pg_get_wal_summarizer_state()") >= lsn)
+            return true;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* The WAL summaries (17 on): what a major without them, summarize_wal off, a summarizer
+ * behind the window and a window before the first summary say; the blocks of a covered
+ * window. summarize_wal is turned on for the test and reset after it. */
+static void test_wal_summaries(void)
+{
+    pgc *c = connect_ok();
+    pb_error err = PB_ERROR_INIT;
+    char why[400], v[16];
+    unsigned n = 0;
+    if (!c)
+        return;
+    const pgv_facts *f = pgv_by_major((int)(sql_u64("SHOW server_version_num") / 10000));
+    uint32_t tli = (uint32_t)sql_u64("SELECT timeline_id FROM pg_control_checkpoint()");
+    uint64_t now = sql_u64("SELECT pg_current_wal_lsn() - '0/0'");
+    int rc = pgc_wal_summary_blocks(c, tli, now - 1, now, 0, count_block, &n, why, sizeof(why),
+                                    &err);
+    PBT_CHECK(rc == 1 && n == 0);
+    if (!f || !f->wal_summaries) {
+        PBT_CHECK(strstr(why, "keeps no WAL summaries") != NULL);
+        pgc_free(c);
+        return;
+    }
+    PBT_CHECK(strstr(why, "summarize_wal is off") != NULL);
+    sql("ALTER SYSTEM SET summarize_wal = on", v, sizeof(v));
+    sql("SELECT pg_reload_conf()", v, sizeof(v));
+    sql("CREATE TABLE probe_summaries AS SELECT g FROM generate_series(1, 1000) g", v, sizeof(v));
+    sql("CHECKPOINT", v, sizeof(v));
+    uint64_t end = sql_u64("SELECT redo_lsn - '0/0' FROM pg_control_checkpoint()");
+    PBT_CHECK(summarized_to(end));
+    rc = pgc_wal_summary_blocks(c, tli, end, end + (1ull << 40), 0, count_block, &n, why,
+                                sizeof(why), &err);
+    PBT_CHECK(rc == 1 && n == 0 && strstr(why, "the WAL summarizer reached") != NULL);
+    uint64_t first = sql_u64("SELECT min(start_lsn) - '0/0' FROM pg_available_wal_summaries()");
+    PBT_CHECK(first > 0 && first < end);
+    rc = pgc_wal_summary_blocks(c, tli, first - 1, end, 0, count_block, &n, why, sizeof(why),
+                                &err);
+    PBT_CHECK(rc == 1 && n == 0 && strstr(why, "no WAL summary on timeline") != NULL);
+    rc = pgc_wal_summary_blocks(c, tli, first, end, 5, count_block, &n, why, sizeof(why), &err);
+    if (rc)
+        fprintf(stderr, "pgc_wal_summary_blocks: %s\n", rc > 0 ? why : err.msg);
+    PBT_CHECK(rc == 0 && n > 0);
+    /* A role the summary functions are revoked from: PB_EPG (the backup then decodes the
+     * archived WAL instead), naming the function. */
+    char ci[1024];
+    pgc *d = NULL;
+    sql("CREATE ROLE probe_nosum LOGIN", v, sizeof(v));
+    sql("REVOKE EXECUTE ON FUNCTION pg_get_wal_summarizer_state() FROM PUBLIC", v, sizeof(v));
+    snprintf(ci, sizeof(ci), "%s user=probe_nosum", conninfo);
+    PBT_CHECK(pgc_connect(&d, ci, &err) == 0);
+    if (d) {
+        rc = pgc_wal_summary_blocks(d, tli, first, end, 0, count_block, &n, why, sizeof(why),
+                                    &err);
+        PBT_CHECK(rc == PB_EPG && strstr(err.msg, "pg_get_wal_summarizer_state") != NULL);
+        pgc_free(d);
+    }
+    sql("GRANT EXECUTE ON FUNCTION pg_get_wal_summarizer_state() TO PUBLIC", v, sizeof(v));
+    sql("DROP ROLE probe_nosum", v, sizeof(v));
+    sql("DROP TABLE probe_summaries", v, sizeof(v));
+    sql("ALTER SYSTEM RESET summarize_wal", v, sizeof(v));
+    sql("SELECT pg_reload_conf()", v, sizeof(v));
+    pgc_free(c);
+}
+
 int main(int argc, char **argv)
 {
     conninfo = argc > 1 ? argv[1] : getenv("PB_TEST_CONNINFO");
@@ -320,6 +410,7 @@ int main(int argc, char **argv)
     PBT_RUN(test_backup_stop_errors);
     PBT_RUN(test_databases);
     PBT_RUN(test_server_time);
+    PBT_RUN(test_wal_summaries);
     PBT_RUN(test_lost_connection);
     PQfinish(ref);
     return PBT_DONE();

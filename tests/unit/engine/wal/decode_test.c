@@ -328,6 +328,62 @@ static uint32_t ref_crc32c(uint32_t crc, const uint8_t *p, size_t n)
     return crc;
 }
 
+/* The fixture's segments (orig) copied with magic on every page (or on page only_page
+ * counted from the first segment's start); the source reads the copies. */
+static void set_magic(fixture *fx, uint8_t **orig, uint8_t **copies, uint16_t magic,
+                      int only_page)
+{
+    for (unsigned i = 0; i < fx->nseg; i++) {
+        memcpy(copies[i], orig[i], SEG_SIZE);
+        fx->seg[i] = copies[i];
+        for (unsigned pg = 0; pg < SEG_SIZE / 8192; pg++)
+            if (only_page < 0 || (int)(i * (SEG_SIZE / 8192) + pg) == only_page)
+                pb_put_u16(copies[i] + pg * 8192, magic);
+    }
+}
+
+/* The version comes from the first page's magic: the same WAL as PostgreSQL 16 or 18
+ * would mark it reads record for record (their layouts are 15's), a page whose magic
+ * differs from the first one's and a magic of no supported version are refused. */
+static void test_versions(fixture *fx)
+{
+    uint8_t *orig[MAXSEG], *copies[MAXSEG];
+    for (unsigned i = 0; i < fx->nseg; i++)
+        orig[i] = fx->seg[i], copies[i] = malloc(SEG_SIZE);
+    size_t want = 0;
+    arch_walreader *r = NULL;
+    const arch_record *rec;
+    pb_error e = PB_ERROR_INIT;
+    PBT_CHECK(open_reader(fx, &r, fx->start, fx->end) == 0);
+    PBT_CHECK(arch_walreader_facts(r) == NULL);
+    while (arch_walreader_next(r, &rec, &e) == 0)
+        want++;
+    PBT_CHECK(arch_walreader_facts(r) == pgv_by_major(15));
+    arch_walreader_close(r);
+    const uint16_t magics[] = {0xD113, 0xD116, 0xD118};
+    for (unsigned m = 0; m < 3; m++) {
+        set_magic(fx, orig, copies, magics[m], -1);
+        size_t n = 0;
+        PBT_CHECK(open_reader(fx, &r, fx->start, fx->end) == 0);
+        int rc;
+        while ((rc = arch_walreader_next(r, &rec, &e)) == 0)
+            n++;
+        PBT_CHECK(rc == 1 && n == want);
+        PBT_CHECK(arch_walreader_facts(r) && arch_walreader_facts(r)->wal_page_magic == magics[m]);
+        PBT_CHECK(arch_walreader_facts(r)->major == 16 + (int)m);
+        arch_walreader_close(r);
+    }
+    set_magic(fx, orig, copies, 0xD200, -1);
+    e = (pb_error)PB_ERROR_INIT;
+    PBT_CHECK(read_all(fx, &e) == PB_ECORRUPT && strstr(e.msg, "0xD200") &&
+              strstr(e.msg, "14, 15, 16, 17, 18"));
+    set_magic(fx, orig, copies, 0xD118, (int)((fx->start % SEG_SIZE) / 8192) + 3);
+    e = (pb_error)PB_ERROR_INIT;
+    PBT_CHECK(read_all(fx, &e) == PB_ECORRUPT && strstr(e.msg, "0xD118 differs from the 0xD110"));
+    for (unsigned i = 0; i < fx->nseg; i++)
+        fx->seg[i] = orig[i], free(copies[i]);
+}
+
 static void seal(uint8_t *rec, uint32_t len)
 {
     pb_put_u32(rec, len);
@@ -361,19 +417,60 @@ static void test_block_order(void)
     seal(rec, n);
     arch_record out;
     pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, &out, &e) == 0);
+    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(15), &out, &e) == 0);
     PBT_CHECK(out.nblocks == 2 && out.blocks[1].rel == 16384 && out.blocks[1].block == 8);
     PBT_CHECK(out.main_len == 3 && memcmp(out.main_data, "abc", 3) == 0);
 
     rec[24] = 1, rec[24 + 4 + 12 + 4] = 0; /* ids 1 then 0 */
     seal(rec, n);
-    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, &out, &e) == PB_ECORRUPT);
+    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(15), &out, &e) == PB_ECORRUPT);
     PBT_CHECK(strstr(e.msg, "0/5000A28") && strstr(e.msg, "out of order"));
 
     rec[24] = 0, rec[24 + 4 + 12 + 4] = 1, rec[n - 4] = 9; /* main data longer than the record */
     seal(rec, n);
-    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, &out, &e) == PB_ECORRUPT);
+    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(15), &out, &e) == PB_ECORRUPT);
     PBT_CHECK(strstr(e.msg, "0/5000A28") != NULL);
+}
+
+/* A record with one full-page image whose page has a hole: bimg_info is read with the
+ * version's flags (14: HAS_HOLE 0x01, IS_COMPRESSED 0x02, APPLY 0x04; 15 on: HAS_HOLE
+ * 0x01, APPLY 0x02, compression 0x04/0x08/0x10). */
+static uint32_t fpi_record(uint8_t *rec, uint8_t bimg_info)
+{
+    uint32_t n = 24;
+    memset(rec, 0, 256);
+    rec[16] = 0x00, rec[17] = 10; /* heap insert */
+    rec[n++] = 0;                  /* block id 0 */
+    rec[n++] = 0x10;               /* BKPBLOCK_HAS_IMAGE, main fork */
+    n += 2;                        /* data_len 0 */
+    pb_put_u16(rec + n, 100), pb_put_u16(rec + n + 2, 40), rec[n + 4] = bimg_info;
+    n += 5;
+    pb_put_u32(rec + n, 1663), pb_put_u32(rec + n + 4, 5), pb_put_u32(rec + n + 8, 16384);
+    pb_put_u32(rec + n + 12, 3);
+    n += 16 + 100; /* the image: 100 bytes, the hole of 8092 left out */
+    seal(rec, n);
+    return n;
+}
+
+static void test_fpi_flags(void)
+{
+    uint8_t rec[256];
+    arch_record out;
+    pb_error e = PB_ERROR_INIT;
+    uint32_t n = fpi_record(rec, 0x05); /* 14: hole + apply; 15: hole + pglz */
+    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(14), &out, &e) == 0);
+    PBT_CHECK(out.nblocks == 1 && out.blocks[0].has_image && out.blocks[0].apply_image &&
+              out.blocks[0].block == 3);
+    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(15), &out, &e) == PB_ECORRUPT);
+    n = fpi_record(rec, 0x03); /* 15 on: hole + apply; 14: hole + compressed */
+    for (int major = 15; major <= 18; major++) {
+        PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(major), &out, &e) == 0);
+        PBT_CHECK(out.nblocks == 1 && out.blocks[0].apply_image);
+    }
+    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(14), &out, &e) == PB_ECORRUPT);
+    n = fpi_record(rec, 0x01); /* hole, not applied (a wal_consistency_checking image) */
+    PBT_CHECK(arch_record_decode(rec, n, 0x5000A28, pgv_by_major(14), &out, &e) == 0);
+    PBT_CHECK(out.blocks[0].has_image && !out.blocks[0].apply_image);
 }
 
 int main(void)
@@ -389,6 +486,8 @@ int main(void)
     test_start_mid_record(&fx);
     test_hostile(&fx);
     test_block_order();
+    test_versions(&fx);
+    test_fpi_flags();
     printf("ok   decoder on real PostgreSQL 15 WAL and hostile input\n");
     for (unsigned i = 0; i < fx.nseg; i++)
         free(fx.seg[i]);
