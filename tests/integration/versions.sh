@@ -173,7 +173,7 @@ pg_stop "$STB"
 # ---- timeline 2: a copy restored to rp_C and promoted archives into the same repository
 R=$PB_WORK/promoted
 mkdir -p "$R" && chmod 0700 "$R" && _pb_chown_pg "$R"
-pb restore --target-dir "$R" --target-name rp_C >"$PB_WORK/restore.out" 2>&1 ||
+pb restore --target-dir "$R" --target-name rp_C --archive-mode preserve >"$PB_WORK/restore.out" 2>&1 ||
     { cat "$PB_WORK/restore.out"; pb_die "restore to rp_C failed"; }
 pg_reconfigure "$R" && pg_conf "$R" "archive_mode = on" \
     "archive_command = '${PB_ARCHIVE_COMMAND//\'/\'\'}'" || pb_die "cannot configure $R"
