@@ -168,9 +168,13 @@ pb_pgbench_source() {
 
 # pb_archive_all DIR: switch DIR's cluster to a new segment and wait until the one it
 # closed is archived (segment numbers compared without the timeline: a history file
-# archived meanwhile does not count as done).
+# archived meanwhile does not count as done). One WAL record is written first: on a
+# segment that archive_timeout has just switched away from, pg_switch_wal() would do
+# nothing and name a segment that is never archived.
 pb_archive_all() {
     local seg last i
+    pg_psql "$1" "SELECT pg_logical_emit_message(false, 'pageback-test', 'switch')" \
+        >/dev/null || return 1
     seg=$(pg_psql "$1" "SELECT pg_walfile_name(pg_switch_wal())") || return 1
     for i in $(seq 1 300); do
         last=$(pg_psql "$1" "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
