@@ -166,9 +166,13 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
 {
     mf_backup *h = mf_header(ctx->m);
     char *label = NULL, *spcmap = NULL;
+    pgc_control ctl;
     int rc = pgc_backup_stop(conn, &h->stop_lsn, &label, &spcmap, err);
     if (rc == 0)
         rc = bk_standby_after_stop(ctx, conn, label, err);
+    /* The stop point the next incremental must follow before it trusts WAL. */
+    if (rc == 0 && (rc = pgc_control_get(conn, &ctl, err)) == 0)
+        bk_record_stop_control(h, &ctl);
     if (rc == 0)
         rc = bk_memory_file(ctx, "backup_label", label, strlen(label), err);
     if (rc == 0 && spcmap && spcmap[0])
@@ -247,6 +251,8 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     snprintf(label, sizeof(label), "pageback %s", h->id);
     double tc = pb_now();
     int rc = bk_standby_before_start(ctx, conn, err);
+    if (rc == 0)
+        rc = pgc_control_get(conn, &ctx->ctl_before, err);
     if (rc == 0)
         rc = pgc_backup_start(conn, label, ctx->opts->checkpoint_fast, &h->start_lsn,
                               &h->timeline, err);
@@ -398,6 +404,9 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (ctx.standby)
         pb_info("the server is a standby: its WAL comes from the archive its primary feeds");
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
+    /* Before anything is read: the directory is the connected server's. */
+    if ((rc = bk_check_pgdata(ctx.pgdata, &info, err)))
+        goto out;
     ctx.tblspc_dir = info.tblspc_dir;
     ctx.checksums = info.data_checksums;
     ctx.wal_log_hints = info.wal_log_hints;
