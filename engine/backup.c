@@ -252,10 +252,12 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     double tc = pb_now();
     int rc = bk_standby_before_start(ctx, conn, err);
     if (rc == 0)
-        rc = pgc_control_get(conn, &ctx->ctl_before, err);
-    if (rc == 0)
         rc = pgc_backup_start(conn, label, ctx->opts->checkpoint_fast, &h->start_lsn,
                               &h->timeline, err);
+    /* pg_control once the backup's own checkpoint (a standby: restartpoint) is in it, so a
+     * standby's lagging restartpoints do not look like an older directory. */
+    if (rc == 0)
+        rc = pgc_control_get(conn, &ctx->ctl_now, err);
     if (rc)
         return rc;
     ctx->io.checkpoint_fast = ctx->opts->checkpoint_fast;

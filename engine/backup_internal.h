@@ -68,7 +68,7 @@ typedef struct bk_ctx {
     uint64_t wal_guided; /* segments read by their named blocks only */
     bk_progress progress; /* what opts->progress is shown */
     bk_io_report io;     /* what was applied and counted (backup_polite.c) */
-    pgc_control ctl_before; /* pg_control just before pg_backup_start (backup_identity.c) */
+    pgc_control ctl_now; /* pg_control just after pg_backup_start (backup_identity.c) */
 } bk_ctx;
 
 /* ---- the file-level skip rule (engine/backup_skip.c) -------------------------------- */

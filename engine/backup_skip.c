@@ -197,7 +197,7 @@ int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb
         return 0;
     }
     char why[1200];
-    if (!bk_control_follows(ph, &ctx->ctl_before, why, sizeof(why))) {
+    if (!bk_control_follows(ph, &ctx->ctl_now, why, sizeof(why))) {
         /* Pages may have been rewritten where WAL cannot see it, and a copy keeps mtimes:
          * neither WAL nor the file-level skip can vouch, every page is read and diffed by
          * hash. */

@@ -133,7 +133,8 @@ static void test_control_follows(void)
               strstr(why, "data checksum version changed from 1 to 0"));
     c = later;
     c.system_id = 8;
-    PBT_CHECK(!bk_control_follows(&ph, &c, why, sizeof(why)) && strstr(why, "is 8, the parent's 7"));
+    PBT_CHECK(!bk_control_follows(&ph, &c, why, sizeof(why)) &&
+              strstr(why, "is 8, the parent's 7"));
     c = later;
     c.timeline = 2;
     PBT_CHECK(!bk_control_follows(&ph, &c, why, sizeof(why)) && strstr(why, "timeline 2"));
