@@ -171,8 +171,10 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
     if (rc == 0)
         rc = bk_standby_after_stop(ctx, conn, label, err);
     /* The stop point the next incremental must follow before it trusts WAL. */
-    if (rc == 0 && (rc = pgc_control_get(conn, &ctl, err)) == 0)
+    if (rc == 0 && (rc = pgc_control_get(conn, &ctl, err)) == 0) {
         bk_record_stop_control(h, &ctl);
+        h->ctl_history_known = bk_history_hash(ctx->pgdata, ctl.timeline, &h->ctl_history_hash);
+    }
     if (rc == 0)
         rc = bk_memory_file(ctx, "backup_label", label, strlen(label), err);
     if (rc == 0 && spcmap && spcmap[0])

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,6 +71,29 @@ int bk_check_pgdata(const char *pgdata, const pgc_info *info, pb_error *err)
     return 0;
 }
 
+bool bk_history_hash(const char *pgdata, uint32_t tli, uint64_t *out)
+{
+    if (tli <= 1) {
+        *out = pb_hash64("", 0); /* timeline 1 has no history */
+        return true;
+    }
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/pg_wal/%08X.history", pgdata, tli);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    /* A history file is a line per switch: far below this bound. */
+    static const size_t max = 1u << 20;
+    char *buf = malloc(max);
+    size_t n = buf ? fread(buf, 1, max, f) : 0;
+    bool ok = buf && !ferror(f) && n < max;
+    fclose(f);
+    if (ok)
+        *out = pb_hash64(buf, n);
+    free(buf);
+    return ok;
+}
+
 void bk_record_stop_control(mf_backup *h, const pgc_control *c)
 {
     h->ctl_recorded = true;
@@ -79,7 +103,8 @@ void bk_record_stop_control(mf_backup *h, const pgc_control *c)
     h->ctl_timeline = c->timeline;
 }
 
-bool bk_control_follows(const mf_backup *ph, const pgc_control *now, char *why, size_t len)
+bool bk_control_follows(const mf_backup *ph, const pgc_control *now, const uint64_t *history,
+                        char *why, size_t len)
 {
     char a[32], b[32];
     if (!ph->ctl_recorded) {
@@ -101,6 +126,12 @@ bool bk_control_follows(const mf_backup *ph, const pgc_control *now, char *why, 
     if (now->timeline != ph->ctl_timeline) {
         snprintf(why, len, "the latest checkpoint is on timeline %u, the parent's stop point "
                  "on %u", now->timeline, ph->ctl_timeline);
+        return false;
+    }
+    if (ph->ctl_history_known && (!history || *history != ph->ctl_history_hash)) {
+        snprintf(why, len, "the history of timeline %u %s the parent's (another branch with "
+                 "the same timeline number?)", now->timeline,
+                 history ? "differs from" : "cannot be read in pg_wal to compare with");
         return false;
     }
     if (now->redo_lsn < ph->ctl_redo_lsn || now->checkpoint_lsn < ph->ctl_checkpoint_lsn) {

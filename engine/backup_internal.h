@@ -225,10 +225,15 @@ int bk_memory_file(bk_ctx *ctx, const char *path, const void *data, size_t len, 
 int bk_check_pgdata(const char *pgdata, const pgc_info *info, pb_error *err);
 /* Record c (read right after pg_backup_stop) as h's stop point. */
 void bk_record_stop_control(mf_backup *h, const pgc_control *c);
+/* pb_hash64 of pgdata/pg_wal/<tli>.history (of nothing for timeline 1); false when it
+ * cannot be read. */
+bool bk_history_hash(const char *pgdata, uint32_t tli, uint64_t *out);
 /* Does pg_control now follow the parent ph's recorded stop point (same system, checksum
- * version and timeline, latest checkpoint not before it)? false with why filled when not,
- * or when ph recorded none. */
-bool bk_control_follows(const mf_backup *ph, const pgc_control *now, char *why, size_t len);
+ * version, timeline and timeline history, latest checkpoint not before it)? history: the
+ * current timeline's bk_history_hash, NULL when unreadable. false with why filled when
+ * not, or when ph recorded none. */
+bool bk_control_follows(const mf_backup *ph, const pgc_control *now, const uint64_t *history,
+                        char *why, size_t len);
 /* h->read_why = why, bounded, quotes and control characters replaced. */
 void bk_set_read_why(mf_backup *h, const char *why);
 

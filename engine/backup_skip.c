@@ -197,7 +197,9 @@ int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb
         return 0;
     }
     char why[1200];
-    if (!bk_control_follows(ph, &ctx->ctl_now, why, sizeof(why))) {
+    uint64_t hist = 0;
+    bool hist_ok = bk_history_hash(ctx->pgdata, ctx->ctl_now.timeline, &hist);
+    if (!bk_control_follows(ph, &ctx->ctl_now, hist_ok ? &hist : NULL, why, sizeof(why))) {
         /* Pages may have been rewritten where WAL cannot see it, and a copy keeps mtimes:
          * neither WAL nor the file-level skip can vouch, every page is read and diffed by
          * hash. */

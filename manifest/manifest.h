@@ -82,6 +82,10 @@ typedef struct mf_backup {
     bool ctl_recorded;
     uint32_t ctl_checksum_version, ctl_timeline;
     uint64_t ctl_redo_lsn, ctl_checkpoint_lsn;
+    /* pb_hash64 of the timeline's history file in pg_wal (of nothing on timeline 1), when
+     * it could be read: the same timeline number on another branch differs here */
+    bool ctl_history_known;
+    uint64_t ctl_history_hash;
     char read_why[240];      /* why the backup read less than it might, or more ("" = none) */
 } mf_backup;
 

@@ -30,7 +30,7 @@ enum {
     /* pg_control at the stop point, and why the backup read as it did (engine/
      * backup_identity.c): absent in older manifests */
     MF_T_CTL_CHECKSUM_VERSION, MF_T_CTL_REDO, MF_T_CTL_CHECKPOINT, MF_T_CTL_TIMELINE,
-    MF_T_READ_WHY, MF_T_LAST_KNOWN = MF_T_READ_WHY
+    MF_T_CTL_HISTORY, MF_T_READ_WHY, MF_T_LAST_KNOWN = MF_T_READ_WHY
 };
 
 /* One index entry: chunk i covers paths [first, last], at `offset` from the object start. */

@@ -40,6 +40,8 @@ static mf_backup header(const char *id, const char *parent, char type)
     h.ctl_redo_lsn = 0x1234500028ull;
     h.ctl_checkpoint_lsn = 0x1234500060ull;
     h.ctl_timeline = 3;
+    h.ctl_history_known = true;
+    h.ctl_history_hash = 0xfeedbeefcafeull;
     snprintf(h.read_why, sizeof(h.read_why), "the data checksum version changed from 0 to 1");
     return h;
 }
@@ -188,6 +190,8 @@ static void test_v1_still_read(void)
     h->ctl_recorded = false;
     h->ctl_checksum_version = h->ctl_timeline = 0;
     h->ctl_redo_lsn = h->ctl_checkpoint_lsn = 0;
+    h->ctl_history_known = false;
+    h->ctl_history_hash = 0;
     memset(h->read_why, 0, sizeof(h->read_why));
     b.len = 0;
     PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0 && pb_get_u32(b.data + 8) == 1);
