@@ -26,13 +26,25 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-/* Rule 4: the backup needs WAL from the start segment to the one holding stop_lsn-1. */
+/* The LSN whose segment is the last one a restore of the backup replays. A primary's
+ * backup ends with its own record, so the segment holding stop_lsn-1 is the last. A
+ * standby's ends at its minimum recovery point, which is a segment boundary when the
+ * last record replayed was a segment switch; recovery (seen on PostgreSQL 14 and 18)
+ * reads the record after it before it calls the backup's end reached, so the segment
+ * that begins there is needed too. */
+static uint64_t last_needed_lsn(const mf_backup *h, bool standby)
+{
+    return standby ? h->stop_lsn : h->stop_lsn - 1;
+}
+
+/* Rule 4: the backup needs WAL from the start segment to the one holding
+ * last_needed_lsn(). */
 static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned timeout,
                         bool standby, pb_error *err)
 {
     uint64_t seg = h->wal_segment_size;
     double deadline = pb_now() + timeout;
-    for (uint64_t s = h->start_lsn / seg; s <= (h->stop_lsn - 1) / seg; s++) {
+    for (uint64_t s = h->start_lsn / seg; s <= last_needed_lsn(h, standby) / seg; s++) {
         char name[25];
         arch_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
         for (;;) {
@@ -186,7 +198,8 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
     if (rc)
         return rc;
     arch_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
-    arch_walfile_name(h->stop_wal, h->timeline, h->stop_lsn - 1, h->wal_segment_size);
+    arch_walfile_name(h->stop_wal, h->timeline, last_needed_lsn(h, ctx->standby),
+                      h->wal_segment_size);
     rc = wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, ctx->standby, err);
     h->bytes_stored = 0;
     for (unsigned i = 0; i < ctx->nwriters; i++)
