@@ -166,9 +166,15 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
 {
     mf_backup *h = mf_header(ctx->m);
     char *label = NULL, *spcmap = NULL;
+    pgc_control ctl;
     int rc = pgc_backup_stop(conn, &h->stop_lsn, &label, &spcmap, err);
     if (rc == 0)
         rc = bk_standby_after_stop(ctx, conn, label, err);
+    /* The stop point the next incremental must follow before it trusts WAL. */
+    if (rc == 0 && (rc = pgc_control_get(conn, &ctl, err)) == 0) {
+        bk_record_stop_control(h, &ctl);
+        h->ctl_history_known = bk_history_hash(ctx->pgdata, ctl.timeline, &h->ctl_history_hash);
+    }
     if (rc == 0)
         rc = bk_memory_file(ctx, "backup_label", label, strlen(label), err);
     if (rc == 0 && spcmap && spcmap[0])
@@ -250,6 +256,10 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     if (rc == 0)
         rc = pgc_backup_start(conn, label, ctx->opts->checkpoint_fast, &h->start_lsn,
                               &h->timeline, err);
+    /* pg_control once the backup's own checkpoint (a standby: restartpoint) is in it, so a
+     * standby's lagging restartpoints do not look like an older directory. */
+    if (rc == 0)
+        rc = pgc_control_get(conn, &ctx->ctl_now, err);
     if (rc)
         return rc;
     ctx->io.checkpoint_fast = ctx->opts->checkpoint_fast;
@@ -377,6 +387,9 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     if (ctx.standby)
         pb_info("the server is a standby: its WAL comes from the archive its primary feeds");
     ctx.pgdata = opts->pgdata ? opts->pgdata : info.data_directory;
+    /* Before anything is read: the directory is the connected server's. */
+    if ((rc = bk_check_pgdata(ctx.pgdata, &info, err)))
+        goto out;
     ctx.tblspc_dir = info.tblspc_dir;
     ctx.checksums = info.data_checksums;
     ctx.wal_log_hints = info.wal_log_hints;

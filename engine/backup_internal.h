@@ -68,6 +68,7 @@ typedef struct bk_ctx {
     uint64_t wal_guided; /* segments read by their named blocks only */
     bk_progress progress; /* what opts->progress is shown */
     bk_io_report io;     /* what was applied and counted (backup_polite.c) */
+    pgc_control ctl_now; /* pg_control just after pg_backup_start (backup_identity.c) */
 } bk_ctx;
 
 /* ---- the file-level skip rule (engine/backup_skip.c) -------------------------------- */
@@ -219,6 +220,25 @@ void bk_records_free(bk_records *rec); /* accepts NULL */
 int bk_file(bk_ctx *ctx, const walk_entry *e, pb_error *err);
 /* Store a file whose content is in memory (backup_label, tablespace_map). */
 int bk_memory_file(bk_ctx *ctx, const char *path, const void *data, size_t len, pb_error *err);
+
+/* ---- what a backup proves before it reads or trusts (engine/backup_identity.c) ---- */
+/* pgdata is the connected server's data directory: its global/pg_control has the
+ * server's system identifier and it is the server's data_directory (device and inode).
+ * PB_ESTATE naming both values otherwise. */
+int bk_check_pgdata(const char *pgdata, const pgc_info *info, pb_error *err);
+/* Record c (read right after pg_backup_stop) as h's stop point. */
+void bk_record_stop_control(mf_backup *h, const pgc_control *c);
+/* pb_hash64 of pgdata/pg_wal/<tli>.history (of nothing for timeline 1); false when it
+ * cannot be read. */
+bool bk_history_hash(const char *pgdata, uint32_t tli, uint64_t *out);
+/* Does pg_control now follow the parent ph's recorded stop point (same system, checksum
+ * version, timeline and timeline history, latest checkpoint not before it)? history: the
+ * current timeline's bk_history_hash, NULL when unreadable. false with why filled when
+ * not, or when ph recorded none. */
+bool bk_control_follows(const mf_backup *ph, const pgc_control *now, const uint64_t *history,
+                        char *why, size_t len);
+/* h->read_why = why, bounded, quotes and control characters replaced. */
+void bk_set_read_why(mf_backup *h, const char *why);
 
 /* ---- a backup from a hot standby; the database list (backup_standby.c) ---- */
 /* Before pg_backup_start: an incremental from a standby waits (wal_timeout_secs) until

@@ -188,12 +188,27 @@ int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb
     }
     const mf_backup *ph = mf_header_c(ctx->parent);
     if (!parent_is_head || ph->timeline != h->timeline || ph->mtime_horizon <= 0) {
-        say_mode(ctx, "every page", !parent_is_head ? "the parent is not the chain head"
-                 : ph->timeline != h->timeline ? "the timeline changed"
-                 : "the parent backup recorded no mtime horizon (an older version made it)");
+        const char *why = !parent_is_head ? "the parent is not the chain head"
+                          : ph->timeline != h->timeline ? "the timeline changed"
+                          : "the parent backup recorded no mtime horizon (an older version "
+                            "made it)";
+        bk_set_read_why(h, why);
+        say_mode(ctx, "every page", why);
         return 0;
     }
     char why[1200];
+    uint64_t hist = 0;
+    bool hist_ok = bk_history_hash(ctx->pgdata, ctx->ctl_now.timeline, &hist);
+    if (!bk_control_follows(ph, &ctx->ctl_now, hist_ok ? &hist : NULL, why, sizeof(why))) {
+        /* Pages may have been rewritten where WAL cannot see it, and a copy keeps mtimes:
+         * neither WAL nor the file-level skip can vouch, every page is read and diffed by
+         * hash. */
+        pb_warn("pg_control does not follow the parent's stop point: %s; reading every "
+                "page by hash", why);
+        bk_set_read_why(h, why);
+        say_mode(ctx, "every page", "pg_control does not follow the parent's stop point");
+        return 0;
+    }
     if (bk_verify_due(plan_chain, o->verify_every, o->verify_after_secs, ctx->server_start,
                       why, sizeof(why))) {
         ctx->verify = true;
@@ -220,6 +235,7 @@ int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb
     } else {
         pb_warn("WAL-guided reads fall back to the file-level skip for the whole backup: %s",
                 nowal);
+        bk_set_read_why(h, nowal);
         say_mode(ctx, "segments whose size or mtime moved", NULL);
     }
     return 0;

@@ -403,3 +403,42 @@ int pgc_server_time(pgc *c, int64_t *out, pb_error *err)
     *out = rc ? 0 : (int64_t)v;
     return rc;
 }
+
+/* One value of row 0 as an unsigned integer (a bigint may print negative: its 64 bits). */
+static int col_u64(PGresult *res, int col, const char *sql, uint64_t *out, pb_error *err)
+{
+    const char *v = PQgetisnull(res, 0, col) ? "" : PQgetvalue(res, 0, col);
+    char *end = NULL;
+    *out = v[0] == '-' ? (uint64_t)strtoll(v, &end, 10) : strtoull(v, &end, 10);
+    if (end == v || *end)
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\" in column %d, not an "
+                       "integer", sql, v, col + 1);
+    return 0;
+}
+
+int pgc_control_get(pgc *c, pgc_control *out, pb_error *err)
+{
+    static const char q[] =
+        "SELECT s.system_identifier, i.data_page_checksum_version, "
+        "(c.checkpoint_lsn - '0/0'::pg_lsn)::text, (c.redo_lsn - '0/0'::pg_lsn)::text, "
+        "c.timeline_id FROM pg_control_system() s, pg_control_init() i, "
+        "pg_control_checkpoint() c";
+    PGresult *res = NULL;
+    uint64_t v[5] = {0};
+    memset(out, 0, sizeof(*out));
+    int rc = query(c, q, 0, NULL, 1, 5, &res, err);
+    for (int i = 0; rc == 0 && i < 5; i++)
+        rc = col_u64(res, i, q, &v[i], err);
+    PQclear(res);
+    if (rc == 0 && (v[1] > UINT32_MAX || v[4] == 0 || v[4] > UINT32_MAX))
+        rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned checksum version %" PRIu64
+                     " and timeline %" PRIu64, q, v[1], v[4]);
+    if (rc)
+        return rc;
+    out->system_id = v[0];
+    out->checksum_version = (uint32_t)v[1];
+    out->checkpoint_lsn = v[2];
+    out->redo_lsn = v[3];
+    out->timeline = (uint32_t)v[4];
+    return 0;
+}

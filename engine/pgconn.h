@@ -54,6 +54,15 @@ int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err);
 /* The timeline of a standby's minimum recovery point, which pg_backup_stop reports as the
  * backup's end on a standby (pg_control_recovery().min_recovery_end_timeline). */
 int pgc_recovery_timeline(pgc *c, uint32_t *out, pb_error *err);
+/* What the server's pg_control says now: the system identifier, the data checksum
+ * version (0 = off) and the latest checkpoint (its LSN, REDO and timeline). */
+typedef struct pgc_control {
+    uint64_t system_id;
+    uint32_t checksum_version;
+    uint64_t checkpoint_lsn, redo_lsn;
+    uint32_t timeline;
+} pgc_control;
+int pgc_control_get(pgc *c, pgc_control *out, pb_error *err);
 /* Every database of the cluster (pg_database: OID and name), appended to out. */
 int pgc_databases(pgc *c, mf_dblist *out, pb_error *err);
 

@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #define RELSEG_PAGES 131072u
+#define RM_XLOG_ID 0
+#define XLOG_PARAMETER_CHANGE 0x60
 #define RM_SMGR_ID 2
 #define RM_DBASE_ID 4
 #define RM_MAX_BUILTIN_ID 21 /* RM_LOGICALMSG_ID in PostgreSQL 15's rmgrlist.h */
@@ -45,6 +47,7 @@ typedef struct src_ctx {
     uint64_t local_segno; /* the segment read from pg_wal */
     uint8_t *local;
     size_t local_len;
+    bool local_archived; /* that segment was gone from pg_wal: read from the archive */
 } src_ctx;
 
 static int read_local(src_ctx *c, uint64_t segno, pb_error *err)
@@ -74,14 +77,36 @@ static int read_local(src_ctx *c, uint64_t segno, pb_error *err)
     return 0;
 }
 
+/* The segment of this backup's start is gone from pg_wal (archived, then recycled by a
+ * checkpoint since pg_backup_start): the archive's copy is the same bytes, whole. */
+static int archived_instead(src_ctx *c, uint64_t segno, const uint8_t **data, size_t *len,
+                            pb_error *err)
+{
+    char name[25];
+    arch_segment_name(name, c->w->timeline, segno, c->w->seg_size);
+    int rc = arch_walsource_get(c->arch, segno, data, len, err);
+    if (rc == PB_ENOENT)
+        return pb_fail(err, PB_ENOENT, "WAL segment %s (timeline %u), which holds this "
+                       "backup's start, is neither in %s/pg_wal nor in repository %s",
+                       name, c->w->timeline, c->w->pgdata, repo_location(c->w->repo));
+    if (rc == 0) {
+        c->local_archived = true;
+        pb_info("WAL segment %s is no longer in %s/pg_wal: read from the repository's "
+                "archive", name, c->w->pgdata);
+    }
+    return rc;
+}
+
 static int get_segment(void *vc, uint64_t segno, const uint8_t **data, size_t *len,
                        pb_error *err)
 {
     src_ctx *c = vc;
-    if (segno != c->local_segno)
+    if (segno != c->local_segno || c->local_archived)
         return arch_walsource_get(c->arch, segno, data, len, err);
     if (!c->local_len) {
         int rc = read_local(c, segno, err);
+        if (rc == PB_ENOENT)
+            return archived_instead(c, segno, data, len, err);
         if (rc)
             return rc;
     }
@@ -113,6 +138,19 @@ static int note_storage(wg_set *s, const arch_record *rec, pb_error *err)
     return 0;
 }
 
+/* A server restarted with wal_level = minimal logs its new settings (xl_parameter_change:
+ * five ints, then wal_level; WAL_LEVEL_MINIMAL is 0): from there on a relation created
+ * in a transaction is written without WAL. */
+static bool minimal_since(const arch_record *rec)
+{
+    if (rec->rmid != RM_XLOG_ID || (rec->info & 0xF0) != XLOG_PARAMETER_CHANGE ||
+        rec->main_len < 24)
+        return false;
+    int32_t level;
+    memcpy(&level, rec->main_data + 20, sizeof(level));
+    return level == 0;
+}
+
 typedef struct job {
     const wg_window *w;
     wg_set *set;
@@ -134,6 +172,13 @@ static int decode_window(job *j, src_ctx *c, arch_walreader *rd)
             pb_lsn_format(rec->lsn, lsn);
             snprintf(j->why, j->why_len, "a record of unknown resource manager %u at %s",
                      rec->rmid, lsn);
+            return 1;
+        }
+        if (minimal_since(rec)) {
+            char lsn[32];
+            pb_lsn_format(rec->lsn, lsn);
+            snprintf(j->why, j->why_len, "wal_level was minimal from %s: WAL does not log "
+                     "every change", lsn);
             return 1;
         }
         for (unsigned i = 0; i < rec->nblocks; i++) {
@@ -170,7 +215,7 @@ static void *collect_thread(void *vj)
     if (w->nice && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), w->nice) != 0)
         pb_debug("could not lower the WAL decoder's priority");
     arch_tl_entry path = {w->timeline, 0, UINT64_MAX};
-    src_ctx c = {w, NULL, w->end_lsn / w->seg_size, NULL, 0};
+    src_ctx c = {w, NULL, w->end_lsn / w->seg_size, NULL, 0, false};
     arch_walreader *rd = NULL;
     int rc = wg_set_open(&j->set, w->spill_dir, w->mem_entries, &j->err);
     if (rc == 0)

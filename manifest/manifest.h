@@ -76,6 +76,17 @@ typedef struct mf_backup {
                               * it has an mtime >= this; 0 = unknown (no skip against it) */
     uint64_t files_skipped, bytes_skipped; /* relation segments not read (file-level skip) */
     uint64_t pages_missed;   /* verify scan: changed pages the cheaper method missed (a bug) */
+    /* pg_control's latest checkpoint and data checksum version right after pg_backup_stop
+     * (the stop point an incremental on top of this one must follow before it trusts WAL,
+     * engine/backup_identity.c). ctl_recorded false: an older manifest without them. */
+    bool ctl_recorded;
+    uint32_t ctl_checksum_version, ctl_timeline;
+    uint64_t ctl_redo_lsn, ctl_checkpoint_lsn;
+    /* pb_hash64 of the timeline's history file in pg_wal (of nothing on timeline 1), when
+     * it could be read: the same timeline number on another branch differs here */
+    bool ctl_history_known;
+    uint64_t ctl_history_hash;
+    char read_why[240];      /* why the backup read less than it might, or more ("" = none) */
 } mf_backup;
 
 /* mf_backup.read_mode. A full or scan-mode backup reads every page (MF_READ_SCAN). */

@@ -109,6 +109,16 @@ int mf_v2_put_header(pb_buf *b, const mf_backup *h)
                               h->pages_missed};
     for (unsigned i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
         rc |= put_tag_u64(b, MF_T_READ_MODE + i, reads[i]);
+    if (h->ctl_recorded) {
+        const uint64_t ctl[] = {h->ctl_checksum_version, h->ctl_redo_lsn, h->ctl_checkpoint_lsn,
+                                h->ctl_timeline};
+        for (unsigned i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++)
+            rc |= put_tag_u64(b, MF_T_CTL_CHECKSUM_VERSION + i, ctl[i]);
+    }
+    if (h->ctl_history_known)
+        rc |= put_tag_u64(b, MF_T_CTL_HISTORY, h->ctl_history_hash);
+    if (h->read_why[0])
+        rc |= put_tag_str(b, MF_T_READ_WHY, h->read_why, sizeof(h->read_why));
     return rc ? PB_EINVAL : 0;
 }
 
@@ -137,6 +147,7 @@ static int rd_tag(mf_backup *h, unsigned tag, const uint8_t *v, size_t n)
     case MF_T_PARENT: return rd_tag_str(v, n, h->parent, sizeof(h->parent));
     case MF_T_START_WAL: return rd_tag_str(v, n, h->start_wal, sizeof(h->start_wal));
     case MF_T_STOP_WAL: return rd_tag_str(v, n, h->stop_wal, sizeof(h->stop_wal));
+    case MF_T_READ_WHY: return rd_tag_str(v, n, h->read_why, sizeof(h->read_why));
     }
     if (rd_tag_u64(v, n, &x))
         return -1;
@@ -158,6 +169,11 @@ static int rd_tag(mf_backup *h, unsigned tag, const uint8_t *v, size_t n)
     case MF_T_FILES_SKIPPED: h->files_skipped = x; return 0;
     case MF_T_BYTES_SKIPPED: h->bytes_skipped = x; return 0;
     case MF_T_PAGES_MISSED: h->pages_missed = x; return 0;
+    case MF_T_CTL_CHECKSUM_VERSION: h->ctl_checksum_version = (uint32_t)x; return x >> 32 ? -1 : 0;
+    case MF_T_CTL_REDO: h->ctl_redo_lsn = x; h->ctl_recorded = true; return 0;
+    case MF_T_CTL_CHECKPOINT: h->ctl_checkpoint_lsn = x; return 0;
+    case MF_T_CTL_TIMELINE: h->ctl_timeline = (uint32_t)x; return x >> 32 ? -1 : 0;
+    case MF_T_CTL_HISTORY: h->ctl_history_hash = x; h->ctl_history_known = true; return 0;
     }
     uint64_t *stats[] = {&h->files,      &h->pages_scanned, &h->pages_changed,
                          &h->pages_in_window, &h->bytes_read, &h->bytes_stored,

@@ -97,6 +97,8 @@ static void print_backup_text(const mf_backup *h, const chain_history *hist)
                PRIu64 "%s\n", read_mode_name(h->read_mode), h->verify_scan ? " + verify scan" : "",
                h->files_skipped, h->bytes_skipped, h->pages_missed,
                h->pages_missed ? " (BUG: the cheaper read method missed changed pages)" : "");
+    if (h->type == 'I' && h->read_why[0])
+        printf("    read mode because: %s\n", h->read_why);
     printf("    restore needs:");
     print_needs(hist, h, false);
     printf("\n");
@@ -128,9 +130,10 @@ static void print_backup_json(const mf_backup *h, const chain_history *hist, boo
            h->bytes_stored ? (double)h->pages_changed * 8192.0 / (double)h->bytes_stored : 0.0,
            h->checksum_errors, h->collisions, h->seconds);
     printf(", \"read_mode\": \"%s\", \"verify_scan\": %s, \"files_skipped\": %" PRIu64
-           ", \"bytes_skipped\": %" PRIu64 ", \"pages_missed\": %" PRIu64 ", \"restore_needs\": [",
+           ", \"bytes_skipped\": %" PRIu64 ", \"pages_missed\": %" PRIu64 ", \"read_why\": \"%s\""
+           ", \"restore_needs\": [",
            read_mode_name(h->read_mode), h->verify_scan ? "true" : "false", h->files_skipped,
-           h->bytes_skipped, h->pages_missed);
+           h->bytes_skipped, h->pages_missed, h->read_why);
     print_needs(hist, h, true);
     printf("]}");
 }

@@ -111,7 +111,7 @@ static const rfield backup_fields[] = {
     RF(mf_backup, FT_BOOL, data_checksums), RF(mf_backup, FT_U32, pg_version),
     RF(mf_backup, FT_BOOL, verify_scan), RF(mf_backup, FT_U64, files_skipped),
     RF(mf_backup, FT_U64, bytes_skipped), RF(mf_backup, FT_U64, pages_missed),
-    RF(mf_backup, FT_I64, mtime_horizon),
+    RF(mf_backup, FT_I64, mtime_horizon), RF(mf_backup, FT_STR, read_why),
 };
 static const rfield restore_fields[] = {
     RF(rs_stats, FT_STR, id), RF(rs_stats, FT_SIZE, chain_length),

@@ -109,10 +109,62 @@ static void test_verify_due(void)
     PBT_CHECK(!due("Tf", 0, 7 * 86400));
 }
 
+/* pg_control follows the parent's stop point only with the same system, checksum version
+ * and timeline, and a latest checkpoint not before the recorded one; an old parent that
+ * recorded none is not followed either. */
+static void test_control_follows(void)
+{
+    mf_backup ph;
+    memset(&ph, 0, sizeof(ph));
+    snprintf(ph.id, sizeof(ph.id), "20261204-101500F");
+    ph.system_id = 7;
+    pgc_control now = {7, 1, 0x5000060, 0x5000028, 1};
+    char why[400];
+    PBT_CHECK(!bk_control_follows(&ph, &now, NULL, why, sizeof(why)) &&
+              strstr(why, "20261204-101500F recorded no pg_control stop point"));
+    bk_record_stop_control(&ph, &now);
+    PBT_CHECK(bk_control_follows(&ph, &now, NULL, why, sizeof(why)));
+    pgc_control later = now;
+    later.redo_lsn = later.checkpoint_lsn = 0x9000028;
+    PBT_CHECK(bk_control_follows(&ph, &later, NULL, why, sizeof(why)));
+    pgc_control c = later;
+    c.checksum_version = 0;
+    PBT_CHECK(!bk_control_follows(&ph, &c, NULL, why, sizeof(why)) &&
+              strstr(why, "data checksum version changed from 1 to 0"));
+    c = later;
+    c.system_id = 8;
+    PBT_CHECK(!bk_control_follows(&ph, &c, NULL, why, sizeof(why)) &&
+              strstr(why, "is 8, the parent's 7"));
+    c = later;
+    c.timeline = 2;
+    PBT_CHECK(!bk_control_follows(&ph, &c, NULL, why, sizeof(why)) && strstr(why, "timeline 2"));
+    c = now;
+    c.redo_lsn = 0x4000028;
+    PBT_CHECK(!bk_control_follows(&ph, &c, NULL, why, sizeof(why)) &&
+              strstr(why, "redo 0/4000028 is before the parent's stop point 0/5000028"));
+    /* a recorded history must be met by the same one */
+    ph.ctl_history_known = true;
+    ph.ctl_history_hash = 42;
+    uint64_t same = 42, other = 43;
+    PBT_CHECK(bk_control_follows(&ph, &later, &same, why, sizeof(why)));
+    PBT_CHECK(!bk_control_follows(&ph, &later, &other, why, sizeof(why)) &&
+              strstr(why, "history of timeline 1 differs from the parent's"));
+    PBT_CHECK(!bk_control_follows(&ph, &later, NULL, why, sizeof(why)) &&
+              strstr(why, "cannot be read"));
+    uint64_t h1 = 0;
+    PBT_CHECK(bk_history_hash("/nonexistent", 1, &h1) && h1 == pb_hash64("", 0));
+    PBT_CHECK(!bk_history_hash("/nonexistent", 2, &h1));
+    mf_backup h;
+    memset(&h, 0, sizeof(h));
+    bk_set_read_why(&h, "a \"quoted\" path\\x\n");
+    PBT_CHECK(strcmp(h.read_why, "a 'quoted' path'x'") == 0);
+}
+
 int main(void)
 {
     PBT_RUN(test_skip_rule);
     PBT_RUN(test_skip_margin);
     PBT_RUN(test_verify_due);
+    PBT_RUN(test_control_follows);
     return PBT_DONE();
 }

@@ -116,6 +116,18 @@ static void test_info(void)
     PBT_CHECK(v[0] && strcmp(in.wal_level, v) == 0);
     PBT_CHECK(in.wal_log_hints ==
               sql_true("SELECT setting::boolean FROM pg_settings WHERE name = 'wal_log_hints'"));
+    /* pg_control as pgc_control_get reads it (nothing checkpoints in between here) */
+    pgc_control ctl;
+    PBT_CHECK(pgc_control_get(c, &ctl, &err) == 0);
+    PBT_CHECK(ctl.system_id == in.system_id);
+    PBT_CHECK(ctl.checksum_version ==
+              sql_u64("SELECT data_page_checksum_version FROM pg_control_init()"));
+    PBT_CHECK(ctl.redo_lsn ==
+              sql_u64("SELECT (redo_lsn - '0/0'::pg_lsn)::bigint FROM pg_control_checkpoint()"));
+    PBT_CHECK(ctl.checkpoint_lsn == sql_u64("SELECT (checkpoint_lsn - '0/0'::pg_lsn)::bigint "
+                                            "FROM pg_control_checkpoint()"));
+    PBT_CHECK(ctl.timeline == sql_u64("SELECT timeline_id FROM pg_control_checkpoint()"));
+    PBT_CHECK(ctl.redo_lsn > 0 && ctl.redo_lsn <= ctl.checkpoint_lsn && ctl.timeline == 1);
     pgc_free(c);
 }
 

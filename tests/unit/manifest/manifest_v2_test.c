@@ -34,6 +34,15 @@ static mf_backup header(const char *id, const char *parent, char type)
     h.stop_time = -5;
     h.seconds = 12.625;
     snprintf(h.stop_wal, sizeof(h.stop_wal), "000000030000001200000035");
+    /* pg_control's stop point and the read reason travel too (compared whole below) */
+    h.ctl_recorded = true;
+    h.ctl_checksum_version = 1;
+    h.ctl_redo_lsn = 0x1234500028ull;
+    h.ctl_checkpoint_lsn = 0x1234500060ull;
+    h.ctl_timeline = 3;
+    h.ctl_history_known = true;
+    h.ctl_history_hash = 0xfeedbeefcafeull;
+    snprintf(h.read_why, sizeof(h.read_why), "the data checksum version changed from 0 to 1");
     return h;
 }
 
@@ -176,6 +185,14 @@ static void test_v1_still_read(void)
             f->runs[k].frame_page = 0;
         f->inode = 0; /* version 1 does not carry it */
     }
+    /* nor pg_control's stop point and the read reason: an old parent lacks them */
+    mf_backup *h = mf_header(m);
+    h->ctl_recorded = false;
+    h->ctl_checksum_version = h->ctl_timeline = 0;
+    h->ctl_redo_lsn = h->ctl_checkpoint_lsn = 0;
+    h->ctl_history_known = false;
+    h->ctl_history_hash = 0;
+    memset(h->read_why, 0, sizeof(h->read_why));
     b.len = 0;
     PBT_CHECK(mf_serialize_v1(m, &b, &err) == 0 && pb_get_u32(b.data + 8) == 1);
     PBT_CHECK(parse_code(&b, &p) == 0 && p && same_manifest(m, p));
