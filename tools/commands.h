@@ -42,6 +42,8 @@ int cmd_expire(pb_options *o, cmd_outcome *res);
 int cmd_rebase(pb_options *o, cmd_outcome *res);
 int cmd_tune(pb_options *o, cmd_outcome *res);
 int cmd_config(pb_options *o, cmd_outcome *res);
+int cmd_init(pb_options *o, cmd_outcome *res);  /* tools/check_command.c */
+int cmd_check(pb_options *o, cmd_outcome *res);
 
 /* Shared by the commands (tools/cli_common.c). */
 /* Open the repository o names (repo_open: free with repo_free). */

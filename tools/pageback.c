@@ -21,7 +21,7 @@ static const command commands[] = {
     {"backup", cmd_backup}, {"restore", cmd_restore}, {"archive-push", cmd_archive_push},
     {"archive-get", cmd_archive_get}, {"info", cmd_info}, {"verify", cmd_verify},
     {"expire", cmd_expire}, {"rebase", cmd_rebase}, {"tune", cmd_tune},
-    {"config", cmd_config},
+    {"config", cmd_config}, {"init", cmd_init}, {"check", cmd_check},
 };
 
 /* Asked-for help goes to stdout and exits 0; help for a command that does not exist is
