@@ -202,8 +202,12 @@ static void round_trip(run *k, pgc *c, repo *r)
     }
     if (!arrived) {
         char v[512] = "";
-        pgc_query_text(c, "SELECT coalesce(' (pg_stat_archiver: last failed ' || "
-                       "last_failed_wal || ' at ' || last_failed_time || ')', '') FROM "
+        /* A server that reports the segment archived ran a command that did not push
+         * it here; one that reports a failure has the error in its log. */
+        pgc_query_text(c, "SELECT ' (pg_stat_archiver: ' || CASE WHEN last_failed_time > "
+                       "coalesce(last_archived_time, '-infinity') THEN 'last failed ' || "
+                       "last_failed_wal || ' at ' || last_failed_time ELSE 'last archived ' "
+                       "|| coalesce(last_archived_wal, 'none') END || ')' FROM "
                        "pg_stat_archiver", v, sizeof(v), &err);
         note(k, CK_FAIL, "archive_command", "fix archive_command (the server log has its "
              "error), or raise --archive-timeout if archiving is only slow",
