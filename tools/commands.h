@@ -55,6 +55,10 @@ int cmd_usage_error(cmd_outcome *res, const char *fmt, ...) __attribute__((forma
 /* The local state directory of o's repository (catalog, counters), in buf; NULL when
  * there is no home directory to put it in. */
 const char *cmd_state_dir(const pb_options *o, char *buf, size_t cap);
+/* Does --set name a backup the repository lacks? ("latest" and none never do.) A
+ * mistyped id is a usage error, told apart from a damaged backup. */
+bool cmd_set_missing(repo *r, const char *set);
+#define CMD_NO_SET_MSG "--set %s: no such backup in repository %s (pageback info lists them)"
 
 /* Write data to path through a temp file beside it and a rename, so a reader sees the
  * old file or the new one, never half of one. */

@@ -30,8 +30,8 @@ static int help(const pb_options *o)
 {
     if (opts_usage(stdout, o->command) == 0)
         return CMD_EXIT_OK;
-    fprintf(stderr, "pageback: unknown command '%s' (pageback --help lists the commands)\n",
-            o->command);
+    pb_log(PB_LOG_ERROR, "unknown command '%s' (pageback --help lists the commands)",
+           o->command);
     return CMD_EXIT_USAGE;
 }
 
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     res.started = pb_now();
     res.started_unix = (int64_t)time(NULL);
     if (opts_parse(&opts, argc, argv, &err) != 0) {
-        fprintf(stderr, "pageback: %s\n", err.msg);
+        pb_log(PB_LOG_ERROR, "%s", err.msg); /* every usage error: "pageback: ERROR: ..." */
         res.command = opts.command;
         res.failed = true;
         res.err = err;
