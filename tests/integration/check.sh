@@ -78,6 +78,24 @@ for _ in $(seq 1 50); do
 done
 expect "the restored archive_command passes again" 0 -- "check passed"
 
+# A standby: what applies is checked; archiving is the primary's, the switch cannot be
+# forced there, and check says so.
+STB=$PB_WORK/stb
+mkdir -p "$STB" && chmod 0700 "$STB" && _pb_chown_pg "$STB"
+_pb_as_pg "$PB_PGBIN/pg_basebackup" -D "$STB" -R -X stream -c fast -h "$(pg_sockdir "$SRC")" \
+    -p "$(pg_port "$SRC")" -U postgres >"$PB_WORK/basebackup.out" 2>&1 ||
+    { cat "$PB_WORK/basebackup.out"; pb_die "pg_basebackup failed"; }
+pg_reconfigure "$STB" && pg_start "$STB" || pb_die "standby did not start"
+out=$(pb check --pgdata "$STB" --dbname "host=$(pg_sockdir "$STB") port=$(pg_port "$STB") dbname=postgres" 2>&1)
+rc=$?
+[ "${PB_SHOW:-0}" = 1 ] && echo "$out" >&2
+grep -q "skip  archive_mode: archive_mode is on on a standby: the primary archives" <<<"$out" &&
+    grep -q "skip  archive: the server is a standby: a WAL switch cannot be forced here" <<<"$out" &&
+    grep -q "ok    --pgdata: $STB is the server's data directory" <<<"$out" && [ $rc = 0 ] &&
+    pb_test_ok "a standby: checked what applies, the round trip left to the primary (exit 0)" ||
+    { echo "$out" | tail -n 8 >&2; pb_test_fail "standby check: exit $rc"; }
+pg_stop "$STB"
+
 chmod 0777 "$PB_REPO"
 expect "a repository others may write fails naming chmod" 1 -- \
     "repository: repository directory $PB_REPO has mode 0777.*fix: chmod 0750"
