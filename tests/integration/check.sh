@@ -2,10 +2,10 @@
 # pageback check: exit 0 only when a backup would succeed, 1 on a failed check naming
 # the setting (and its fix), 2 on a usage error. A good setup passes with a WAL round
 # trip; each broken piece fails on its own: a repository not initialized, a --pgdata
-# that is not the server's, archive_command pushing elsewhere or not pushing at all
+# that is not the server's, a repository of another cluster, archive_command pushing elsewhere or not pushing at all
 # (`true`), a failing archive_command (the round trip times out within
 # --archive-timeout, the archiver's failure is named), archive_mode off, a repository
-# others may write.
+# others may write. A standby passes what applies; the round trip is the primary's.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 chmod 0750 "$PB_REPO"
@@ -53,6 +53,14 @@ rc=$?
 grep -Eq -- "--pgdata: data directory $PB_WORK/copy .* is not the connected server's data_directory $SRC.*fix: " <<<"$out" &&
     [ $rc = 1 ] && pb_test_ok "a --pgdata that is not the server's fails naming --pgdata" ||
     { echo "$out" | tail -n 5 >&2; pb_test_fail "wrong --pgdata: exit $rc"; }
+
+# A repository initialized for another cluster.
+pg_init_cluster "$PB_WORK/other" || pb_die "initdb other"
+OTHER_REPO=$PB_WORK/repos/other
+mkdir -p "$PB_WORK/repos" && _pb_chown_pg "$PB_WORK/repos"
+pb init --repo "$OTHER_REPO" --pgdata "$PB_WORK/other" >/dev/null || pb_die "init other"
+expect "a repository of another cluster fails naming --repo" 1 --repo "$OTHER_REPO" --archive-timeout 2 -- \
+    "--repo: wrong repository: $OTHER_REPO holds backups of the cluster with system identifier [0-9]+, but this cluster's is [0-9]+; fix: "
 
 GOOD=$(pg_psql "$SRC" "SHOW archive_command")
 set_archive_command "$PB_BIN archive-push %p --repo $PB_WORK/elsewhere"
