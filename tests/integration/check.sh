@@ -2,10 +2,10 @@
 # pageback check: exit 0 only when a backup would succeed, 1 on a failed check naming
 # the setting (and its fix), 2 on a usage error. A good setup passes with a WAL round
 # trip; each broken piece fails on its own: a repository not initialized, a --pgdata
-# that is not the server's, a repository of another cluster, archive_command pushing elsewhere or not pushing at all
-# (`true`), a failing archive_command (the round trip times out within
-# --archive-timeout, the archiver's failure is named), archive_mode off, a repository
-# others may write. A standby passes what applies; the round trip is the primary's.
+# that is not the server's, a repository of another cluster, archive_command pushing
+# elsewhere or not pushing at all (`true`), a failing archive_command (the round trip
+# times out within --archive-timeout, the archiver's failure is named), archive_mode
+# off, a repository others may write. A standby passes what applies; the round trip is the primary's.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 chmod 0750 "$PB_REPO"
