@@ -260,8 +260,8 @@ int chain_check_identity(repo *r, uint64_t system_id, bool create, pb_error *err
     }
     if (rc == PB_ENOENT)
         return pb_fail(err, PB_ESTATE,
-                       "%s is not a pageback repository (no %s): take a backup first",
-                       repo_location(r), IDENTITY_KEY);
+                       "%s is not a pageback repository (no %s): run pageback init "
+                       "--repo %s", repo_location(r), IDENTITY_KEY, repo_location(r));
     if (rc)
         return rc;
     char text[256];

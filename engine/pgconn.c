@@ -578,3 +578,8 @@ int pgc_control_get(pgc *c, pgc_control *out, pb_error *err)
     out->timeline = (uint32_t)v[4];
     return 0;
 }
+
+int pgc_query_text(pgc *c, const char *sql, char *out, size_t outsz, pb_error *err)
+{
+    return query_value(c, sql, out, outsz, err);
+}

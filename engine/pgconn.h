@@ -68,6 +68,9 @@ typedef struct pgc_control {
 int pgc_control_get(pgc *c, pgc_control *out, pb_error *err);
 /* Every database of the cluster (pg_database: OID and name), appended to out. */
 int pgc_databases(pgc *c, mf_dblist *out, pb_error *err);
+/* The one text value of a one-row, one-column query (NULL is an error), for pageback
+ * check's settings and statistics. */
+int pgc_query_text(pgc *c, const char *sql, char *out, size_t outsz, pb_error *err);
 
 /* ---- WAL summaries (PostgreSQL 17 on, summarize_wal = on) ---- */
 /* One row of pg_wal_summary_contents(): a block a summarized record touched, or with limit

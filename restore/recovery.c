@@ -248,3 +248,9 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_targ
         rc = pb_fail_errno(err, PB_EIO, "cannot remove %s", path);
     return rc;
 }
+
+int rs_check_target(const rs_opts *opts, pb_error *err)
+{
+    rs_target_val tv;
+    return rs_parse_target(opts, &tv, err);
+}

@@ -89,6 +89,10 @@ typedef struct rs_stats {
                                 * coming backup by backup (restore/write_target.c) */
 } rs_stats;
 
+/* Is the recovery target (opts->target, target_value) readable? PB_EINVAL naming the
+ * option and what it expects, before a repository is opened: a usage error. */
+int rs_check_target(const rs_opts *opts, pb_error *err);
+
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);
 
 /* Read every frame a backup needs and check every page hash, without writing; set is an

@@ -141,14 +141,24 @@ static int search_before(rs_scan *s, uint64_t oldest_start, match_ctx *m, uint64
                          pb_error *err)
 {
     uint64_t first = first_on_path(s->v, s->seg_size), end = s->end_lsn;
+    uint64_t valid_end = s->valid_end;
     bool at_end = s->at_end;
     if (first == UINT64_MAX || first * s->seg_size >= oldest_start)
         return 0;
     *lo = first * s->seg_size;
     int rc = rs_scan_range(s, *lo, oldest_start, on_event, m, err);
     s->end_lsn = end; /* the message names where the whole search ended */
+    s->valid_end = valid_end;
     s->at_end = at_end;
     return rc;
+}
+
+/* Where the search ended: at the end of the archived WAL, where its last valid record
+ * ends (a record running into a segment not archived yet cannot be read), not the
+ * boundary of the segment holding it. */
+static uint64_t searched_to(const rs_scan *s)
+{
+    return s->at_end && s->valid_end ? s->valid_end : s->end_lsn;
 }
 
 static int not_found(repo *r, const rs_opts *opts, const rs_wal_view *v, uint64_t lo,
@@ -156,7 +166,7 @@ static int not_found(repo *r, const rs_opts *opts, const rs_wal_view *v, uint64_
 {
     char a[32], b[32];
     pb_lsn_format(lo, a);
-    pb_lsn_format(s->end_lsn, b);
+    pb_lsn_format(searched_to(s), b);
     return pb_fail(err, PB_ENOENT, "%s '%s' is not in the archived WAL of repository %s: "
                    "searched from %s to %s (%s) along timeline %u; nothing was written",
                    opts->target == RS_TARGET_NAME ? "restore point" : "the end of transaction",
@@ -195,7 +205,7 @@ int rs_place_target(repo *r, const rs_opts *opts, rs_wal_view *v, const chain_hi
         rc = search_before(&s, b[0]->start_lsn, &m, &lo, err);
     char a[32], c[32];
     pb_lsn_format(lo, a);
-    pb_lsn_format(s.end_lsn, c);
+    pb_lsn_format(searched_to(&s), c);
     if (rc == 0)
         pb_info("searched the archived WAL from %s to %s for the recovery target: %" PRIu64
                 " segments decoded, %" PRIu64 " from the cache", a, c, s.decoded,

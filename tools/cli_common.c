@@ -6,6 +6,8 @@
  */
 #include "tools/commands.h"
 
+#include "engine/chain.h"
+
 #include <inttypes.h>
 #include <limits.h>
 #include <pwd.h>
@@ -112,4 +114,13 @@ int cmd_write_atomic(const char *path, const void *data, size_t len, pb_error *e
         return rc;
     }
     return 0;
+}
+
+bool cmd_set_missing(repo *r, const char *set)
+{
+    if (!set || !strcmp(set, "latest"))
+        return false;
+    pb_error err = PB_ERROR_INIT;
+    mf_backup h;
+    return chain_load_header(r, set, &h, &err) == PB_ENOENT;
 }

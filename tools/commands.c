@@ -151,6 +151,8 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
     if (o->restore.delta && o->restore.force) {
         return cmd_usage_error(res, "give --delta or --force, not both");
     }
+    if (rs_check_target(&o->restore, &err))
+        return cmd_usage_error(res, "%s", err.msg);
     repo *r = NULL;
     char *cmd = NULL;
     if (restore_command(o, &cmd, &err) != 0)
@@ -165,6 +167,12 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
     o->restore.progress_ctx = &prog;
     o->restore.max_memory = o->backup.max_memory; /* one --max-memory for every command */
     int rc = cmd_open_repo(&r, o, &err);
+    if (rc == 0 && cmd_set_missing(r, o->restore.set)) {
+        cmd_progress_end(&prog);
+        free(cmd);
+        repo_free(r);
+        return cmd_usage_error(res, CMD_NO_SET_MSG, o->restore.set, o->repo.location);
+    }
     if (rc == 0)
         rc = rs_restore(r, &o->restore, &st, &err);
     cmd_progress_end(&prog);
@@ -211,6 +219,11 @@ int cmd_verify(pb_options *o, cmd_outcome *res)
     prog.whole_repo = !o->restore.set;
     rs_progress_hook hook = {prog.enabled ? cmd_progress_verify : NULL, &prog};
     int rc = cmd_open_repo(&r, o, &err);
+    if (rc == 0 && cmd_set_missing(r, o->restore.set)) {
+        cmd_progress_end(&prog);
+        repo_free(r);
+        return cmd_usage_error(res, CMD_NO_SET_MSG, o->restore.set, o->repo.location);
+    }
     if (rc == 0)
         rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, &prog, &hook, &st,
                             &err);
@@ -239,6 +252,10 @@ int cmd_rebase(pb_options *o, cmd_outcome *res)
     char id[MF_ID_LEN];
     repo_lock *lock = NULL;
     int rc = cmd_open_repo(&r, o, &err);
+    if (rc == 0 && cmd_set_missing(r, o->restore.set)) {
+        repo_free(r);
+        return cmd_usage_error(res, CMD_NO_SET_MSG, o->restore.set, o->repo.location);
+    }
     if (rc == 0)
         rc = repo_lock_acquire(r, "rebase", &lock, &err);
     /* What a killed backup, rebase or expire left goes first (as backup does it); that

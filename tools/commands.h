@@ -42,6 +42,8 @@ int cmd_expire(pb_options *o, cmd_outcome *res);
 int cmd_rebase(pb_options *o, cmd_outcome *res);
 int cmd_tune(pb_options *o, cmd_outcome *res);
 int cmd_config(pb_options *o, cmd_outcome *res);
+int cmd_init(pb_options *o, cmd_outcome *res);  /* tools/check_command.c */
+int cmd_check(pb_options *o, cmd_outcome *res);
 
 /* Shared by the commands (tools/cli_common.c). */
 /* Open the repository o names (repo_open: free with repo_free). */
@@ -53,6 +55,10 @@ int cmd_usage_error(cmd_outcome *res, const char *fmt, ...) __attribute__((forma
 /* The local state directory of o's repository (catalog, counters), in buf; NULL when
  * there is no home directory to put it in. */
 const char *cmd_state_dir(const pb_options *o, char *buf, size_t cap);
+/* Does --set name a backup the repository lacks? ("latest" and none never do.) A
+ * mistyped id is a usage error, told apart from a damaged backup. */
+bool cmd_set_missing(repo *r, const char *set);
+#define CMD_NO_SET_MSG "--set %s: no such backup in repository %s (pageback info lists them)"
 
 /* Write data to path through a temp file beside it and a rename, so a reader sees the
  * old file or the new one, never half of one. */

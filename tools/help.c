@@ -37,8 +37,8 @@ static const opts_help_row rows[] = {
     {"version", "*", NULL, "", "print the version"},
     /* backup */
     {"type", "backup", "full|incr", "automatic", "backup type (incr needs a chain)"},
-    {"pgdata", "backup tune", "DIR", "the server's data_directory", "data directory"},
-    {"dbname", "backup info", "CONNINFO", "PG* environment", "libpq connection string"},
+    {"pgdata", "backup tune check init", "DIR", "the server's data_directory", "data directory"},
+    {"dbname", "backup info check init", "CONNINFO", "PG* environment", "libpq connection string"},
     {"read-size", "backup tune", "SIZE", "automatic (stripe; 512K on one disk)",
      "bytes per read, a multiple of 8K up to 64M"},
     {"queue-depth", "backup tune", "N", "automatic", "read requests in flight, 1..256"},
@@ -87,6 +87,7 @@ static const opts_help_row rows[] = {
     {"restore-points", "info", NULL, "off", "list the restore points of the archived WAL"},
     {"retain-full", "expire", "N", "", "keep the newest N full backups (required)"},
     {"dry-run", "expire", NULL, "off", "list what would be expired, remove nothing"},
+    {"archive-timeout", "check", "SECONDS", "60", "wait this long for the switched WAL"},
 };
 
 static const size_t nrows = sizeof(rows) / sizeof(rows[0]);

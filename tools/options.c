@@ -21,7 +21,7 @@ enum {
     O_INCR_MODE, O_VERIFY_SCAN, O_ENC_KEY,
     O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
-    O_COMPRESS_ADAPT, O_ARCHIVE_MODE, O_DRY_RUN,
+    O_COMPRESS_ADAPT, O_ARCHIVE_MODE, O_DRY_RUN, O_ARCHIVE_TIMEOUT,
     O_END
 };
 
@@ -57,7 +57,7 @@ static const struct option long_opts[] = {
     {"max-memory", 1, 0, O_MAX_MEMORY},
     {"compress-adapt", 1, 0, O_COMPRESS_ADAPT},
     {"archive-mode", 1, 0, O_ARCHIVE_MODE},
-    {"dry-run", 0, 0, O_DRY_RUN},
+    {"dry-run", 0, 0, O_DRY_RUN}, {"archive-timeout", 1, 0, O_ARCHIVE_TIMEOUT},
     {0, 0, 0, 0},
 };
 
@@ -100,6 +100,8 @@ static const struct {
     {"rebase", "  rebase   [--set ID] [--compress-level N]\n"},
     {"tune", "  tune     [--pgdata DIR] [--read-size N] [--queue-depth N]   (no --repo needed)\n"},
     {"config", "  config check  (the effective settings and their sources, secrets masked)\n"},
+    {"init", "  init     [--pgdata DIR | --dbname CONNINFO]  (create the repository)\n"},
+    {"check", "  check    [--pgdata DIR] [--dbname CONNINFO] [--archive-timeout SECONDS]\n"},
 };
 
 static const char usage_common[] =
@@ -442,6 +444,12 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
         o->restore.jobs = u;
         break;
     case O_DRY_RUN: o->dry_run = true; break;
+    case O_ARCHIVE_TIMEOUT:
+        if (parse_uint(arg, &u) || u == 0 || u > 86400)
+            return pb_fail(err, PB_EINVAL, "--archive-timeout must be 1..86400 seconds, not "
+                           "'%s'", arg);
+        o->archive_timeout = u;
+        break;
     case O_RETAIN_FULL:
         if (parse_uint(arg, &u) || u == 0)
             return pb_fail(err, PB_EINVAL, "--retain-full must be at least 1");
@@ -542,6 +550,7 @@ static void opts_init(pb_options *o, const char *argv0)
     o->backup = bo;
     o->restore = rso;
     o->progress_interval = 10;
+    o->archive_timeout = 60;
     find_program(o, argv0);
 }
 

@@ -63,6 +63,7 @@ typedef struct pb_options {
     const char *metrics_file; /* --metrics-file: Prometheus text */
     const char *log_file;     /* --log-file */
     unsigned progress_interval; /* seconds between progress log lines off a terminal */
+    unsigned archive_timeout;   /* check: seconds the WAL round trip may take */
     /* Per long option (index in the option table): its source and its text as given. */
     unsigned char source[PB_MAX_OPTIONS];
     const char *given[PB_MAX_OPTIONS];

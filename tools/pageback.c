@@ -21,7 +21,7 @@ static const command commands[] = {
     {"backup", cmd_backup}, {"restore", cmd_restore}, {"archive-push", cmd_archive_push},
     {"archive-get", cmd_archive_get}, {"info", cmd_info}, {"verify", cmd_verify},
     {"expire", cmd_expire}, {"rebase", cmd_rebase}, {"tune", cmd_tune},
-    {"config", cmd_config},
+    {"config", cmd_config}, {"init", cmd_init}, {"check", cmd_check},
 };
 
 /* Asked-for help goes to stdout and exits 0; help for a command that does not exist is
@@ -30,8 +30,8 @@ static int help(const pb_options *o)
 {
     if (opts_usage(stdout, o->command) == 0)
         return CMD_EXIT_OK;
-    fprintf(stderr, "pageback: unknown command '%s' (pageback --help lists the commands)\n",
-            o->command);
+    pb_log(PB_LOG_ERROR, "unknown command '%s' (pageback --help lists the commands)",
+           o->command);
     return CMD_EXIT_USAGE;
 }
 
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     res.started = pb_now();
     res.started_unix = (int64_t)time(NULL);
     if (opts_parse(&opts, argc, argv, &err) != 0) {
-        fprintf(stderr, "pageback: %s\n", err.msg);
+        pb_log(PB_LOG_ERROR, "%s", err.msg); /* every usage error: "pageback: ERROR: ..." */
         res.command = opts.command;
         res.failed = true;
         res.err = err;

@@ -167,8 +167,9 @@ int repo_posix_open(const repo_opts *opts, const char *dir, void **impl, pb_erro
     if (stat(dir, &st) < 0) {
         if (errno == ENOENT)
             return pb_fail(err, PB_ENOENT,
-                           "repository directory %s does not exist (initialise the "
-                           "repository first)", dir);
+                           "repository directory %s does not exist: run pageback init "
+                           "--repo %s (a mistyped path does not create a repository)",
+                           dir, dir);
         return pb_fail_errno(err, PB_EIO, "cannot access repository directory %s", dir);
     }
     if (!S_ISDIR(st.st_mode))

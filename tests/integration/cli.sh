@@ -101,7 +101,7 @@ grep -q -- "--type must be full or incr" <<<"$err" && [ "$(wc -l <<<"$err")" = 1
 pb_assert_eq "$out" "" "a usage error writes nothing to stdout"
 run backup --no-such-option --repo "$PB_WORK/r"
 pb_assert_eq "$rc" 2 "an unknown option exits 2"
-pb_assert_eq "$err" "pageback: unknown option --no-such-option for backup (see pageback backup --help)" \
+pb_assert_eq "$err" "pageback: ERROR: unknown option --no-such-option for backup (see pageback backup --help)" \
     "an unknown option is named with its command, in one line"
 run backup --repo "$PB_WORK/r" --target-dir /tmp/x
 pb_assert_eq "$rc" 2 "an option of another command exits 2"
