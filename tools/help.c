@@ -36,7 +36,8 @@ static const opts_help_row rows[] = {
     {"help", "*", NULL, "", "this help"},
     {"version", "*", NULL, "", "print the version"},
     /* backup */
-    {"type", "backup", "full|incr", "automatic", "backup type (incr needs a chain)"},
+    {"type", "backup restore", "full|incr|standby", "automatic (restore: default)",
+     "backup type (incr needs a chain); restore --type standby stays in recovery"},
     {"pgdata", "backup tune", "DIR", "the server's data_directory", "data directory"},
     {"dbname", "backup info", "CONNINFO", "PG* environment", "libpq connection string"},
     {"read-size", "backup tune", "SIZE", "automatic (stripe; 512K on one disk)",
@@ -66,7 +67,7 @@ static const opts_help_row rows[] = {
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */
     {"target-dir", "restore", "DIR", "", "where to restore (required)"},
-    {"set", "restore verify rebase", "ID|latest", "latest", "which backup"},
+    {"set", "restore verify rebase expire", "ID|latest", "latest", "which backup"},
     {"delta", "restore", NULL, "off", "rewrite only what differs in a non-empty target"},
     {"force", "restore", NULL, "off", "restore over a non-empty target, removing extras"},
     {"target-time", "restore", "TIME", "", "recover to a time"},
@@ -87,6 +88,12 @@ static const opts_help_row rows[] = {
     {"restore-points", "info", NULL, "off", "list the restore points of the archived WAL"},
     {"retain-full", "expire", "N", "", "keep the newest N full backups (required)"},
     {"dry-run", "expire", NULL, "off", "list what would be expired, remove nothing"},
+    {"retain-full-days", "expire", "D", "",
+     "keep fulls newer than D days and the newest older one (instead of --retain-full)"},
+    {"retain-archive", "expire", "N", "all kept backups",
+     "continuous WAL only for the newest N fulls; older keep their own WAL"},
+    {"primary-conninfo", "restore", "CONNINFO", "", "a standby streams from this primary"},
+    {"target-immediate", "restore", NULL, "", "stop at the backup's consistency point"},
 };
 
 static const size_t nrows = sizeof(rows) / sizeof(rows[0]);
