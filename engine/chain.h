@@ -85,6 +85,12 @@ const mf_backup *chain_archive_start(const chain_history *h, const bool *keep,
                                      unsigned retain_archive);
 /* Is WAL file name (24 hex digits first) one of b's own segments, start to stop? */
 bool chain_wal_in_backup(const mf_backup *b, const char *name);
+/* The mark expire --retain-archive leaves before it removes WAL: the archive is kept
+ * continuous from segment seg (the start of backup id) on. Older marks are removed. */
+#define CHAIN_ARCHIVE_MARKS "retention/"
+int chain_archive_mark(repo *r, const char *seg, const char *id, pb_error *err);
+/* The newest mark's segment into out ("" when there is none). */
+int chain_archive_marked(repo *r, char out[25], pb_error *err);
 
 /* Load and verify one backup's manifest. */
 int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err);

@@ -15,6 +15,7 @@
  */
 #include "engine/chain.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool is_full(const mf_backup *b)
@@ -68,4 +69,72 @@ bool chain_wal_in_backup(const mf_backup *b, const char *name)
 {
     return strncmp(name, b->start_wal, 8) == 0 && strncmp(name + 8, b->start_wal + 8, 16) >= 0 &&
            strncmp(name + 8, b->stop_wal + 8, 16) <= 0;
+}
+
+/* ---- the mark of archive retention ----
+ * A gap that --retain-archive made looks like one that damage made, so expire leaves a
+ * mark saying from where the archive is kept continuous (retention/archive-from-<seg>,
+ * written before any WAL goes): verify then holds only the WAL after it to continuity. */
+
+static bool mark_name(const char *key, const char **seg)
+{
+    const char *base = strrchr(key, '/');
+    base = base ? base + 1 : key;
+    if (strncmp(base, "archive-from-", 13) != 0 || strlen(base + 13) != 24 ||
+        strspn(base + 13, "0123456789ABCDEF") != 24)
+        return false;
+    *seg = base + 13;
+    return true;
+}
+
+/* Later: the position first (a new timeline carries on where its parent left). */
+static bool later_seg(const char *a, const char *b)
+{
+    int c = strncmp(a + 8, b + 8, 16);
+    return c > 0 || (c == 0 && strncmp(a, b, 8) > 0);
+}
+
+static int newest_mark(void *vout, const char *key, uint64_t size)
+{
+    (void)size;
+    char *out = vout;
+    const char *seg;
+    if (mark_name(key, &seg) && (!out[0] || later_seg(seg, out)))
+        memcpy(out, seg, 25);
+    return 0;
+}
+
+int chain_archive_marked(repo *r, char out[25], pb_error *err)
+{
+    out[0] = '\0';
+    int rc = repo_list(r, CHAIN_ARCHIVE_MARKS, newest_mark, out, err);
+    return rc == PB_ENOENT ? 0 : rc;
+}
+
+typedef struct mark_drop {
+    repo *r;
+    const char *keep;
+} mark_drop;
+
+static int drop_older_mark(void *vctx, const char *key, uint64_t size)
+{
+    (void)size;
+    mark_drop *d = vctx;
+    const char *seg;
+    if (mark_name(key, &seg) && later_seg(d->keep, seg))
+        chain_delete_object(d->r, key);
+    return 0;
+}
+
+int chain_archive_mark(repo *r, const char *seg, const char *id, pb_error *err)
+{
+    char key[80], text[160];
+    snprintf(key, sizeof(key), "%sarchive-from-%.24s", CHAIN_ARCHIVE_MARKS, seg);
+    int n = snprintf(text, sizeof(text), "pageback-archive-retention 1\nfrom=%.24s\n"
+                     "backup=%s\n", seg, id);
+    int rc = repo_put_new(r, key, text, (size_t)n, err);
+    if (rc == PB_EEXIST)
+        rc = 0;
+    mark_drop d = {r, seg};
+    return rc ? rc : repo_list(r, CHAIN_ARCHIVE_MARKS, drop_older_mark, &d, err);
 }

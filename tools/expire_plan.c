@@ -139,7 +139,11 @@ int expire_wal_plan(repo *r, const chain_history *h, const bool *keep, const pb_
         cut = chain_archive_start(h, keep, o->retain_archive);
     wal_expire we = {r, h, keep, "", 0, o->dry_run};
     snprintf(we.cut, sizeof(we.cut), "%s", (cut ? cut : oldest)->start_wal);
-    int rc = repo_list(r, "wal/", expire_wal, &we, err);
+    int rc = 0;
+    if (cut && cut != oldest && !o->dry_run) /* verify must know the gap is retention's */
+        rc = chain_archive_mark(r, cut->start_wal, cut->id, err);
+    if (rc == 0)
+        rc = repo_list(r, "wal/", expire_wal, &we, err);
     if (rc || o->quiet)
         return rc;
     const char *verb = o->dry_run ? "would expire" : "expired";

@@ -67,7 +67,8 @@ static const opts_help_row rows[] = {
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */
     {"target-dir", "restore", "DIR", "", "where to restore (required)"},
-    {"set", "restore verify rebase expire", "ID|latest", "latest", "which backup"},
+    {"set", "restore verify rebase expire", "ID|latest", "latest",
+     "which backup (expire: the one to remove, with its incrementals)"},
     {"delta", "restore", NULL, "off", "rewrite only what differs in a non-empty target"},
     {"force", "restore", NULL, "off", "restore over a non-empty target, removing extras"},
     {"target-time", "restore", "TIME", "", "recover to a time"},
@@ -86,12 +87,12 @@ static const opts_help_row rows[] = {
     /* info, expire */
     {"json", "info", NULL, "off", "JSON output (docs/info.schema.json)"},
     {"restore-points", "info", NULL, "off", "list the restore points of the archived WAL"},
-    {"retain-full", "expire", "N", "", "keep the newest N full backups (required)"},
+    {"retain-full", "expire", "N", "", "keep the newest N full backups"},
     {"dry-run", "expire", NULL, "off", "list what would be expired, remove nothing"},
     {"retain-full-days", "expire", "D", "",
-     "keep fulls newer than D days and the newest older one (instead of --retain-full)"},
+     "keep fulls of the last D days and the newest older one"},
     {"retain-archive", "expire", "N", "all kept backups",
-     "continuous WAL only for the newest N fulls; older keep their own WAL"},
+     "continuous WAL for the newest N fulls only"},
     {"primary-conninfo", "restore", "CONNINFO", "", "a standby streams from this primary"},
     {"target-immediate", "restore", NULL, "", "stop at the backup's consistency point"},
 };
