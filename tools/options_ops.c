@@ -56,3 +56,52 @@ int opts_apply_ops(pb_options *o, int c, const char *arg, pb_error *err)
     }
     return 1;
 }
+
+static opts_source source_of(const pb_options *o, const char *name)
+{
+    const struct option *t = opts_long_table();
+    for (int i = 0; t[i].name; i++)
+        if (!strcmp(t[i].name, name))
+            return (opts_source)o->source[i];
+    return OPTS_DEFAULT;
+}
+
+/*
+ * The recovery a restore asks for. Without a target it replays the archived WAL to its
+ * end and promotes (as pgBackRest's type=default, and what restoring a lost primary
+ * needs); --target-immediate stops at the backup's consistency point. A target given on
+ * a higher level (command line over environment over file) wins over one below it;
+ * two on one level are refused. A standby takes no target: it never ends recovery.
+ */
+int opts_finish_restore(pb_options *o, pb_error *err)
+{
+    rs_opts *r = &o->restore;
+    if (!o->command || strcmp(o->command, "restore") != 0)
+        return 0;
+    static const char *const kinds[] = {"target-time", "target-lsn", "target-xid",
+                                        "target-name", "target-end"};
+    opts_source given = OPTS_DEFAULT, imm = source_of(o, "target-immediate");
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (source_of(o, kinds[i]) > given)
+            given = source_of(o, kinds[i]);
+    bool explicit = r->target != RS_TARGET_IMMEDIATE;
+    if (r->target_immediate && explicit && imm == given)
+        return pb_fail(err, PB_EINVAL, "give only one of --target-immediate, --target-time, "
+                       "--target-lsn, --target-xid, --target-name, --target-end");
+    if (r->target_immediate && explicit && imm > given) {
+        r->target = RS_TARGET_IMMEDIATE;
+        r->target_value = NULL;
+    }
+    r->target_immediate = r->target == RS_TARGET_IMMEDIATE && r->target_immediate;
+    if (r->standby && (explicit || r->target_immediate) &&
+        (given == OPTS_FLAG || imm == OPTS_FLAG))
+        return pb_fail(err, PB_EINVAL, "restore --type standby takes no recovery target: a "
+                       "standby replays and streams until it is promoted");
+    if (r->standby || (!explicit && !r->target_immediate)) {
+        r->target = RS_TARGET_END;
+        r->target_value = NULL;
+    }
+    if (r->primary_conninfo && !r->standby)
+        return pb_fail(err, PB_EINVAL, "--primary-conninfo is for restore --type standby");
+    return 0;
+}
