@@ -52,6 +52,8 @@ typedef struct mf_file {
     uint64_t *page_hashes; /* MF_REL: one per shipped page, in run order */
 } mf_file;
 
+#define MF_ANNOTATIONS_LEN 512 /* all of a backup's annotations, with the final NUL */
+
 typedef struct mf_backup {
     char id[MF_ID_LEN];     /* e.g. "20261130-101500F" */
     char parent[MF_ID_LEN]; /* "" for a full backup */
@@ -76,6 +78,9 @@ typedef struct mf_backup {
                               * it has an mtime >= this; 0 = unknown (no skip against it) */
     uint64_t files_skipped, bytes_skipped; /* relation segments not read (file-level skip) */
     uint64_t pages_missed;   /* verify scan: changed pages the cheaper method missed (a bug) */
+    /* backup --annotation key=value: "key=value" lines, each ended by '\n' ("" = none);
+     * version 2 header tag 30 (docs/MANIFEST.md), absent in older manifests */
+    char annotations[MF_ANNOTATIONS_LEN];
 } mf_backup;
 
 /* mf_backup.read_mode. A full or scan-mode backup reads every page (MF_READ_SCAN). */

@@ -26,7 +26,9 @@ enum {
     MF_T_SECONDS,
     /* how the backup read (issue 11; engine/backup_skip.c) */
     MF_T_READ_MODE, MF_T_VERIFY_SCAN, MF_T_MTIME_HORIZON, MF_T_FILES_SKIPPED,
-    MF_T_BYTES_SKIPPED, MF_T_PAGES_MISSED, MF_T_LAST_KNOWN = MF_T_PAGES_MISSED
+    MF_T_BYTES_SKIPPED, MF_T_PAGES_MISSED,
+    MF_T_ANNOTATIONS, /* written only when there are some */
+    MF_T_LAST_KNOWN = MF_T_ANNOTATIONS
 };
 
 /* One index entry: chunk i covers paths [first, last], at `offset` from the object start. */

@@ -63,6 +63,7 @@ static const opts_help_row rows[] = {
     {"max-memory", "backup restore", "BYTES", "unbounded", "bound on read and compression buffers"},
     {"compress-adapt", "backup", "on|off", "on",
      "lower the zstd level while compression is behind the reads (--compress-level: the top)"},
+    {"annotation", "backup", "KEY=VALUE", "", "a note kept with the backup, shown by info (repeat)"},
     {"progress-interval", "backup restore verify rebase", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */

@@ -60,7 +60,7 @@ static const struct option long_opts[] = {
     {"dry-run", 0, 0, O_DRY_RUN},
     {"retain-full-days", 1, 0, O_RETAIN_DAYS}, {"retain-archive", 1, 0, O_RETAIN_ARCHIVE},
     {"primary-conninfo", 1, 0, O_PRIMARY_CONNINFO},
-    {"target-immediate", 0, 0, O_TARGET_IMMEDIATE},
+    {"target-immediate", 0, 0, O_TARGET_IMMEDIATE}, {"annotation", 1, 0, O_ANNOTATION},
     {0, 0, 0, 0},
 };
 

@@ -17,11 +17,11 @@ int opts_apply_config(pb_options *o, pb_error *err);
 /* Read the --encrypt-key-file files (or PAGEBACK_ENCRYPT_KEY) into o->keys. */
 int opts_load_keys(pb_options *o, pb_error *err);
 
-/* Options of retention and restore kinds (tools/options_ops.c); their
+/* Options of retention, restore kinds and annotations (tools/options_ops.c); their
  * values sit above the option enum of tools/options.c. */
 enum {
     O_RETAIN_DAYS = 1024, O_RETAIN_ARCHIVE, O_PRIMARY_CONNINFO,
-    O_TARGET_IMMEDIATE
+    O_TARGET_IMMEDIATE, O_ANNOTATION
 };
 /* 0 or a negative code when c is one of them, 1 when it is not. */
 int opts_apply_ops(pb_options *o, int c, const char *arg, pb_error *err);

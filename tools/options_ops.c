@@ -1,7 +1,8 @@
 /*
  * tools/options_ops.c — the options of retention (expire --retain-full-days,
  * --retain-archive), restore kinds (restore --type standby, --primary-conninfo,
- * --target-immediate), kept apart from tools/options.c so that file stays the parser.
+ * --target-immediate) and annotations (backup --annotation key=value), kept apart from
+ * tools/options.c so that file stays the parser.
  */
 #include "tools/options_internal.h"
 
@@ -16,6 +17,32 @@ static int parse_count(const char *text, unsigned *out)
     if (end == text || *end || text[0] == '-' || v == 0 || v > 100000)
         return PB_EINVAL;
     *out = (unsigned)v;
+    return 0;
+}
+
+/* key=value: a key of letters, digits, '_', '-' and '.', unique; a value of printable
+ * text (a line of the manifest's annotation field, shown by info); all of them fit
+ * MF_ANNOTATIONS_LEN. */
+static int add_annotation(pb_options *o, const char *arg, pb_error *err)
+{
+    const char *eq = strchr(arg, '=');
+    size_t klen = eq ? (size_t)(eq - arg) : 0;
+    bool ok = klen > 0 && klen <= 64 && strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklm"
+                                              "nopqrstuvwxyz0123456789_-.") == klen;
+    for (const char *p = eq ? eq + 1 : ""; ok && *p; p++)
+        ok = (unsigned char)*p >= 0x20 && *p != 0x7f;
+    if (!ok)
+        return pb_fail(err, PB_EINVAL, "--annotation expects key=value (key: letters, digits, "
+                       "_ - . up to 64; value: printable text), not '%s'", arg);
+    for (const char *p = o->annotations; *p; p = strchr(p, '\n') + 1)
+        if (!strncmp(p, arg, klen + 1))
+            return pb_fail(err, PB_EINVAL, "--annotation %.*s is given twice", (int)klen, arg);
+    size_t used = strlen(o->annotations), n = strlen(arg) + 1;
+    if (used + n >= sizeof(o->annotations))
+        return pb_fail(err, PB_EINVAL, "--annotation: all annotations of a backup take at most "
+                       "%zu bytes", sizeof(o->annotations) - 1);
+    snprintf(o->annotations + used, sizeof(o->annotations) - used, "%s\n", arg);
+    o->backup.annotations = o->annotations;
     return 0;
 }
 
@@ -53,6 +80,8 @@ int opts_apply_ops(pb_options *o, int c, const char *arg, pb_error *err)
     case O_TARGET_IMMEDIATE:
         o->restore.target_immediate = true;
         return 0;
+    case O_ANNOTATION:
+        return add_annotation(o, arg, err);
     }
     return 1;
 }

@@ -1,6 +1,7 @@
 /* tools/repo_commands.c — info and expire: commands that read the repository as a whole. */
 #include "tools/commands.h"
 #include "tools/expire_plan.h"
+#include "tools/annotations.h"
 
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
@@ -101,6 +102,7 @@ static void print_backup_text(const mf_backup *h, const chain_history *hist)
     printf("    restore needs:");
     print_needs(hist, h, false);
     printf("\n");
+    info_print_annotations(h->annotations, false);
     if ((size_t)(h - hist->items) < hist->off_path)
         printf("    on a branch that timeline %u (the newest) left: not a candidate for "
                "\"latest\"\n", hist->timeline);
@@ -133,7 +135,9 @@ static void print_backup_json(const mf_backup *h, const chain_history *hist, boo
            read_mode_name(h->read_mode), h->verify_scan ? "true" : "false", h->files_skipped,
            h->bytes_skipped, h->pages_missed);
     print_needs(hist, h, true);
-    printf("]}");
+    printf("]");
+    info_print_annotations(h->annotations, true);
+    printf("}");
 }
 
 static void print_wal(const wal_ctx *w, bool json)
