@@ -30,7 +30,7 @@ pb_archive_all "$SRC" || pb_die "timeline 1 not archived"
 # ---- the copy restored from F0 is promoted and archives into the repository
 R=$PB_WORK/promoted
 mkdir -p "$R" && chmod 0700 "$R" && _pb_chown_pg "$R"
-pb restore --target-dir "$R" --set "$F0" >"$PB_WORK/restore.out" 2>&1 ||
+pb restore --target-dir "$R" --set "$F0" --archive-mode preserve >"$PB_WORK/restore.out" 2>&1 ||
     { cat "$PB_WORK/restore.out"; pb_die "restore of F0 failed"; }
 pg_reconfigure "$R" && pg_conf "$R" "archive_mode = on" \
     "archive_command = '${PB_ARCHIVE_COMMAND//\'/\'\'}'" || pb_die "cannot configure $R"
