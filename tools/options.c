@@ -589,7 +589,7 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
                        "PAGEBACK_CONFIG or /etc/pageback.conf)", o->cluster);
     if (o->config_file && (rc = opts_apply_config(o, err)))
         return rc;
-    if ((rc = opts_load_keys(o, err)) || (rc = opts_finish_restore(o, err)))
+    if ((rc = opts_load_keys(o, err)) || (rc = opts_finish_ops(o, err)))
         return rc;
     if (!o->repo.location && strcmp(o->command, "tune") && strcmp(o->command, "config"))
         return pb_fail(err, PB_EINVAL, "no repository: give --repo DIR|s3://bucket/prefix or "

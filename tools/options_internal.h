@@ -27,7 +27,8 @@ enum {
 int opts_apply_ops(pb_options *o, int c, const char *arg, pb_error *err);
 /* restore --type standby|default (full and incr, backup's, are left to backup). */
 int opts_restore_type(pb_options *o, const char *arg, pb_error *err);
-/* restore: the recovery target from the options given (default: the archive's end). */
-int opts_finish_restore(pb_options *o, pb_error *err);
+/* After every source: restore's recovery target from the options given (default: the
+ * archive's end); expire's --set only from the command line. */
+int opts_finish_ops(pb_options *o, pb_error *err);
 
 #endif

@@ -102,11 +102,9 @@ static opts_source source_of(const pb_options *o, const char *name)
  * a higher level (command line over environment over file) wins over one below it;
  * two on one level are refused. A standby takes no target: it never ends recovery.
  */
-int opts_finish_restore(pb_options *o, pb_error *err)
+static int finish_restore(pb_options *o, pb_error *err)
 {
     rs_opts *r = &o->restore;
-    if (!o->command || strcmp(o->command, "restore") != 0)
-        return 0;
     static const char *const kinds[] = {"target-time", "target-lsn", "target-xid",
                                         "target-name", "target-end"};
     opts_source given = OPTS_DEFAULT, imm = source_of(o, "target-immediate");
@@ -132,5 +130,16 @@ int opts_finish_restore(pb_options *o, pb_error *err)
     }
     if (r->primary_conninfo && !r->standby)
         return pb_fail(err, PB_EINVAL, "--primary-conninfo is for restore --type standby");
+    return 0;
+}
+
+int opts_finish_ops(pb_options *o, pb_error *err)
+{
+    if (o->command && !strcmp(o->command, "restore"))
+        return finish_restore(o, err);
+    /* expire --set removes a backup: only as a flag, never from a `set` meant for
+     * restore in the environment or a configuration file */
+    if (o->command && !strcmp(o->command, "expire") && source_of(o, "set") != OPTS_FLAG)
+        o->restore.set = NULL;
     return 0;
 }

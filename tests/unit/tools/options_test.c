@@ -427,7 +427,7 @@ static void test_ops_options(void)
                     "standby") == 0); /* a standby has no target, from anywhere */
     PBT_CHECK(o.restore.standby && o.restore.target == RS_TARGET_END);
     opts_free(&o);
-    pbt_clear_env();
+    unsetenv("PAGEBACK_TARGET_IMMEDIATE");
     PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t", "--type",
                     "standby", "--primary-conninfo", "host=p") == 0);
     PBT_CHECK(o.restore.standby && pbt_streq(o.restore.primary_conninfo, "host=p"));
@@ -448,6 +448,14 @@ static void test_ops_options(void)
                     "--retain-archive", "2") == 0);
     PBT_CHECK(o.retain_full_days == 14 && o.retain_archive == 2);
     opts_free(&o);
+    setenv("PAGEBACK_SET", "20261201-000000F", 1); /* restore's, never expire's */
+    PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-full", "1") == 0);
+    PBT_CHECK(o.restore.set == NULL);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--set", "20261202-000000F") == 0);
+    PBT_CHECK(pbt_streq(o.restore.set, "20261202-000000F"));
+    opts_free(&o);
+    unsetenv("PAGEBACK_SET");
     PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-full-days", "0") == PB_EINVAL);
     opts_free(&o);
     PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-archive", "x") == PB_EINVAL);
