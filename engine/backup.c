@@ -222,6 +222,8 @@ static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info,
     hdr.wal_segment_size = info->wal_segment_size;
     hdr.data_checksums = info->data_checksums;
     hdr.start_time = (int64_t)time(NULL);
+    if (ctx->opts->annotations) /* checked by the option (tools/options_ops.c) */
+        snprintf(hdr.annotations, sizeof(hdr.annotations), "%s", ctx->opts->annotations);
     return mf_new(&ctx->m, &hdr, err);
 }
 

@@ -149,11 +149,12 @@ typedef struct bk_opts {
     bk_io_report *report;    /* filled when not NULL (the caller's), on success and failure */
     bool compress_adapt;     /* --compress-adapt: step the level down while compression is
                               * behind the reads, back up to zstd_level when it idles */
+    const char *annotations; /* --annotation: "key=value\n" lines for the manifest (NULL: none) */
 } bk_opts;
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
                       300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, NULL, NULL, \
-                      SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, NULL, true}
+                      SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, NULL, true, NULL}
 
 /* Run one backup into r. On success *out is the committed manifest's header and counters
  * without its file records (the caller's: free with mf_free), so a summary needs no second

@@ -74,6 +74,23 @@ int chain_head(repo *r, char out[MF_ID_LEN], pb_error *err);
  * the newest of the competing branch too. Returns how many are kept. retain_full 0
  * keeps all. */
 size_t chain_retain(const chain_history *h, unsigned retain_full, bool *keep);
+/* Retention by time: the count of fulls for chain_retain that keeps every full that
+ * stopped at or after cutoff (unix seconds) plus the newest one that stopped before it;
+ * 0 (keep all) when none stopped before it (engine/chain_retain.c). */
+unsigned chain_retain_days_count(const chain_history *h, int64_t cutoff);
+/* Archive retention: among the kept backups, the one whose start begins the continuous
+ * WAL kept for the newest retain_archive fulls (the oldest of them); NULL when fewer
+ * fulls are kept (then WAL is kept from the oldest kept backup, as without it). */
+const mf_backup *chain_archive_start(const chain_history *h, const bool *keep,
+                                     unsigned retain_archive);
+/* Is WAL file name (24 hex digits first) one of b's own segments, start to stop? */
+bool chain_wal_in_backup(const mf_backup *b, const char *name);
+/* The mark expire --retain-archive leaves before it removes WAL: the archive is kept
+ * continuous from segment seg (the start of backup id) on. Older marks are removed. */
+#define CHAIN_ARCHIVE_MARKS "retention/"
+int chain_archive_mark(repo *r, const char *seg, const char *id, pb_error *err);
+/* The newest mark's segment into out ("" when there is none). */
+int chain_archive_marked(repo *r, char out[25], pb_error *err);
 
 /* Load and verify one backup's manifest. */
 int chain_load(repo *r, const char *id, mf_manifest **out, pb_error *err);

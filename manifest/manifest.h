@@ -52,6 +52,8 @@ typedef struct mf_file {
     uint64_t *page_hashes; /* MF_REL: one per shipped page, in run order */
 } mf_file;
 
+#define MF_ANNOTATIONS_LEN 512 /* all of a backup's annotations, with the final NUL */
+
 typedef struct mf_backup {
     char id[MF_ID_LEN];     /* e.g. "20261130-101500F" */
     char parent[MF_ID_LEN]; /* "" for a full backup */
@@ -87,6 +89,9 @@ typedef struct mf_backup {
     bool ctl_history_known;
     uint64_t ctl_history_hash;
     char read_why[240];      /* why the backup read less than it might, or more ("" = none) */
+    /* backup --annotation key=value: "key=value" lines, each ended by '\n' ("" = none);
+     * version 2 header tag 36 (docs/MANIFEST.md), absent in older manifests */
+    char annotations[MF_ANNOTATIONS_LEN];
 } mf_backup;
 
 /* mf_backup.read_mode. A full or scan-mode backup reads every page (MF_READ_SCAN). */

@@ -119,6 +119,8 @@ int mf_v2_put_header(pb_buf *b, const mf_backup *h)
         rc |= put_tag_u64(b, MF_T_CTL_HISTORY, h->ctl_history_hash);
     if (h->read_why[0])
         rc |= put_tag_str(b, MF_T_READ_WHY, h->read_why, sizeof(h->read_why));
+    if (h->annotations[0]) /* absent otherwise: an unannotated header is as before */
+        rc |= put_tag_str(b, MF_T_ANNOTATIONS, h->annotations, sizeof(h->annotations));
     return rc ? PB_EINVAL : 0;
 }
 
@@ -148,6 +150,7 @@ static int rd_tag(mf_backup *h, unsigned tag, const uint8_t *v, size_t n)
     case MF_T_START_WAL: return rd_tag_str(v, n, h->start_wal, sizeof(h->start_wal));
     case MF_T_STOP_WAL: return rd_tag_str(v, n, h->stop_wal, sizeof(h->stop_wal));
     case MF_T_READ_WHY: return rd_tag_str(v, n, h->read_why, sizeof(h->read_why));
+    case MF_T_ANNOTATIONS: return rd_tag_str(v, n, h->annotations, sizeof(h->annotations));
     }
     if (rd_tag_u64(v, n, &x))
         return -1;

@@ -24,13 +24,15 @@ enum {
     MF_T_STOP_TIME, MF_T_START_WAL, MF_T_STOP_WAL, MF_T_FILES, MF_T_SCANNED, MF_T_CHANGED,
     MF_T_IN_WINDOW, MF_T_BYTES_READ, MF_T_BYTES_STORED, MF_T_CSUM_ERRORS, MF_T_COLLISIONS,
     MF_T_SECONDS,
-    /* how the backup read (issue 11; engine/backup_skip.c) */
+    /* how the backup read (engine/backup_skip.c) */
     MF_T_READ_MODE, MF_T_VERIFY_SCAN, MF_T_MTIME_HORIZON, MF_T_FILES_SKIPPED,
     MF_T_BYTES_SKIPPED, MF_T_PAGES_MISSED,
     /* pg_control at the stop point, and why the backup read as it did (engine/
      * backup_identity.c): absent in older manifests */
     MF_T_CTL_CHECKSUM_VERSION, MF_T_CTL_REDO, MF_T_CTL_CHECKPOINT, MF_T_CTL_TIMELINE,
-    MF_T_CTL_HISTORY, MF_T_READ_WHY, MF_T_LAST_KNOWN = MF_T_READ_WHY
+    MF_T_CTL_HISTORY, MF_T_READ_WHY,
+    MF_T_ANNOTATIONS, /* written only when there are some */
+    MF_T_LAST_KNOWN = MF_T_ANNOTATIONS
 };
 
 /* One index entry: chunk i covers paths [first, last], at `offset` from the object start. */

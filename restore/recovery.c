@@ -202,6 +202,58 @@ static const char *target_setting(rs_target_kind kind)
     }
 }
 
+/* The target settings of a recovery that ends (recovery.signal). */
+static void put_target(FILE *fp, const rs_opts *opts, const rs_target_val *tv,
+                       const rs_timeline *tl)
+{
+    const char *name = target_setting(opts->target);
+    if (opts->target == RS_TARGET_IMMEDIATE)
+        put_setting(fp, "recovery_target", "immediate");
+    else if (opts->target == RS_TARGET_TIME)
+        put_setting(fp, name, tv->time_text);
+    else if (name)
+        put_setting(fp, name, opts->target_value);
+    if (name)
+        put_setting(fp, "recovery_target_inclusive", opts->target_exclusive ? "off" : "on");
+    if (opts->target != RS_TARGET_END)
+        put_setting(fp, "recovery_target_action",
+                    opts->target_action ? opts->target_action : "promote");
+    put_setting(fp, "recovery_target_timeline", tl->setting);
+}
+
+/* A standby (standby.signal) has no target: it replays the archive, streams from its
+ * primary when given one, follows the newest timeline (a promotion upstream) and stays
+ * in recovery until promoted. */
+static void put_standby(FILE *fp, const rs_opts *opts)
+{
+    if (opts->primary_conninfo)
+        put_setting(fp, "primary_conninfo", opts->primary_conninfo);
+    put_setting(fp, "recovery_target_timeline", "latest");
+}
+
+/* What recovery will do, in one line. */
+static void say_recovery(const rs_opts *opts, const rs_target_val *tv, const mf_backup *h)
+{
+    const char *action = opts->target_action ? opts->target_action : "promote";
+    char lsn[32];
+    pb_lsn_format(h->stop_lsn, lsn);
+    if (opts->standby)
+        pb_info("recovery will run as a standby: replay archived WAL%s, follow the newest "
+                "timeline and stay in recovery until promoted", opts->primary_conninfo
+                ? ", then stream from the primary (primary_conninfo)" : "");
+    else if (opts->target == RS_TARGET_END)
+        pb_info("recovery will replay archived WAL to its end, then promote "
+                "(--target-immediate stops at backup %s's consistency point)", h->id);
+    else if (opts->target == RS_TARGET_IMMEDIATE)
+        pb_info("recovery will stop where backup %s is consistent (LSN %s), then %s",
+                h->id, lsn, action);
+    else
+        pb_info("recovery will replay archived WAL to %s %s (%s), then %s",
+                target_setting(opts->target), opts->target == RS_TARGET_TIME
+                ? tv->time_text : opts->target_value, opts->target_exclusive
+                ? "stopping before it" : "including it", action);
+}
+
 int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_target_val *tv,
                       const mf_backup *h, const rs_timeline *tl, pb_error *err)
 {
@@ -220,32 +272,28 @@ int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_targ
                     "test ! -d pg_wal/pageback-spool || flock -w 60 "
                     "pg_wal/pageback-spool/.prefetch.lock rm -rf pg_wal/pageback-spool");
     }
-    const char *name = target_setting(opts->target);
-    if (opts->target == RS_TARGET_IMMEDIATE)
-        put_setting(fp, "recovery_target", "immediate");
-    else if (opts->target == RS_TARGET_TIME)
-        put_setting(fp, name, tv->time_text);
-    else if (name)
-        put_setting(fp, name, opts->target_value);
-    if (name)
-        put_setting(fp, "recovery_target_inclusive", opts->target_exclusive ? "off" : "on");
-    if (opts->target != RS_TARGET_END)
-        put_setting(fp, "recovery_target_action",
-                    opts->target_action ? opts->target_action : "promote");
-    put_setting(fp, "recovery_target_timeline", tl->setting);
+    if (opts->standby)
+        put_standby(fp, opts);
+    else
+        put_target(fp, opts, tv, tl);
     put_archive_mode(fp, opts, path);
     if (fclose(fp) != 0)
         rc = pb_fail_errno(err, PB_EIO, "cannot write %s", path);
-    snprintf(path, sizeof(path), "%s/recovery.signal", target_dir);
+    /* One signal file: a backup from a standby holds its standby.signal, which would win
+     * over recovery.signal and make the restored copy a standby of the source's primary;
+     * a standby asked for must not promote through a recovery.signal a delta left. */
+    const char *signal = opts->standby ? "standby.signal" : "recovery.signal";
+    const char *other = opts->standby ? "recovery.signal" : "standby.signal";
+    snprintf(path, sizeof(path), "%s/%s", target_dir, signal);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0)
         return pb_fail_errno(err, PB_EIO, "cannot create %s", path);
     close(fd);
-    /* A backup from a standby holds its standby.signal, which would win over
-     * recovery.signal and make the restored copy a standby of the source's primary. */
-    snprintf(path, sizeof(path), "%s/standby.signal", target_dir);
+    snprintf(path, sizeof(path), "%s/%s", target_dir, other);
     if (rc == 0 && unlink(path) != 0 && errno != ENOENT)
         rc = pb_fail_errno(err, PB_EIO, "cannot remove %s", path);
+    if (rc == 0)
+        say_recovery(opts, tv, h);
     return rc;
 }
 

@@ -68,10 +68,14 @@ typedef struct rs_opts {
     void *progress_ctx;
     uint64_t max_memory;        /* --max-memory: workers' buffers + pack cache (0: defaults) */
     bool archive_preserve;      /* keep the source's archive_mode (default: write off) */
+    bool standby;               /* --type standby: standby.signal, stays in recovery */
+    const char *primary_conninfo; /* standby: primary_conninfo to stream from (NULL: archive) */
+    bool target_immediate;      /* --target-immediate: stop at the backup's consistency */
 } rs_opts;
 
 #define RS_OPTS_INIT {NULL, NULL, false, false, RS_TARGET_IMMEDIATE, NULL, false, "promote", \
-                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL, NULL, NULL, 0, false}
+                      NULL, NULL, 0, NULL, 4, NULL, 0, NULL, NULL, NULL, 0, false, false, NULL, \
+                      false}
 
 typedef struct rs_stats {
     char id[MF_ID_LEN];

@@ -9,6 +9,7 @@
  */
 #include "restore/verify_internal.h"
 
+#include "engine/chain.h"
 #include "engine/wal/wal.h"
 
 #include <inttypes.h>
@@ -105,6 +106,23 @@ static void note_gap(vfy_run *v, uint32_t tli, uint64_t from, uint64_t to, uint3
                 to - from + 1);
 }
 
+/* A gap before the mark expire --retain-archive left (engine/chain_retain.c) is the WAL
+ * it removed on purpose: each older backup's own WAL is still checked (its start to its
+ * stop), the continuity between them is not. */
+typedef struct vfy_gaps {
+    uint32_t mark_tli;
+    uint64_t mark_no; /* 0: no mark */
+    uint64_t excused;
+} vfy_gaps;
+
+static void gap(vfy_run *v, vfy_gaps *g, uint32_t tli, uint64_t from, uint64_t to, uint32_t seg)
+{
+    if (g->mark_no && tli <= g->mark_tli && to < g->mark_no)
+        g->excused += to - from + 1;
+    else
+        note_gap(v, tli, from, to, seg);
+}
+
 /* Where timeline tli begins (its branch point, from its history file), as a segment;
  * 0 when unknown (timeline 1, or no readable history: check_histories names that). */
 static uint64_t timeline_begin(rs_wal_view *w, uint32_t tli, uint32_t seg)
@@ -119,7 +137,7 @@ static uint64_t timeline_begin(rs_wal_view *w, uint32_t tli, uint32_t seg)
 /* Segments are sorted by name: per timeline, in position order. A timeline is checked
  * from the oldest backup's start, or from where it begins if that is later (its branch
  * point; else its first archived segment), or from an earlier start of a backup on it. */
-static void check_gaps(vfy_run *v, rs_wal_view *w, const mf_backup *hs, size_t n,
+static void check_gaps(vfy_run *v, vfy_gaps *g, rs_wal_view *w, const mf_backup *hs, size_t n,
                        uint32_t seg)
 {
     uint64_t oldest = UINT64_MAX;
@@ -143,10 +161,10 @@ static void check_gaps(vfy_run *v, rs_wal_view *w, const mf_backup *hs, size_t n
                     lo = h->start_lsn / seg;
             }
             if (lo < no)
-                note_gap(v, tli, lo, no - 1, seg);
+                gap(v, g, tli, lo, no - 1, seg);
             cur = tli;
         } else if (no > prev + 1) {
-            note_gap(v, tli, prev + 1, no - 1, seg);
+            gap(v, g, tli, prev + 1, no - 1, seg);
         }
         prev = no;
     }
@@ -210,16 +228,26 @@ int vfy_wal_archive(vfy_run *v, rs_wal_view *w, const mf_backup *hs, size_t n,
             seg = hs[i].wal_segment_size;
     v->subject_problems = 0;
     size_t before = v->stats->problems;
-    int rc = check_objects(v, w, err);
+    vfy_gaps g = {0, 0, 0};
+    char mark[25];
+    int rc = chain_archive_marked(v->r, mark, err);
+    if (rc == 0 && mark[0] && !arch_parse_segment(mark, seg, &g.mark_tli, &g.mark_no))
+        vfy_problem(v, NULL, "archive retention mark %sarchive-from-%s names no segment",
+                    CHAIN_ARCHIVE_MARKS, mark);
+    if (rc == 0)
+        rc = check_objects(v, w, err);
     if (rc == 0) {
-        check_gaps(v, w, hs, n, seg);
+        check_gaps(v, &g, w, hs, n, seg);
         rc = check_histories(v, w, seg, err);
     }
     if (rc == 0) {
-        char msg[200];
+        char msg[300], excused[120] = "";
+        if (g.excused)
+            snprintf(excused, sizeof(excused), "; %" PRIu64 " segments before %s removed by "
+                     "expire --retain-archive", g.excused, mark);
         snprintf(msg, sizeof(msg), "WAL archive: %s; %" PRIu64 " segments and %" PRIu64
-                 " history files read and checked", v->stats->problems > before ? "FAILED"
-                 : "ok", v->stats->wal_segments, v->stats->wal_history);
+                 " history files read and checked%s", v->stats->problems > before ? "FAILED"
+                 : "ok", v->stats->wal_segments, v->stats->wal_history, excused);
         v->note(v->note_ctx, NULL, false, msg);
     }
     return rc;

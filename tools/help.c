@@ -36,7 +36,8 @@ static const opts_help_row rows[] = {
     {"help", "*", NULL, "", "this help"},
     {"version", "*", NULL, "", "print the version"},
     /* backup */
-    {"type", "backup", "full|incr", "automatic", "backup type (incr needs a chain)"},
+    {"type", "backup restore", "full|incr|standby", "automatic (restore: default)",
+     "backup type (incr needs a chain); restore --type standby stays in recovery"},
     {"pgdata", "backup tune check init", "DIR", "the server's data_directory", "data directory"},
     {"dbname", "backup info check init", "CONNINFO", "PG* environment", "libpq connection string"},
     {"read-size", "backup tune", "SIZE", "automatic (stripe; 512K on one disk)",
@@ -62,11 +63,13 @@ static const opts_help_row rows[] = {
     {"max-memory", "backup restore", "BYTES", "unbounded", "bound on read and compression buffers"},
     {"compress-adapt", "backup", "on|off", "on",
      "lower the zstd level while compression is behind the reads (--compress-level: the top)"},
+    {"annotation", "backup", "KEY=VALUE", "", "a note kept with the backup, shown by info (repeat)"},
     {"progress-interval", "backup restore verify rebase", "SECONDS", "10",
      "progress line period off a terminal (0 = none)"},
     /* restore, verify, rebase */
     {"target-dir", "restore", "DIR", "", "where to restore (required)"},
-    {"set", "restore verify rebase", "ID|latest", "latest", "which backup"},
+    {"set", "restore verify rebase expire", "ID|latest", "latest",
+     "which backup (expire: the one to remove, with its incrementals)"},
     {"delta", "restore", NULL, "off", "rewrite only what differs in a non-empty target"},
     {"force", "restore", NULL, "off", "restore over a non-empty target, removing extras"},
     {"target-time", "restore", "TIME", "", "recover to a time"},
@@ -85,9 +88,15 @@ static const opts_help_row rows[] = {
     /* info, expire */
     {"json", "info", NULL, "off", "JSON output (docs/info.schema.json)"},
     {"restore-points", "info", NULL, "off", "list the restore points of the archived WAL"},
-    {"retain-full", "expire", "N", "", "keep the newest N full backups (required)"},
+    {"retain-full", "expire", "N", "", "keep the newest N full backups"},
     {"dry-run", "expire", NULL, "off", "list what would be expired, remove nothing"},
     {"archive-timeout", "check", "SECONDS", "60", "wait this long for the switched WAL"},
+    {"retain-full-days", "expire", "D", "",
+     "keep fulls of the last D days and the newest older one"},
+    {"retain-archive", "expire", "N", "all kept backups",
+     "continuous WAL for the newest N fulls only"},
+    {"primary-conninfo", "restore", "CONNINFO", "", "a standby streams from this primary"},
+    {"target-immediate", "restore", NULL, "", "stop at the backup's consistency point"},
 };
 
 static const size_t nrows = sizeof(rows) / sizeof(rows[0]);

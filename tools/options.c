@@ -58,6 +58,9 @@ static const struct option long_opts[] = {
     {"compress-adapt", 1, 0, O_COMPRESS_ADAPT},
     {"archive-mode", 1, 0, O_ARCHIVE_MODE},
     {"dry-run", 0, 0, O_DRY_RUN}, {"archive-timeout", 1, 0, O_ARCHIVE_TIMEOUT},
+    {"retain-full-days", 1, 0, O_RETAIN_DAYS}, {"retain-archive", 1, 0, O_RETAIN_ARCHIVE},
+    {"primary-conninfo", 1, 0, O_PRIMARY_CONNINFO},
+    {"target-immediate", 0, 0, O_TARGET_IMMEDIATE}, {"annotation", 1, 0, O_ANNOTATION},
     {0, 0, 0, 0},
 };
 
@@ -85,6 +88,7 @@ static const struct {
      "            --target-end] [--target-exclusive] [--target-action promote|pause|shutdown]\n"
      "           [--target-timeline latest|current|ID] [--tablespace-map OID=DIR]\n"
      "           [--archive-mode off|preserve (default off: the copy does not archive)]\n"
+     "           [--type standby [--primary-conninfo CONNINFO]] [--target-immediate]\n"
      "           [--jobs N (files rebuilt in parallel, default 4)]\n"
      "           [--max-memory BYTES (workers' read buffers + pack cache; fewer workers\n"
      "            when they do not fit)]\n"
@@ -96,7 +100,8 @@ static const struct {
     {"archive-get", "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"},
     {"info", "  info     [--json] [--restore-points (those in the archived WAL)]\n"},
     {"verify", "  verify   [--set ID] [--jobs N]\n"},
-    {"expire", "  expire   --retain-full N [--dry-run]\n"},
+    {"expire", "  expire   --retain-full N | --retain-full-days D | --set ID\n"
+               "           [--retain-archive N] [--dry-run]\n"},
     {"rebase", "  rebase   [--set ID] [--compress-level N]\n"},
     {"tune", "  tune     [--pgdata DIR] [--read-size N] [--queue-depth N]   (no --repo needed)\n"},
     {"config", "  config check  (the effective settings and their sources, secrets masked)\n"},
@@ -231,6 +236,8 @@ static int apply_backup_opt(pb_options *o, int c, const char *arg, pb_error *err
     unsigned u;
     switch (c) {
     case O_TYPE:
+        if (o->command && !strcmp(o->command, "restore"))
+            return opts_restore_type(o, arg, err);
         if (strcmp(arg, "full") && strcmp(arg, "incr"))
             return pb_fail(err, PB_EINVAL, "--type must be full or incr, not '%s'", arg);
         o->backup.type = arg[0] == 'f' ? 'F' : 'I';
@@ -456,6 +463,8 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
         o->retain_full = (int)u;
         break;
     default:
+        if ((rc = opts_apply_ops(o, c, arg, err)) <= 0)
+            return rc;
         return pb_fail(err, PB_EINVAL, "unknown option");
     }
     return 0;
@@ -589,7 +598,7 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
                        "PAGEBACK_CONFIG or /etc/pageback.conf)", o->cluster);
     if (o->config_file && (rc = opts_apply_config(o, err)))
         return rc;
-    if ((rc = opts_load_keys(o, err)))
+    if ((rc = opts_load_keys(o, err)) || (rc = opts_finish_ops(o, err)))
         return rc;
     if (!o->repo.location && strcmp(o->command, "tune") && strcmp(o->command, "config"))
         return pb_fail(err, PB_EINVAL, "no repository: give --repo DIR|s3://bucket/prefix or "

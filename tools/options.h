@@ -44,6 +44,9 @@ typedef struct pb_options {
     bool quiet;
     int retain_full;
     bool dry_run;        /* expire --dry-run: list what would go, remove nothing */
+    unsigned retain_full_days; /* expire --retain-full-days D (0: not given) */
+    unsigned retain_archive;   /* expire --retain-archive N (0: not given) */
+    char annotations[MF_ANNOTATIONS_LEN]; /* backup --annotation lines (backup.annotations) */
     repo_opts repo;
     bk_opts backup;
     rs_opts restore;

@@ -17,4 +17,18 @@ int opts_apply_config(pb_options *o, pb_error *err);
 /* Read the --encrypt-key-file files (or PAGEBACK_ENCRYPT_KEY) into o->keys. */
 int opts_load_keys(pb_options *o, pb_error *err);
 
+/* Options of retention, restore kinds and annotations (tools/options_ops.c); their
+ * values sit above the option enum of tools/options.c. */
+enum {
+    O_RETAIN_DAYS = 1024, O_RETAIN_ARCHIVE, O_PRIMARY_CONNINFO,
+    O_TARGET_IMMEDIATE, O_ANNOTATION
+};
+/* 0 or a negative code when c is one of them, 1 when it is not. */
+int opts_apply_ops(pb_options *o, int c, const char *arg, pb_error *err);
+/* restore --type standby|default (full and incr, backup's, are left to backup). */
+int opts_restore_type(pb_options *o, const char *arg, pb_error *err);
+/* After every source: restore's recovery target from the options given (default: the
+ * archive's end); expire's --set only from the command line. */
+int opts_finish_ops(pb_options *o, pb_error *err);
+
 #endif

@@ -1,5 +1,7 @@
 /* tools/repo_commands.c — info and expire: commands that read the repository as a whole. */
 #include "tools/commands.h"
+#include "tools/expire_plan.h"
+#include "tools/annotations.h"
 
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
@@ -102,6 +104,7 @@ static void print_backup_text(const mf_backup *h, const chain_history *hist)
     printf("    restore needs:");
     print_needs(hist, h, false);
     printf("\n");
+    info_print_annotations(h->annotations, false);
     if ((size_t)(h - hist->items) < hist->off_path)
         printf("    on a branch that timeline %u (the newest) left: not a candidate for "
                "\"latest\"\n", hist->timeline);
@@ -135,7 +138,9 @@ static void print_backup_json(const mf_backup *h, const chain_history *hist, boo
            read_mode_name(h->read_mode), h->verify_scan ? "true" : "false", h->files_skipped,
            h->bytes_skipped, h->pages_missed, h->read_why);
     print_needs(hist, h, true);
-    printf("]}");
+    printf("]");
+    info_print_annotations(h->annotations, true);
+    printf("}");
 }
 
 static void print_wal(const wal_ctx *w, bool json)
@@ -244,58 +249,15 @@ out:
 
 /* ---- expire ---- */
 
-typedef struct wal_expire {
-    repo *r;
-    char oldest[25]; /* oldest start segment still needed */
-    uint64_t removed;
-    bool dry_run;    /* count, remove nothing */
-} wal_expire;
-
-static int expire_wal(void *vctx, const char *key, uint64_t size)
-{
-    wal_expire *ctx = vctx;
-    const char *name = strrchr(key, '/');
-    name = name ? name + 1 : key;
-    if (strlen(name) < 24 || strstr(name, ".history"))
-        return 0;
-    /* Same or older timeline, and a position before the oldest retained start. */
-    if (strncmp(name, ctx->oldest, 8) <= 0 && strncmp(name + 8, ctx->oldest + 8, 16) < 0) {
-        if (!ctx->dry_run)
-            chain_delete_object(ctx->r, key);
-        ctx->removed++;
-        PB_FAULT_POINT("expire.mid-wal");
-    }
-    return 0;
-}
-
-/* WAL older than the oldest start among the kept backups (by LSN, not by id). */
-static int expire_wal_before(repo *r, const chain_history *hist, const bool *keep,
-                             const pb_options *o, pb_error *err)
-{
-    const mf_backup *oldest = NULL;
-    for (size_t i = 0; i < hist->count; i++)
-        if (keep[i] && (!oldest || hist->items[i].start_lsn < oldest->start_lsn))
-            oldest = &hist->items[i];
-    if (!oldest)
-        return 0;
-    wal_expire we = {r, "", 0, o->dry_run};
-    snprintf(we.oldest, sizeof(we.oldest), "%s", oldest->start_wal);
-    int rc = repo_list(r, "wal/", expire_wal, &we, err);
-    if (rc == 0 && !o->quiet)
-        printf("%s %" PRIu64 " WAL segments older than %s (start of backup %s)\n",
-               o->dry_run ? "would expire" : "expired", we.removed, we.oldest, oldest->id);
-    return rc;
-}
-
 static int expire_locked(repo *r, const pb_options *o, pb_error *err);
 
 /* Expire removes backups: it holds the repository's writer lock (storage.h) so that no
  * backup builds on a parent it is removing, and no rebase reads one. */
 int cmd_expire(pb_options *o, cmd_outcome *res)
 {
-    if (o->retain_full <= 0) {
-        return cmd_usage_error(res, "expire needs --retain-full N");
-    }
+    const char *usage = expire_usage(o);
+    if (usage)
+        return cmd_usage_error(res, "%s", usage);
     pb_error err = PB_ERROR_INIT;
     repo *r = NULL;
     repo_lock *lock = NULL;
@@ -355,6 +317,12 @@ static int check_lost(repo *r, const chain_history *hist, pb_error *err)
     return rc;
 }
 
+/* An incremental that goes with the backup --set names. */
+static bool dependent(const pb_options *o, const mf_backup *b)
+{
+    return o->restore.set && strcmp(o->restore.set, b->id) != 0;
+}
+
 /* Retention follows history order and parentage (chain_retain): the newest N full or
  * synthetic backups (one state counted once), everything after the oldest of them, and
  * every ancestor a kept backup needs; a backup whose descendant is kept is never
@@ -373,7 +341,7 @@ static int expire_locked(repo *r, const pb_options *o, pb_error *err)
     if (rc == 0 && !(keep = calloc(hist.count ? hist.count : 1, sizeof(*keep))))
         rc = pb_fail(err, PB_ENOMEM, "out of memory planning expire");
     if (rc == 0)
-        chain_retain(&hist, (unsigned)o->retain_full, keep);
+        rc = expire_plan(&hist, o, keep, err);
     if (rc == 0 && !o->dry_run)
         rc = unrecord(r, &hist, keep, err);
     /* Newest first: an incremental goes before the backups it needs, so a kill at any
@@ -383,13 +351,15 @@ static int expire_locked(repo *r, const pb_options *o, pb_error *err)
             continue;
         if (!o->dry_run)
             rc = chain_drop(r, hist.items[i].id, err);
+        bool dep = dependent(o, &hist.items[i]);
         if (rc == 0 && !o->quiet)
-            printf("%s backup %s\n", o->dry_run ? "would expire" : "expired",
-                   hist.items[i].id);
+            printf("%s backup %s%s%s%s\n", o->dry_run ? "would expire" : "expired",
+                   hist.items[i].id, dep ? " (built on " : "", dep ? o->restore.set : "",
+                   dep ? ", which --set removes)" : "");
         PB_FAULT_POINT("expire.after-backup");
     }
     if (rc == 0)
-        rc = expire_wal_before(r, &hist, keep, o, err);
+        rc = expire_wal_plan(r, &hist, keep, o, err);
     free(keep);
     chain_history_free(&hist);
     return rc;

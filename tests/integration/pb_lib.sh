@@ -56,10 +56,15 @@ _pb_s3_cleanup() {
 }
 
 # pb CMD ARGS...: run pageback as postgres against the test repository and cluster.
+# A restore without a target replays the archived WAL to its end; the scripts written
+# before that default compare a copy with the state at its backup, so pb restore asks for
+# --target-immediate through the environment (a target on the command line wins), unless
+# the script sets PB_TARGET_IMMEDIATE=false (restore_kinds.sh).
 pb() {
-    local cmd=$1
+    local cmd=$1 pin=()
     shift
-    _pb_as_pg env PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER=postgres \
+    [ "$cmd" = restore ] && pin=(PAGEBACK_TARGET_IMMEDIATE="${PB_TARGET_IMMEDIATE:-true}")
+    _pb_as_pg env PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER=postgres "${pin[@]}" \
         PGDATABASE=postgres "$PB_BIN" "$cmd" "${PB_REPO_ARGS[@]}" --state-dir "$PB_STATE" "$@"
 }
 

@@ -399,6 +399,80 @@ static void test_encrypt_keys(void)
     opts_free(&o);
 }
 
+/* Restore kinds, the default target and its precedence, retention, annotations. */
+static void test_ops_options(void)
+{
+    pb_options o;
+    pb_error err;
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t") == 0);
+    PBT_CHECK(o.restore.target == RS_TARGET_END && !o.restore.standby); /* the archive's end */
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t",
+                    "--target-immediate") == 0);
+    PBT_CHECK(o.restore.target == RS_TARGET_IMMEDIATE);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t",
+                    "--target-immediate", "--target-lsn", "0/1") == PB_EINVAL);
+    PBT_CHECK(strstr(err.msg, "only one of --target-immediate") != NULL);
+    opts_free(&o);
+    setenv("PAGEBACK_TARGET_IMMEDIATE", "true", 1);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t") == 0);
+    PBT_CHECK(o.restore.target == RS_TARGET_IMMEDIATE);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t",
+                    "--target-name", "rp") == 0); /* the flag wins over the environment */
+    PBT_CHECK(o.restore.target == RS_TARGET_NAME && pbt_streq(o.restore.target_value, "rp"));
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t", "--type",
+                    "standby") == 0); /* a standby has no target, from anywhere */
+    PBT_CHECK(o.restore.standby && o.restore.target == RS_TARGET_END);
+    opts_free(&o);
+    unsetenv("PAGEBACK_TARGET_IMMEDIATE");
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t", "--type",
+                    "standby", "--primary-conninfo", "host=p") == 0);
+    PBT_CHECK(o.restore.standby && pbt_streq(o.restore.primary_conninfo, "host=p"));
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t", "--type",
+                    "standby", "--target-time", "2026-12-01 00:00:00+00") == PB_EINVAL);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t",
+                    "--primary-conninfo", "host=p") == PB_EINVAL);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t", "--type",
+                    "replica") == PB_EINVAL && strstr(err.msg, "standby or default"));
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--type", "standby") == PB_EINVAL);
+    opts_free(&o);
+
+    PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-full-days", "14",
+                    "--retain-archive", "2") == 0);
+    PBT_CHECK(o.retain_full_days == 14 && o.retain_archive == 2);
+    opts_free(&o);
+    setenv("PAGEBACK_SET", "20261201-000000F", 1); /* restore's, never expire's */
+    PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-full", "1") == 0);
+    PBT_CHECK(o.restore.set == NULL);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--set", "20261202-000000F") == 0);
+    PBT_CHECK(pbt_streq(o.restore.set, "20261202-000000F"));
+    opts_free(&o);
+    unsetenv("PAGEBACK_SET");
+    PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-full-days", "0") == PB_EINVAL);
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "expire", "--repo", "/r", "--retain-archive", "x") == PB_EINVAL);
+    opts_free(&o);
+
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--annotation", "a=1",
+                    "--annotation", "b.c=two words") == 0);
+    PBT_CHECK(pbt_streq(o.backup.annotations, "a=1\nb.c=two words\n"));
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--annotation", "a=1",
+                    "--annotation", "a=2") == PB_EINVAL && strstr(err.msg, "twice"));
+    opts_free(&o);
+    PBT_CHECK(PARSE(&o, &err, "restore", "--repo", "/r", "--target-dir", "/t",
+                    "--annotation", "a=1") == PB_EINVAL); /* backup's option */
+    opts_free(&o);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -415,6 +489,7 @@ int main(void)
     PBT_RUN(test_precedence);
     PBT_RUN(test_help);
     PBT_RUN(test_encrypt_keys);
+    PBT_RUN(test_ops_options);
     static const char *const files[] = {"plain.conf", "unknown.conf", "badvalue.conf",
                                         "secret.conf", "prec.conf"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
