@@ -1,0 +1,177 @@
+/*
+ * tools/cluster_ns.c — several clusters in one repository (docs/FORMAT.md, "Clusters in
+ * one repository"). A named cluster (--cluster NAME) keeps its objects under
+ * "cluster/NAME/" of the configured repository, as a repository of its own: its backups,
+ * WAL, writer lock, record and key checks; the local state directory follows, since it
+ * is named after the location. The repository root keeps the objects of a repository
+ * written before namespaces, for the one cluster it belongs to. Root objects
+ * "clusters/NAME" say where each named cluster lives, so info lists them with one short
+ * listing. Resolved here, once, before a command opens the repository: the commands and
+ * the engine only ever see one cluster's repository.
+ */
+#include "tools/cluster_ns.h"
+
+#include "engine/chain.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MARKER_MAGIC "pageback-cluster 1"
+
+/* A cluster name is one key component on every store: letters, digits, '_', '-', '.',
+ * not starting with '.', at most 63 characters. */
+int cns_check_name(const char *name, pb_error *err)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 63 || name[0] == '.' || strspn(name, "abcdefghijklmnopqrstuvwxyz"
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != n || strstr(name, ".tmp."))
+        return pb_fail(err, PB_EINVAL, "cluster name '%s' cannot name a place in the "
+                       "repository: use 1 to 63 letters, digits, '_', '-' or '.' (not "
+                       "first)", name);
+    return 0;
+}
+
+void cns_location(const char *root, const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        n--;
+    snprintf(out, cap, "%.*s/" CNS_PREFIX "%s", (int)n, root, name);
+}
+
+int cns_read_marker(repo *root, const char *name, cns_layout *out, pb_error *err)
+{
+    char key[128];
+    snprintf(key, sizeof(key), CNS_MARKERS "%s", name);
+    void *data = NULL;
+    size_t len = 0;
+    int rc = repo_get(root, key, &data, &len, err);
+    if (rc)
+        return rc;
+    char text[256];
+    snprintf(text, sizeof(text), "%.*s", (int)(len < 255 ? len : 255), (char *)data);
+    free(data);
+    if (strncmp(text, MARKER_MAGIC "\n", strlen(MARKER_MAGIC) + 1) != 0)
+        return pb_fail(err, PB_ECORRUPT, "%s/%s is not a cluster entry", repo_location(root),
+                       key);
+    *out = strstr(text, "\nlayout=root\n") ? CNS_ROOT : CNS_NAMESPACE;
+    return 0;
+}
+
+static int write_marker(repo *root, const char *name, cns_layout layout, pb_error *err)
+{
+    char key[128], text[160];
+    snprintf(key, sizeof(key), CNS_MARKERS "%s", name);
+    int n = snprintf(text, sizeof(text), MARKER_MAGIC "\nname=%s\nlayout=%s\n", name,
+                     layout == CNS_ROOT ? "root" : "namespace");
+    int rc = repo_put_new(root, key, text, (size_t)n, err);
+    if (rc == PB_EEXIST) /* a concurrent first push of the same cluster */
+        return 0;
+    return rc;
+}
+
+typedef struct claim_ctx {
+    repo *root;
+    bool claimed; /* some named cluster lives at the root */
+} claim_ctx;
+
+static int find_root_claim(void *vctx, const char *key, uint64_t size)
+{
+    (void)size;
+    claim_ctx *c = vctx;
+    cns_layout l;
+    pb_error e = PB_ERROR_INIT;
+    if (cns_read_marker(c->root, key + strlen(CNS_MARKERS), &l, &e) == 0 && l == CNS_ROOT)
+        c->claimed = true;
+    return 0;
+}
+
+/* The system identifier of the cluster a command works for, when it holds one: the
+ * segment archive-push stores (xlp_sysid, offset 24 of its long header) or the backup's
+ * global/pg_control (system_identifier, its first field). 0 = not known. */
+static uint64_t known_system_id(const pb_options *o)
+{
+    char path[PATH_MAX];
+    off_t at;
+    if (!strcmp(o->command, "archive-push") && o->nargs == 1) {
+        const char *base = strrchr(o->args[0], '/');
+        base = base ? base + 1 : o->args[0];
+        if (strspn(base, "0123456789ABCDEF") != 24)
+            return 0;
+        snprintf(path, sizeof(path), "%s", o->args[0]);
+        at = 24;
+    } else if (!strcmp(o->command, "backup") && o->backup.pgdata) {
+        snprintf(path, sizeof(path), "%s/global/pg_control", o->backup.pgdata);
+        at = 0;
+    } else {
+        return 0;
+    }
+    uint8_t b[8];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = pread(fd, b, sizeof(b), at);
+    close(fd);
+    return n == (ssize_t)sizeof(b) ? pb_get_u64(b) : 0;
+}
+
+/* No entry for the cluster yet. A root holding a repository written before namespaces
+ * belongs to one cluster: the one whose system identifier it records, bound to its name
+ * the first time a command that knows the identifier runs; until then a cluster not
+ * known otherwise is taken for it, as before namespaces existed. */
+static int decide(repo *root, const pb_options *o, bool writes, cns_layout *out,
+                  pb_error *err)
+{
+    uint64_t size;
+    int rc = repo_stat(root, CHAIN_IDENTITY_KEY, &size, err);
+    if (rc == PB_ENOENT) {
+        *out = CNS_NAMESPACE;
+        return writes ? write_marker(root, o->cluster, CNS_NAMESPACE, err) : 0;
+    }
+    claim_ctx c = {root, false};
+    if (rc == 0)
+        rc = repo_list(root, CNS_MARKERS, find_root_claim, &c, err);
+    if (rc)
+        return rc;
+    uint64_t sysid = known_system_id(o);
+    pb_error e = PB_ERROR_INIT;
+    if (c.claimed || (sysid && chain_check_identity(root, sysid, false, &e) == PB_ESTATE)) {
+        *out = CNS_NAMESPACE;
+        return writes ? write_marker(root, o->cluster, CNS_NAMESPACE, err) : 0;
+    }
+    *out = CNS_ROOT;
+    return sysid && writes ? write_marker(root, o->cluster, CNS_ROOT, err) : 0;
+}
+
+int cns_resolve(pb_options *o, pb_error *err)
+{
+    if (!o->cluster || !o->repo.location || o->repo_root)
+        return 0;
+    int rc = cns_check_name(o->cluster, err);
+    repo *root = NULL;
+    if (rc == 0)
+        rc = cmd_open_repo(&root, o, err);
+    cns_layout layout = CNS_NAMESPACE;
+    if (rc == 0)
+        rc = cns_read_marker(root, o->cluster, &layout, err);
+    if (rc == PB_ENOENT) {
+        bool writes = !strcmp(o->command, "backup") || !strcmp(o->command, "archive-push");
+        rc = decide(root, o, writes, &layout, err);
+    }
+    repo_free(root);
+    if (rc)
+        return pb_error_wrap(err, "cluster %s", o->cluster);
+    if (layout == CNS_ROOT)
+        return 0;
+    size_t cap = strlen(o->repo.location) + strlen(CNS_PREFIX) + strlen(o->cluster) + 2;
+    if (!(o->cluster_location = malloc(cap)))
+        return pb_fail(err, PB_ENOMEM, "out of memory naming cluster %s", o->cluster);
+    cns_location(o->repo.location, o->cluster, o->cluster_location, cap);
+    o->repo_root = o->repo.location;
+    o->repo.location = o->cluster_location;
+    return 0;
+}
