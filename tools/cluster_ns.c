@@ -12,6 +12,7 @@
 #include "tools/cluster_ns.h"
 
 #include "engine/chain.h"
+#include "tools/options_internal.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -147,6 +148,16 @@ static int decide(repo *root, const pb_options *o, bool writes, cns_layout *out,
     return sysid && writes ? write_marker(root, o->cluster, CNS_ROOT, err) : 0;
 }
 
+/* Was option name set in the configuration's global section (shared by every cluster)? */
+static bool from_global(const pb_options *o, const char *name)
+{
+    const struct option *t = opts_long_table();
+    for (int i = 0; t[i].name && i < PB_MAX_OPTIONS; i++)
+        if (!strcmp(t[i].name, name))
+            return o->source[i] == OPTS_GLOBAL;
+    return false;
+}
+
 int cns_resolve(pb_options *o, pb_error *err)
 {
     if (!o->cluster || !o->repo.location || o->repo_root)
@@ -167,11 +178,20 @@ int cns_resolve(pb_options *o, pb_error *err)
         return pb_error_wrap(err, "cluster %s", o->cluster);
     if (layout == CNS_ROOT)
         return 0;
+    /* One allocation holds the namespace's location and, when the global section names
+     * one state directory for every cluster, this cluster's own directory in it (their
+     * catalogs and counters must not mix). */
+    bool own_state = o->state_dir && from_global(o, "state-dir");
     size_t cap = strlen(o->repo.location) + strlen(CNS_PREFIX) + strlen(o->cluster) + 2;
-    if (!(o->cluster_location = malloc(cap)))
+    size_t scap = own_state ? strlen(o->state_dir) + strlen(o->cluster) + 2 : 0;
+    if (!(o->cluster_location = malloc(cap + scap)))
         return pb_fail(err, PB_ENOMEM, "out of memory naming cluster %s", o->cluster);
     cns_location(o->repo.location, o->cluster, o->cluster_location, cap);
     o->repo_root = o->repo.location;
     o->repo.location = o->cluster_location;
+    if (own_state) {
+        snprintf(o->cluster_location + cap, scap, "%s/%s", o->state_dir, o->cluster);
+        o->state_dir = o->cluster_location + cap;
+    }
     return 0;
 }

@@ -389,16 +389,21 @@ static int info_named(repo *root, pb_options *o, const char *name, bool first,
     return rc ? pb_error_wrap(err, "cluster %s", name) : 0;
 }
 
-/* info without --cluster: the root's own backups (a repository written before clusters
- * had namespaces, or none), then every named cluster. Nothing changes for a repository
- * that holds no named cluster. */
+/* info without --cluster: the root's own backups (those of a repository written before
+ * clusters had namespaces, when no named cluster has claimed them yet), then every named
+ * cluster. Nothing changes for a repository that holds no named cluster. */
 static int info_all(repo *root, pb_options *o, pb_error *err)
 {
     names n = {0};
     uint64_t size;
     int rc = repo_list(root, CNS_MARKERS, collect_name, &n, err);
+    /* The root's own objects, unless a named cluster (listed below) lives there. */
     bool legacy = rc == 0 && (n.count == 0 ||
                               repo_stat(root, CHAIN_IDENTITY_KEY, &size, err) == 0);
+    for (size_t i = 0; legacy && i < n.count; i++) {
+        cns_layout l;
+        legacy = cns_read_marker(root, n.items[i], &l, err) != 0 || l != CNS_ROOT;
+    }
     if (rc == 0 && o->json)
         printf("{\n");
     if (rc == 0 && legacy)
