@@ -14,11 +14,13 @@
 #include "engine/chain.h"
 #include "tools/options_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MARKER_MAGIC "pageback-cluster 1"
@@ -63,8 +65,40 @@ int cns_read_marker(repo *root, const char *name, cns_layout *out, pb_error *err
     return 0;
 }
 
+/* A local namespace's directory, made before the entry that announces it: the posix
+ * driver opens only an existing directory (a repository is initialised, not guessed). Mode
+ * 0750 as the driver's own directories; each new directory's parent is fsynced. */
+static int make_local_dir(const char *root, const char *name, pb_error *err)
+{
+    char path[PATH_MAX], parent[PATH_MAX];
+    for (int step = 0; step < 2; step++) {
+        snprintf(parent, sizeof(parent), "%s%s", root, step ? "/" CNS_PREFIX : "");
+        if (step == 0)
+            snprintf(path, sizeof(path), "%s/" CNS_PREFIX, root);
+        else
+            cns_location(root, name, path, sizeof(path));
+        if (mkdir(path, 0750) != 0) {
+            if (errno == EEXIST)
+                continue;
+            return pb_fail_errno(err, PB_EIO, "cannot create directory %s", path);
+        }
+        int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        bool ok = fd >= 0 && fsync(fd) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (!ok)
+            return pb_fail_errno(err, PB_EIO, "cannot sync directory %s", parent);
+    }
+    return 0;
+}
+
 static int write_marker(repo *root, const char *name, cns_layout layout, pb_error *err)
 {
+    if (layout == CNS_NAMESPACE && repo_is_local(root)) {
+        int rc = make_local_dir(repo_location(root), name, err);
+        if (rc)
+            return rc;
+    }
     char key[128], text[160];
     snprintf(key, sizeof(key), CNS_MARKERS "%s", name);
     int n = snprintf(text, sizeof(text), MARKER_MAGIC "\nname=%s\nlayout=%s\n", name,
