@@ -155,6 +155,10 @@ grep -q "^pageback_backups{cluster=\"alpha\",repo=\"$PB_REPO\"} 3$" "$PB_WORK/pr
     grep -q "^pageback_backups{cluster=\"beta\",repo=\"$PB_REPO\"} 1$" "$PB_WORK/prom/beta.prom" &&
     pb_test_ok "metrics name their cluster and repository" ||
     pb_test_fail "metrics: $(grep '^pageback_backups' "$PB_WORK/prom/"*.prom)"
+undocumented=$(sed -n 's/^# TYPE \(pageback_[a-z_]*\) .*/\1/p' "$PB_WORK/prom/"*.prom | sort -u |
+    while read -r name; do grep -q "$name" "$PB_SRCDIR/docs/pageback.1" || echo "$name"; done)
+[ -z "$undocumented" ] && pb_test_ok "pageback(1) names every metric written" ||
+    pb_test_fail "metrics missing from docs/pageback.1: $undocumented"
 dup=$(cat "$PB_WORK/prom/"*.prom | grep -v '^#' | sed 's/ [^ ]*$//' | sort | uniq -d)
 [ -z "$dup" ] && pb_test_ok "no series repeats across the two clusters' files" ||
     pb_test_fail "series in both files: $dup"
