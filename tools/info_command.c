@@ -146,8 +146,8 @@ static void print_backup_text(const mf_backup *h, const chain_history *hist)
     uint64_t dbsize;
     if (database_size(h, &dbsize))
         human_size(dbsize, db, sizeof(db));
-    else
-        snprintf(db, sizeof(db), "not measured");
+    else /* a WAL-guided read saw only the blocks it read; a rebase read no files */
+        snprintf(db, sizeof(db), "size not recorded");
     human_size(h->bytes_read, rd, sizeof(rd));
     human_size(h->bytes_stored, st, sizeof(st));
     human_size(h->stop_lsn - h->start_lsn, wal, sizeof(wal));
@@ -365,7 +365,7 @@ static int collect_name(void *vctx, const char *key, uint64_t size)
 }
 
 /* One named cluster of the repository at root, opened where it lives. */
-static int info_named(repo *root, pb_options *o, const char *name, bool first,
+static int info_named(repo *root, pb_options *o, const char *name, bool first, bool after,
                       pb_error *err)
 {
     cns_layout l;
@@ -380,7 +380,7 @@ static int info_named(repo *root, pb_options *o, const char *name, bool first,
     if (o->json)
         printf("%s\n  {\"name\": \"%s\",\n", first ? "" : ",", name);
     else
-        printf("\ncluster %s: ", name);
+        printf("%scluster %s: ", after ? "\n" : "", name);
     if (rc == 0)
         rc = info_one(r, o, err);
     if (o->json)
@@ -417,7 +417,7 @@ static int info_all(repo *root, pb_options *o, pb_error *err)
     if (rc == 0 && n.count && o->json)
         printf(",\n  \"clusters\": [");
     for (size_t i = 0; rc == 0 && i < n.count; i++)
-        rc = info_named(root, o, n.items[i], i == 0, err);
+        rc = info_named(root, o, n.items[i], i == 0, legacy || i > 0, err);
     if (rc == 0 && n.count && o->json)
         printf("\n  ]");
     if (rc == 0 && o->json)
