@@ -12,6 +12,7 @@
 #include "tools/cluster_ns.h"
 
 #include "engine/chain.h"
+#include "engine/pgconn.h"
 #include "tools/options_internal.h"
 
 #include <errno.h>
@@ -127,7 +128,8 @@ static int find_root_claim(void *vctx, const char *key, uint64_t size)
 
 /* The system identifier of the cluster a command works for, when it holds one: the
  * segment archive-push stores (xlp_sysid, offset 24 of its long header) or the backup's
- * global/pg_control (system_identifier, its first field). 0 = not known. */
+ * global/pg_control (system_identifier, its first field; without --pgdata, the server
+ * says). 0 = not known. */
 static uint64_t known_system_id(const pb_options *o)
 {
     char path[PATH_MAX];
@@ -142,6 +144,14 @@ static uint64_t known_system_id(const pb_options *o)
     } else if (!strcmp(o->command, "backup") && o->backup.pgdata) {
         snprintf(path, sizeof(path), "%s/global/pg_control", o->backup.pgdata);
         at = 0;
+    } else if (!strcmp(o->command, "backup")) { /* the server's own data directory */
+        pgc *c = NULL;
+        pgc_info info;
+        pb_error e = PB_ERROR_INIT;
+        uint64_t id = pgc_connect(&c, o->backup.conninfo, &e) == 0 &&
+                      pgc_info_get(c, &info, &e) == 0 ? info.system_id : 0;
+        pgc_free(c);
+        return id;
     } else {
         return 0;
     }
