@@ -83,6 +83,13 @@ static int make_local_dir(const char *root, const char *name, pb_error *err)
                 continue;
             return pb_fail_errno(err, PB_EIO, "cannot create directory %s", path);
         }
+        /* As root in a repository another user owns, the directory is given to that user
+         * (as the driver does with what it creates): archive-push runs as the owner. */
+        struct stat st;
+        if (geteuid() == 0 && stat(root, &st) == 0 && st.st_uid != 0 &&
+            chown(path, st.st_uid, st.st_gid) != 0)
+            return pb_fail_errno(err, PB_EIO, "cannot give directory %s to the repository's "
+                                 "owner", path);
         int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         bool ok = fd >= 0 && fsync(fd) == 0;
         if (fd >= 0)
