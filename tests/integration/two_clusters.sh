@@ -96,6 +96,10 @@ obj_get cluster/beta/pageback.repo "$PB_WORK/beta.id" &&
         "$PB_WORK/beta.id" &&
     pb_test_ok "beta lives under cluster/beta/ with its own identity" ||
     pb_test_fail "no identity of beta at cluster/beta/pageback.repo"
+obj_get cluster/beta/backup.info "$PB_WORK/beta.rec" && grep -qx "$B_F" "$PB_WORK/beta.rec" &&
+    obj_get backup.info "$PB_WORK/alpha.rec" && ! grep -qx "$B_F" "$PB_WORK/alpha.rec" &&
+    pb_test_ok "each cluster's record of backups lists its own" ||
+    pb_test_fail "records: beta $(cat "$PB_WORK/beta.rec" 2>&1), alpha $(cat "$PB_WORK/alpha.rec" 2>&1)"
 obj_get clusters/alpha "$PB_WORK/alpha.entry" && grep -q '^layout=root$' "$PB_WORK/alpha.entry" &&
     pb_test_ok "alpha's entry keeps it at the repository root" ||
     pb_test_fail "alpha's entry: $(cat "$PB_WORK/alpha.entry" 2>&1)"
