@@ -300,8 +300,10 @@ static void free_wal(wal_ctx *w)
 }
 
 /* One cluster's repository: its backups (history order, not id order), its WAL and a
- * writer at work. JSON: the members of one object, without its braces. */
-static int info_one(repo *r, pb_options *o, pb_error *err)
+ * writer at work. JSON: the members of one object, without its braces. points: the
+ * restore points too (--restore-points), whose cache is o's state directory: only for the
+ * cluster that directory belongs to. */
+static int info_one(repo *r, pb_options *o, bool points, pb_error *err)
 {
     chain_history hist = {0};
     wal_ctx w = {NULL, 16u << 20};
@@ -332,8 +334,10 @@ static int info_one(repo *r, pb_options *o, pb_error *err)
         printf("\n  ]");
     if (rc == 0)
         rc = print_running(r, o->json, err);
-    if (rc == 0 && o->restore_points && !o->json)
+    if (rc == 0 && o->restore_points && !o->json && points)
         rc = print_restore_points(r, o, w.seg_size, err);
+    else if (rc == 0 && o->restore_points && !o->json)
+        printf("(restore points: info --cluster NAME --restore-points)\n");
     free_wal(&w);
     chain_history_free(&hist);
     return rc;
@@ -382,7 +386,7 @@ static int info_named(repo *root, pb_options *o, const char *name, bool first, b
     else
         printf("%scluster %s: ", after ? "\n" : "", name);
     if (rc == 0)
-        rc = info_one(r, o, err);
+        rc = info_one(r, o, false, err);
     if (o->json)
         printf("}");
     repo_free(r);
@@ -406,10 +410,9 @@ static int info_all(repo *root, pb_options *o, pb_error *err)
     }
     if (rc == 0 && o->json)
         printf("{\n");
-    if (rc == 0 && legacy)
-        rc = info_one(root, o, err);
-    else if (rc == 0 && o->json)
-    {
+    if (rc == 0 && legacy) {
+        rc = info_one(root, o, true, err);
+    } else if (rc == 0 && o->json) {
         printf("  \"repository\": ");
         print_json_string(repo_location(root));
         printf(",\n  \"backups\": [],\n  \"wal\": []");
@@ -438,7 +441,7 @@ int cmd_info(pb_options *o, cmd_outcome *res)
             printf("{\n  \"cluster\": \"%s\",\n", o->cluster);
         else
             printf("cluster %s: ", o->cluster);
-        rc = info_one(r, o, &err);
+        rc = info_one(r, o, true, &err);
         if (rc == 0 && o->json)
             printf("\n}\n");
     }
