@@ -220,13 +220,21 @@ int cns_resolve(pb_options *o, pb_error *err)
     cns_layout layout = CNS_NAMESPACE;
     if (rc == 0)
         rc = cns_read_marker(root, o->cluster, &layout, err);
+    /* A command that writes nothing finds a cluster without an entry empty: said once, by
+     * name, rather than by a missing directory or an empty listing. */
+    bool fresh = false;
     if (rc == PB_ENOENT) {
         bool writes = !strcmp(o->command, "backup") || !strcmp(o->command, "archive-push");
         rc = decide(root, o, writes, &layout, err);
+        fresh = rc == 0 && layout == CNS_NAMESPACE && !writes;
     }
     repo_free(root);
     if (rc)
         return pb_error_wrap(err, "cluster %s", o->cluster);
+    if (fresh)
+        return pb_fail(err, PB_ESTATE, "cluster %s has nothing in repository %s yet (no %s%s "
+                       "entry): its first archive-push or backup makes its place there",
+                       o->cluster, o->repo.location, CNS_MARKERS, o->cluster);
     if (layout == CNS_ROOT)
         return 0;
     /* One allocation holds the namespace's location and, when the global section names

@@ -191,7 +191,12 @@ pbc alpha verify >"$PB_WORK/verify.out" 2>&1 && pb_test_ok "alpha verifies after
     pb_test_fail "verify of alpha: $(tail -5 "$PB_WORK/verify.out")"
 pb_assert_eq "$(ids beta | wc -w)" 1 "beta keeps its newest full"
 
-# ---- a cluster name that cannot be a place in the repository
+# ---- a cluster the repository does not hold yet, and one that cannot be a place in it
+printf '[cluster:gamma]\npgdata = %s\n' "$B" >>"$CONF"
+out=$(pbc gamma info 2>&1) && pb_test_fail "info of a cluster never backed up succeeds: $out" ||
+    { grep -q "cluster gamma has nothing in repository .* yet (no clusters/gamma entry)" <<<"$out" &&
+        pb_test_ok "info of a cluster never backed up names it" || pb_test_fail "gamma: $out"; }
+
 printf '[cluster:a/b]\npgdata = %s\n' "$B" >>"$CONF"
 out=$(pbc "a/b" info 2>&1) && pb_test_fail "a cluster named a/b was accepted" ||
     { grep -q "cluster name 'a/b' cannot name a place" <<<"$out" &&
