@@ -59,10 +59,12 @@ int cns_read_marker(repo *root, const char *name, cns_layout *out, pb_error *err
     char text[256];
     snprintf(text, sizeof(text), "%.*s", (int)(len < 255 ? len : 255), (char *)data);
     free(data);
-    if (strncmp(text, MARKER_MAGIC "\n", strlen(MARKER_MAGIC) + 1) != 0)
-        return pb_fail(err, PB_ECORRUPT, "%s/%s is not a cluster entry", repo_location(root),
-                       key);
-    *out = strstr(text, "\nlayout=root\n") ? CNS_ROOT : CNS_NAMESPACE;
+    bool root_layout = strstr(text, "\nlayout=root\n") != NULL;
+    if (strncmp(text, MARKER_MAGIC "\n", strlen(MARKER_MAGIC) + 1) != 0 ||
+        (!root_layout && !strstr(text, "\nlayout=namespace\n")))
+        return pb_fail(err, PB_ECORRUPT, "%s/%s is not a cluster entry (docs/FORMAT.md, "
+                       "\"Clusters in one repository\")", repo_location(root), key);
+    *out = root_layout ? CNS_ROOT : CNS_NAMESPACE;
     return 0;
 }
 
