@@ -114,7 +114,8 @@ static int restore_command(pb_options *o, char **out, pb_error *err)
     if (rc == 0 && pb_buf_append(&b, " archive-get %f '%p'", 20))
         rc = pb_fail(err, PB_ENOMEM, "out of memory building restore_command");
     if (rc == 0)
-        rc = put_word(&b, "--repo", o->repo.location ? o->repo.location : "", err);
+        rc = put_word(&b, "--repo", o->repo_root ? o->repo_root
+                      : o->repo.location ? o->repo.location : "", err); /* + --cluster */
     if (rc == 0 && o->repo.s3_endpoint)
         rc = put_word(&b, "--s3-endpoint", o->repo.s3_endpoint, err);
     if (rc == 0 && o->repo.s3_region && strcmp(o->repo.s3_region, "us-east-1"))

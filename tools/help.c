@@ -16,7 +16,7 @@ static const opts_help_row rows[] = {
     {"repo", "*", "DIR|s3://B/P", "", "the repository (PAGEBACK_REPO)"},
     {"config", "*", "FILE", "$PAGEBACK_CONFIG or /etc/pageback.conf",
      "the INI configuration file"},
-    {"cluster", "*", "NAME", "", "use section [cluster:NAME] of the file"},
+    {"cluster", "*", "NAME", "", "use section [cluster:NAME] and the cluster's own place in the repo"},
     {"state-dir", "*", "DIR", "~/.local/state/pageback/HASH", "local catalog and counters"},
     {"s3-endpoint", "*", "URL", "AWS", "S3 endpoint, e.g. https://host:port"},
     {"s3-region", "*", "R", "us-east-1 ($AWS_REGION)", "S3 signing region"},

@@ -82,7 +82,31 @@ void cmd_note_archive_push(const pb_options *o, bool ok)
 typedef struct mw {
     pb_buf b;
     int failed;
+    char labels[2048]; /* cluster="...",repo="..." on every sample (see mw_labels) */
 } mw;
+
+/* A label value in the exposition format: backslash, quote and newline escaped. */
+static void label_value(char *out, size_t cap, const char *v)
+{
+    size_t n = 0;
+    for (; v && *v && n + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n')
+            out[n++] = '\\';
+        out[n++] = *v == '\n' ? 'n' : *v;
+    }
+    out[n] = '\0';
+}
+
+/* Every sample names its cluster and repository, so the files of several clusters (or
+ * repositories) in one textfile directory never give two series the same labels. */
+static void mw_labels(mw *m, const pb_options *o)
+{
+    char c[256], r[1536];
+    label_value(c, sizeof(c), o->cluster ? o->cluster : "");
+    label_value(r, sizeof(r), o->repo_root ? o->repo_root
+                              : o->repo.location ? o->repo.location : "");
+    snprintf(m->labels, sizeof(m->labels), "cluster=\"%s\",repo=\"%s\"", c, r);
+}
 
 static void mw_raw(mw *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void mw_raw(mw *m, const char *fmt, ...)
@@ -92,7 +116,21 @@ static void mw_raw(mw *m, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(tmp) || pb_buf_append(&m->b, tmp, (size_t)n))
+    if (n < 0 || (size_t)n >= sizeof(tmp)) {
+        m->failed = 1;
+        return;
+    }
+    /* A sample line: "name{labels} value" or "name value"; the common labels go first. */
+    size_t name = strncmp(tmp, "pageback_", 9) ? 0 : strcspn(tmp, "{ ");
+    int fail = 0;
+    if (name && m->labels[0]) {
+        bool more = tmp[name] == '{';
+        fail = pb_buf_append(&m->b, tmp, name) || pb_buf_append(&m->b, "{", 1) ||
+               pb_buf_append(&m->b, m->labels, strlen(m->labels)) ||
+               pb_buf_append(&m->b, more ? "," : "}", 1);
+        name += more;
+    }
+    if (fail || pb_buf_append(&m->b, tmp + name, (size_t)n - name))
         m->failed = 1;
 }
 
@@ -264,7 +302,8 @@ static void run_metrics(mw *m, const cmd_outcome *res)
 
 int cmd_write_metrics(const char *path, pb_options *o, const cmd_outcome *res, pb_error *err)
 {
-    mw m = {{0}, 0};
+    mw m = {{0}, 0, ""};
+    mw_labels(&m, o);
     run_metrics(&m, res);
     if (o->repo.location) {
         repo *r = NULL;

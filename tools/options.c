@@ -609,6 +609,8 @@ int opts_parse(pb_options *o, int argc, char **argv, pb_error *err)
 void opts_free(pb_options *o)
 {
     cfg_free(&o->cfg);
+    free(o->cluster_location);
+    o->cluster_location = NULL;
     for (size_t i = 0; i < REPO_MAX_KEYS; i++) {
         if (o->key_text[i]) /* key material: wiped, not just freed */
             memset(o->key_text[i], 0, o->keys[i].len);

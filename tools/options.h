@@ -72,6 +72,11 @@ typedef struct pb_options {
     const char *given[PB_MAX_OPTIONS];
     unsigned char secret_source[OPTS_NSECRETS];
     cfg_file cfg; /* the configuration file; option strings may point into it */
+    /* A named cluster's namespace in the repository (tools/cluster_ns.c): repo.location
+     * then points to cluster_location (owned, with the cluster's own state directory
+     * behind it when the global section names one), repo_root to the configured one. */
+    const char *repo_root;
+    char *cluster_location;
 } pb_options;
 
 /* Parse argv into opts (strings point into argv, the environment or the configuration

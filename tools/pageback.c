@@ -1,5 +1,6 @@
 /* tools/pageback.c — the pageback command-line program. */
 #include "tools/commands.h"
+#include "tools/cluster_ns.h"
 #include "common/fault.h"
 
 #include <malloc.h>
@@ -87,6 +88,9 @@ static int run(pb_options *o, cmd_outcome *res)
     if (!c)
         return cmd_usage_error(res, "unknown command '%s' (pageback --help lists the "
                                "commands)", o->command);
+    /* A named cluster works in its own namespace of the repository. */
+    if (strcmp(c->name, "tune") && strcmp(c->name, "config") && cns_resolve(o, &err) != 0)
+        return cmd_report(res, &err);
     return c->run(o, res);
 }
 

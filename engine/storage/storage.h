@@ -161,6 +161,17 @@ int repo_lock_renew(repo_lock *l, pb_error *err);
 /* Removes the lock object (only if it is still ours) and frees l; NULL is fine. */
 void repo_lock_release(repo_lock *l);
 
+/* The writer lock as a reader sees it (info: "running since"): PB_ENOENT when no writer
+ * holds it. gone: its holder is provably gone (lease run out, this host rebooted or its
+ * pid dead here), so the lock is a leftover the next writer takes over. */
+typedef struct repo_lock_view {
+    char owner[64], user[64], host[256];
+    long pid;
+    int64_t started, renewed;
+    bool gone;
+} repo_lock_view;
+int repo_lock_peek(repo *r, repo_lock_view *out, pb_error *err);
+
 /* Remove leftovers of interrupted writes (temp files, unfinished multipart uploads) of
  * writers that are gone. With held == NULL only what is provably dead goes (posix: temp
  * files whose flock is free — a writer holds it on its temp file until the file has its

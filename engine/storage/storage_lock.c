@@ -237,6 +237,25 @@ static int held_by(repo *r, const lock_info *h, pb_error *err)
                    repo_location(r), h->owner, h->user, h->pid, h->host, when, REPO_LOCK_KEY);
 }
 
+int repo_lock_peek(repo *r, repo_lock_view *out, pb_error *err)
+{
+    lock_info h, me;
+    memset(out, 0, sizeof(*out));
+    int rc = lock_read(r, &h, err);
+    if (rc)
+        return rc;
+    self_info(&me, "info");
+    char why[128];
+    out->gone = holder_gone(&h, &me, false, why, sizeof(why));
+    snprintf(out->owner, sizeof(out->owner), "%s", h.owner);
+    snprintf(out->user, sizeof(out->user), "%s", h.user);
+    snprintf(out->host, sizeof(out->host), "%s", h.host);
+    out->pid = h.pid;
+    out->started = h.started;
+    out->renewed = h.renewed;
+    return 0;
+}
+
 /* ---- acquire / renew / release ------------------------------------------------- */
 
 /* The lock exists: PB_ESTATE naming a live holder, or remove a dead holder's lock (0:

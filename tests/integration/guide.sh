@@ -80,7 +80,7 @@ done
 [ -s "$W/var/log/pageback/backup-last.json" ] &&
     python3 -m json.tool "$W/var/log/pageback/backup-last.json" >/dev/null &&
     pb_test_ok "the hourly job left its JSON report" || pb_test_fail "no report from the hourly job"
-grep -q '^pageback_backup_last_success_timestamp_seconds{type="incr"}' \
+grep -q '^pageback_backup_last_success_timestamp_seconds{[^}]*type="incr"}' \
     "$W/var/lib/node_exporter/pageback_backup.prom" 2>/dev/null &&
     pb_test_ok "the hourly job left its metrics" || pb_test_fail "no metrics from the hourly job"
 pb_test_summary

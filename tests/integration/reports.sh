@@ -87,10 +87,10 @@ grep -Eq "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z \[[0-9]+\] INFO: backup .* star
 prom_ok "$OUT/full.prom" && pb_test_ok "the metrics file parses as Prometheus text" ||
     pb_test_fail "metrics grammar: $(cat "$OUT/full.prom")"
 stop=$(pb_info_field "$id" stop_time)
-grep -q "^pageback_backup_last_success_timestamp_seconds{type=\"full\"} $stop$" "$OUT/full.prom" &&
+grep -q "^pageback_backup_last_success_timestamp_seconds{[^}]*type=\"full\"} $stop$" "$OUT/full.prom" &&
     pb_test_ok "metrics: last successful full backup time" ||
     pb_test_fail "no last full time $stop: $(grep last_success "$OUT/full.prom")"
-grep -Eq '^pageback_wal_archive_lag_segments [0-9]+$' "$OUT/full.prom" &&
+grep -Eq '^pageback_wal_archive_lag_segments\{[^}]*\} [0-9]+$' "$OUT/full.prom" &&
     pb_test_ok "metrics: WAL archive lag measured against the server" ||
     pb_test_fail "no lag: $(grep wal "$OUT/full.prom")"
 # the page cache the reads left behind is measured (mincore), in the report and the metrics;
@@ -100,11 +100,11 @@ read=$(json "$OUT/full.json" '["backup"]["bytes_read"]')
 [[ "$left" =~ ^[0-9]+$ ]] && [ "$left" -le $((read / 10)) ] &&
     pb_test_ok "report: page_cache_bytes_left = $left (of $read bytes read)" ||
     pb_test_fail "report: page_cache_bytes_left = $left (of $read bytes read)"
-grep -q "^pageback_run_page_cache_left_bytes $left$" "$OUT/full.prom" &&
+grep -q "^pageback_run_page_cache_left_bytes{[^}]*} $left$" "$OUT/full.prom" &&
     pb_test_ok "metrics: pageback_run_page_cache_left_bytes" ||
     pb_test_fail "metrics: $(grep page_cache "$OUT/full.prom")"
-grep -Eq '^pageback_run_read_rate_bytes_per_second [1-9][0-9]*$' "$OUT/full.prom" &&
-    grep -q '^pageback_archive_push_failures_total 0$' "$OUT/full.prom" &&
+grep -Eq '^pageback_run_read_rate_bytes_per_second\{[^}]*\} [1-9][0-9]*$' "$OUT/full.prom" &&
+    grep -q '^pageback_archive_push_failures_total{[^}]*} 0$' "$OUT/full.prom" &&
     pb_test_ok "metrics: the backup's read rate; no archive failures" ||
     pb_test_fail "metrics: $(cat "$OUT/full.prom")"
 
@@ -140,8 +140,8 @@ has_keys "$OUT/fail.json" $KEYS && pb_assert_eq "$(json "$OUT/fail.json" '["ok"]
     "the failed backup's report says so"
 [ -n "$(json "$OUT/fail.json" '["error"]["message"]')" ] && pb_test_ok "it carries the error" ||
     pb_test_fail "no error in $(cat "$OUT/fail.json")"
-grep -q '^pageback_run_success{command="backup"} 0$' "$OUT/fail.prom" &&
-    grep -q '^pageback_backup_last_success_timestamp_seconds{type="full"}' "$OUT/fail.prom" &&
+grep -q '^pageback_run_success{[^}]*command="backup"} 0$' "$OUT/fail.prom" &&
+    grep -q '^pageback_backup_last_success_timestamp_seconds{[^}]*type="full"}' "$OUT/fail.prom" &&
     pb_test_ok "metrics after a failure: the run failed, the last good backups still shown" ||
     pb_test_fail "metrics after failure: $(cat "$OUT/fail.prom")"
 
@@ -182,8 +182,8 @@ python3 "$PB_SRCDIR/tests/integration/schema_check.py" "$PB_SRCDIR/docs/info.sch
 # 6. archive-push failures are counted and show in the metrics.
 pb archive-push "$PB_WORK/no-such-segment" >/dev/null 2>&1
 pb info --metrics-file "$OUT/info.prom" >/dev/null 2>&1
-grep -q '^pageback_archive_push_failures_total 1$' "$OUT/info.prom" &&
-    grep -Eq '^pageback_archive_push_last_success_timestamp_seconds [1-9]' "$OUT/info.prom" &&
+grep -q '^pageback_archive_push_failures_total{[^}]*} 1$' "$OUT/info.prom" &&
+    grep -Eq '^pageback_archive_push_last_success_timestamp_seconds\{[^}]*\} [1-9]' "$OUT/info.prom" &&
     pb_test_ok "metrics: one archive-push failure counted, the last success time known" ||
     pb_test_fail "archive metrics: $(grep archive "$OUT/info.prom")"
 

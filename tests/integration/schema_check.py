@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/integration/schema_check.py SCHEMA JSON: check JSON against the subset of JSON
 Schema that docs/*.schema.json use (type, required, properties, additionalProperties
-false, items, enum, pattern, minimum), so the tests need no extra package. Prints each
+false, items, enum, pattern, minimum, $ref to a JSON pointer within the schema), so the tests need no extra package. Prints each
 violation with its path; exits 1 when there is one."""
 import json
 import re
@@ -11,7 +11,21 @@ TYPES = {"object": dict, "array": list, "string": str, "boolean": bool,
          "integer": int, "number": (int, float)}
 
 
+ROOT = {}
+
+
+def resolve(schema):
+    """A {"$ref": "#/a/b"} schema: the part of the root schema it points to."""
+    while "$ref" in schema:
+        node = ROOT
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            node = node[part]
+        schema = node
+    return schema
+
+
 def check(schema, value, path, out):
+    schema = resolve(schema)
     t = schema.get("type")
     if t:
         ok = isinstance(value, TYPES[t]) and not (t in ("integer", "number") and isinstance(value, bool))
@@ -41,6 +55,7 @@ def check(schema, value, path, out):
 
 def main():
     schema = json.load(open(sys.argv[1]))
+    ROOT.update(schema)
     value = json.load(open(sys.argv[2]))
     out = []
     check(schema, value, "$", out)

@@ -171,12 +171,19 @@ static void test_lock(void)
     PBT_CHECK(strstr(e.msg, pidtxt) != NULL);
     if (!strstr(e.msg, pidtxt))
         fprintf(stderr, "  %s\n", e.msg);
+    /* What info shows: the live holder as it is, then the same lock once its holder died
+     * (gone: the next writer takes it over), and no lock at all after a release. */
+    repo_lock_view v;
+    PBT_CHECK(repo_lock_peek(r, &v, &e) == 0 && !v.gone && v.pid == (long)kid &&
+              !strcmp(v.owner, "backup") && v.started > 0 && v.renewed >= v.started);
     kill(kid, SIGKILL);
     waitpid(kid, NULL, 0);
+    PBT_CHECK(repo_lock_peek(r, &v, &e) == 0 && v.gone && v.pid == (long)kid);
     PBT_CHECK(repo_lock_acquire(r, "expire", &l, &e) == 0 && l);
     PBT_CHECK(repo_lock_renew(l, &e) == 0);
     repo_lock_release(l);
     PBT_CHECK(repo_stat(r, REPO_LOCK_KEY, NULL, &e) == PB_ENOENT);
+    PBT_CHECK(repo_lock_peek(r, &v, &e) == PB_ENOENT);
     repo_free(r);
 }
 
