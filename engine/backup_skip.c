@@ -167,10 +167,10 @@ static int wal_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
 
 static void say_mode(const bk_ctx *ctx, const char *what, const char *why)
 {
-    pb_info("incremental reads %s%s%s%s", what, why ? " (" : "", why ? why : "",
+    pb_detail("incremental reads %s%s%s%s", what, why ? " (" : "", why ? why : "",
             why ? ")" : "");
     if (ctx->verify)
-        pb_info("verify scan: every page is read and hashed; a change the cheaper method "
+        pb_detail("verify scan: every page is read and hashed; a change the cheaper method "
                 "misses is shipped and reported");
 }
 
@@ -296,14 +296,14 @@ void bk_report_read(const bk_ctx *ctx)
                                   n ? ", " : "", ctx->verdicts[v],
                                   bk_skip_verdict_name((bk_skip_verdict)v));
     if (ctx->verify)
-        pb_info("file-level skip: %" PRIu64 " relation segments would have been skipped "
+        pb_detail("file-level skip: %" PRIu64 " relation segments would have been skipped "
                 "(read for the verify scan); read anyway: %s", ctx->verdicts[BK_SKIP],
                 n ? reads : "none");
     else
-        pb_info("file-level skip: %" PRIu64 " relation segments (%.1f MiB) skipped; read: %s",
+        pb_detail("file-level skip: %" PRIu64 " relation segments (%.1f MiB) skipped; read: %s",
                 h->files_skipped, h->bytes_skipped / 1048576.0, n ? reads : "none");
     if (ctx->wal)
-        pb_info("WAL-guided: %" PRIu64 " segments read by their named blocks only, %" PRIu64
+        pb_detail("WAL-guided: %" PRIu64 " segments read by their named blocks only, %" PRIu64
                 " read whole (not a main fork, or created, truncated or copied in the window)",
                 ctx->wal_guided, ctx->wal_whole);
     if (ctx->verify && h->pages_missed)
@@ -311,5 +311,5 @@ void bk_report_read(const bk_ctx *ctx)
                "method would have missed were shipped: this is a bug, please report it",
                h->pages_missed);
     else if (ctx->verify)
-        pb_info("verify scan: the cheaper read method missed no changed page");
+        pb_detail("verify scan: the cheaper read method missed no changed page");
 }

@@ -56,5 +56,9 @@ int pgc_replay_lsn(pgc *c, uint64_t *out, pb_error *err);
 int pgc_recovery_timeline(pgc *c, uint32_t *out, pb_error *err);
 /* Every database of the cluster (pg_database: OID and name), appended to out. */
 int pgc_databases(pgc *c, mf_dblist *out, pb_error *err);
+/* How long a spread checkpoint may take: checkpoint_timeout x
+ * checkpoint_completion_target, in seconds, with both settings as the server shows them. */
+int pgc_checkpoint_spread(pgc *c, char *timeout, size_t tcap, char *target, size_t gcap,
+                          double *seconds, pb_error *err);
 
 #endif

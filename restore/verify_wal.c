@@ -217,9 +217,11 @@ int vfy_wal_archive(vfy_run *v, rs_wal_view *w, const mf_backup *hs, size_t n,
     }
     if (rc == 0) {
         char msg[200];
-        snprintf(msg, sizeof(msg), "WAL archive: %s; %" PRIu64 " segments and %" PRIu64
-                 " history files read and checked", v->stats->problems > before ? "FAILED"
-                 : "ok", v->stats->wal_segments, v->stats->wal_history);
+        uint64_t segs = v->stats->wal_segments, hist = v->stats->wal_history;
+        snprintf(msg, sizeof(msg), "WAL archive: %s; %" PRIu64 " %s and %" PRIu64
+                 " history %s read and checked", v->stats->problems > before ? "FAILED"
+                 : "ok", segs, pb_plural(segs, "segment", "segments"), hist,
+                 pb_plural(hist, "file", "files"));
         v->note(v->note_ctx, NULL, false, msg);
     }
     return rc;

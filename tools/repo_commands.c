@@ -146,8 +146,10 @@ static void print_wal(const wal_ctx *w, bool json)
                    "\"segments\": %" PRIu64 ", \"gaps\": %" PRIu64 "}",
                    first ? "" : ",", r->timeline, r->first, r->last, r->count, r->gaps);
         else
-            printf("WAL timeline %u: %s .. %s, %" PRIu64 " segments, %" PRIu64 " gaps\n",
-                   r->timeline, r->first, r->last, r->count, r->gaps);
+            printf("WAL timeline %u: %s .. %s, %" PRIu64 " %s, %" PRIu64 " %s\n",
+                   r->timeline, r->first, r->last, r->count,
+                   pb_plural(r->count, "segment", "segments"), r->gaps,
+                   pb_plural(r->gaps, "gap", "gaps"));
         first = false;
     }
     if (json)
@@ -214,7 +216,8 @@ int cmd_info(pb_options *o, cmd_outcome *res)
         printf(",\n  \"backups\": [");
     }
     else
-        printf("repository %s: %zu backups\n", repo_location(r), hist.count);
+        printf("repository %s: %zu %s\n", repo_location(r), hist.count,
+               pb_plural(hist.count, "backup", "backups"));
     for (size_t i = 0; i < hist.count; i++) {
         const mf_backup *h = &hist.items[i];
         w.seg_size = h->wal_segment_size ? h->wal_segment_size : w.seg_size;
@@ -279,8 +282,9 @@ static int expire_wal_before(repo *r, const chain_history *hist, const bool *kee
     snprintf(we.oldest, sizeof(we.oldest), "%s", oldest->start_wal);
     int rc = repo_list(r, "wal/", expire_wal, &we, err);
     if (rc == 0 && !o->quiet)
-        printf("%s %" PRIu64 " WAL segments older than %s (start of backup %s)\n",
-               o->dry_run ? "would expire" : "expired", we.removed, we.oldest, oldest->id);
+        printf("%s %" PRIu64 " WAL %s older than %s (start of backup %s)\n",
+               o->dry_run ? "would expire" : "expired", we.removed,
+               pb_plural(we.removed, "segment", "segments"), we.oldest, oldest->id);
     return rc;
 }
 

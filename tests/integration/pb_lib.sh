@@ -268,3 +268,8 @@ pb_refused() {
     fi
     rm -rf "$d"
 }
+
+# The scripts read what a backup logs about its I/O (classes, in flight, flushes...),
+# which the console shows at --log-level detail (info, its default, leaves it to the log
+# file); console_output.sh checks the default itself.
+export PAGEBACK_LOG_LEVEL=${PAGEBACK_LOG_LEVEL-detail}
