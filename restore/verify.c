@@ -461,7 +461,7 @@ int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
     stats->seconds = pb_now() - t0;
     stats->manifest_peak = v.manifest_peak;
     if (rc == 0 && stats->problems)
-        rc = pb_fail(err, PB_ECORRUPT, "verify of %s found %zu problems", repo_location(r),
-                     stats->problems);
+        rc = pb_fail(err, PB_ECORRUPT, "verify of %s found %zu %s", repo_location(r),
+                     stats->problems, pb_plural(stats->problems, "problem", "problems"));
     return rc;
 }
