@@ -428,7 +428,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
         ctx.parent = plan.parent;
     }
-    pb_info("taking a %s backup: %s", plan.type == 'F' ? "full" : "incremental", plan.reason);
+    pb_info("taking %s backup: %s", plan.type == 'F' ? "a full" : "an incremental", plan.reason);
     mf_catalog *cat = ctx.cat;
     if (plan.type == 'F')
         ctx.cat = NULL; /* no diffing: every page is shipped */
