@@ -72,12 +72,11 @@ int pb_log_level_parse(const char *text, int allow_off, pb_log_level *out)
 static void file_write(const char *level_name, const char *line)
 {
     char when[32], buf[2200];
-    struct timespec ts;
+    time_t now = time(NULL);
     struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime_r(&ts.tv_sec, &tm));
-    int n = snprintf(buf, sizeof(buf), "%s.%03ldZ [%d] %s: %s\n", when, ts.tv_nsec / 1000000,
-                     (int)getpid(), level_name, line);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    int n = snprintf(buf, sizeof(buf), "%s [%d] %s: %s\n", when, (int)getpid(), level_name,
+                     line);
     if (n < 0)
         return;
     size_t len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
