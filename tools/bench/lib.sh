@@ -17,8 +17,6 @@ BENCH_SRC=$(cd "$BENCH_DIR/../.." && pwd)
 PB_BIN=${PB_BIN:-$BENCH_SRC/build/pageback}
 case $PB_BIN in /*) ;; *) PB_BIN=$PWD/$PB_BIN ;; esac
 export PB_BIN
-# The benchmarks read the I/O details a backup logs at --log-level detail.
-export PAGEBACK_LOG_LEVEL=${PAGEBACK_LOG_LEVEL-detail}
 # shellcheck disable=SC1091
 source "$BENCH_SRC/tests/integration/pb_lib.sh"
 
