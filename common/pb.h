@@ -48,16 +48,35 @@ int pb_fail_errno(pb_error *err, int code, const char *fmt, ...)
 int pb_error_wrap(pb_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *pb_code_name(int code);
 
-/* Logging to stderr. The level is a program option set once in main. */
-typedef enum pb_log_level { PB_LOG_ERROR, PB_LOG_WARN, PB_LOG_INFO, PB_LOG_DEBUG } pb_log_level;
-void pb_log_set_level(pb_log_level level);
-/* Also append each log line, with a UTC timestamp, to fp (NULL: stop); the caller
- * owns fp and resets this before closing it. A program option, set once in main. */
-void pb_log_set_file(FILE *fp);
+/* Logging (common/log.c): each line to stderr at or above the console level and, with a
+ * UTC timestamp and the pid, to the log file at or above the file level. The levels and
+ * the file are program options, set in main before the command runs. DETAIL is what an
+ * operator tuning the I/O reads, not what a DBA needs every night. */
+typedef enum pb_log_level {
+    PB_LOG_OFF = -1, /* only as a file level: no log file */
+    PB_LOG_ERROR, PB_LOG_WARN, PB_LOG_INFO, PB_LOG_DETAIL, PB_LOG_DEBUG
+} pb_log_level;
+void pb_log_set_level(pb_log_level level); /* the console's */
+void pb_log_set_file_level(pb_log_level level);
+/* "error", "warn", "info", "detail", "debug" (and "off" when allow_off); PB_EINVAL else. */
+int pb_log_level_parse(const char *text, int allow_off, pb_log_level *out);
+/* Also append each log line to fd (-1: stop); the caller owns fd and resets this before
+ * closing it. A write that fails warns once on stderr and ends the file's logging: a
+ * log that cannot be written never fails the command. */
+void pb_log_set_file(int fd);
+/* Called before a line goes to the console (NULL: none), so a live progress line can be
+ * taken off the terminal first. */
+void pb_log_set_console_hook(void (*before)(void *ctx), void *ctx);
 void pb_log(pb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, to the log file only (the console has its own form of it, e.g. a summary
+ * printed on stdout); written whatever the file level, unless the file is off. */
+void pb_log_file_only(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define pb_debug(...) pb_log(PB_LOG_DEBUG, __VA_ARGS__)
+#define pb_detail(...) pb_log(PB_LOG_DETAIL, __VA_ARGS__)
 #define pb_info(...) pb_log(PB_LOG_INFO, __VA_ARGS__)
 #define pb_warn(...) pb_log(PB_LOG_WARN, __VA_ARGS__)
+/* one when n is 1, else many: "1 backup", "2 backups" (and "0 backups"). */
+const char *pb_plural(uint64_t n, const char *one, const char *many);
 
 /* 64-bit XXH3 of a buffer: the page hash and the object checksum everywhere. */
 uint64_t pb_hash64(const void *data, size_t len);

@@ -1,4 +1,4 @@
-/* common/util.c — logging, hashing, buffers, growable arrays, LSN text. */
+/* common/util.c — hashing, buffers, growable arrays, LSN text. */
 #include "pb.h"
 
 #include <errno.h>
@@ -14,39 +14,6 @@
 #if defined(__x86_64__)
 #include <xxh_x86dispatch.h> /* same results, AVX2/AVX-512 code paths at run time */
 #endif
-
-static pb_log_level log_level = PB_LOG_INFO; /* program option, set once in main */
-static FILE *log_file;                       /* program option (--log-file), set in main */
-
-void pb_log_set_file(FILE *fp)
-{
-    log_file = fp;
-}
-
-void pb_log_set_level(pb_log_level level)
-{
-    log_level = level;
-}
-
-void pb_log(pb_log_level level, const char *fmt, ...)
-{
-    static const char *names[] = {"ERROR", "WARNING", "INFO", "DEBUG"};
-    if (level > log_level)
-        return;
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "pageback: %s: %s\n", names[level], line);
-    if (log_file) {
-        char when[32];
-        time_t now = time(NULL);
-        struct tm tm;
-        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-        fprintf(log_file, "%s [%d] %s: %s\n", when, (int)getpid(), names[level], line);
-    }
-}
 
 uint64_t pb_hash64(const void *data, size_t len)
 {

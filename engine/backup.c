@@ -260,12 +260,31 @@ static bool parent_is_head(bk_ctx *ctx)
            strcmp(head, mf_header_c(ctx->parent)->id) == 0;
 }
 
+/* A spread checkpoint holds the backup at zero bytes for up to checkpoint_timeout x
+ * checkpoint_completion_target (minutes by default): said before the wait, so a DBA
+ * watching does not take it for a hang. The estimate is only a courtesy: a server that
+ * will not tell goes unannounced. */
+static void announce_checkpoint(bk_ctx *ctx, pgc *conn)
+{
+    char timeout[32], target[32];
+    double secs = 0;
+    pb_error err = PB_ERROR_INIT;
+    if (ctx->opts->checkpoint_fast ||
+        pgc_checkpoint_spread(conn, timeout, sizeof(timeout), target, sizeof(target), &secs,
+                              &err) != 0 || secs < 1)
+        return;
+    pb_info("waiting for a spread checkpoint: up to about %.0f s (checkpoint_timeout %s x "
+            "checkpoint_completion_target %s); --checkpoint fast does not wait", secs, timeout,
+            target);
+}
+
 static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *info,
                       pb_error *err)
 {
     mf_backup *h = mf_header(ctx->m);
     char dir[128], label[96];
     snprintf(label, sizeof(label), "pageback %s", h->id);
+    announce_checkpoint(ctx, conn);
     double tc = pb_now();
     int rc = bk_standby_before_start(ctx, conn, err);
     if (rc == 0)
@@ -279,7 +298,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
         return rc;
     ctx->io.checkpoint_fast = ctx->opts->checkpoint_fast;
     ctx->io.checkpoint_wait_seconds = pb_now() - tc;
-    pb_info("checkpoint (%s) took %.2f s", ctx->opts->checkpoint_fast ? "fast" : "spread",
+    pb_detail("checkpoint (%s) took %.2f s", ctx->opts->checkpoint_fast ? "fast" : "spread",
             ctx->io.checkpoint_wait_seconds);
     PB_FAULT_POINT("backup.after-start");
     if (plan->parent && mf_header_c(plan->parent)->timeline != h->timeline) {
@@ -328,7 +347,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     bk_pipe_set_adapt(ctx->pipe, ctx->opts->compress_adapt, ctx->opts->zstd_level);
     snprintf(ctx->io.cpu_priority_applied, sizeof(ctx->io.cpu_priority_applied), "%s",
              bk_pipe_cpu_applied(ctx->pipe));
-    pb_info("CPU priority: %s", ctx->io.cpu_priority_applied);
+    pb_detail("CPU priority: %s", ctx->io.cpu_priority_applied);
     ctx->start_lsn = h->start_lsn;
     char lsn[32];
     pb_lsn_format(h->start_lsn, lsn);
@@ -346,7 +365,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
         rc = bk_put_databases(ctx, conn, err);
     h->seconds = pb_now() - t0;
     if (rc == 0)
-        pb_info("scanned %.1f MiB in %.2f s (%.0f MB/s); stop and WAL archiving took %.2f s",
+        pb_detail("scanned %.1f MiB in %.2f s (%.0f MB/s); stop and WAL archiving took %.2f s",
                 h->bytes_read / 1048576.0, t1 - t0, h->bytes_read / 1e6 / (t1 - t0 + 1e-9),
                 pb_now() - t1);
     if (rc == 0)
@@ -439,7 +458,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
         ctx.parent = plan.parent;
     }
-    pb_info("taking a %s backup: %s", plan.type == 'F' ? "full" : "incremental", plan.reason);
+    pb_info("taking %s backup: %s", plan.type == 'F' ? "a full" : "an incremental", plan.reason);
     mf_catalog *cat = ctx.cat;
     if (plan.type == 'F')
         ctx.cat = NULL; /* no diffing: every page is shipped */

@@ -36,7 +36,7 @@ static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned *d
     *jobs = q < PIPE_JOBS_MIN ? PIPE_JOBS_MIN : q > BK_PIPE_JOBS ? BK_PIPE_JOBS : (unsigned)q;
     uint64_t fit = (opts->max_memory - *jobs * frame) / one;
     if (fit < *depth || *jobs < BK_PIPE_JOBS) {
-        pb_info("--max-memory %" PRIu64 " MiB: at most %" PRIu64 " reads in flight (of %u) and "
+        pb_detail("--max-memory %" PRIu64 " MiB: at most %" PRIu64 " reads in flight (of %u) and "
                 "%u compression buffers (of %d)", opts->max_memory >> 20,
                 fit < *depth ? fit : *depth, *depth, *jobs, BK_PIPE_JOBS);
         if (fit < *depth)
@@ -64,17 +64,17 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
     so.device_path = ctx->pgdata;
     scan_io_class_apply(opts->io_class, opts->io_level, ctx->pgdata, &so.ioprio,
                         io->io_class_applied, sizeof(io->io_class_applied));
-    pb_info("I/O class: %s", io->io_class_applied);
+    pb_detail("I/O class: %s", io->io_class_applied);
     /* The page checks and hashing run on this thread, next to the database as much as the
      * compression is: --cpu-priority lowers it too (the workers it starts inherit it). */
     bk_cpu_lower((int)opts->cpu_priority, io->cpu_reader_applied,
                  sizeof(io->cpu_reader_applied));
-    pb_info("CPU priority: reading thread (page checks, hashing) %s", io->cpu_reader_applied);
+    pb_detail("CPU priority: reading thread (page checks, hashing) %s", io->cpu_reader_applied);
     if (so.adaptive)
-        pb_info("reading %zu KiB requests, adaptive: 1 in flight to start, at most %u%s%s",
+        pb_detail("reading %zu KiB requests, adaptive: 1 in flight to start, at most %u%s%s",
                 so.read_size / 1024, depth, plan.why[0] ? ": " : "", plan.why);
     else
-        pb_info("reading %zu KiB x %u in flight (pinned by %s)%s%s", so.read_size / 1024,
+        pb_detail("reading %zu KiB x %u in flight (pinned by %s)%s%s", so.read_size / 1024,
                 depth, opts->max_rate ? "--max-rate" : "--read-size/--queue-depth",
                 plan.why[0] ? ": " : "", plan.why);
     io->read_size = so.read_size;
@@ -148,7 +148,7 @@ void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io)
     if (ok && write_file(path, val)) {
         snprintf(io->cpu_weight_applied, sizeof(io->cpu_weight_applied), "cgroup %s %s %u",
                  io->cpu_cgroup, knob, value);
-        pb_info("CPU weight: %s", io->cpu_weight_applied);
+        pb_detail("CPU weight: %s", io->cpu_weight_applied);
         return;
     }
     why = errno;
@@ -211,7 +211,7 @@ static void log_stages(const bk_io_report *io)
                          raw ? 100.0 * (double)u->raw_bytes / (double)raw : 0.0);
         used += n > 0 ? (size_t)n : 0;
     }
-    pb_info("stages: reading thread %.2f s = read wait %.2f s + pauses %.2f s + compression "
+    pb_detail("stages: reading thread %.2f s = read wait %.2f s + pauses %.2f s + compression "
             "queue full %.2f s + page checks and hashing %.2f s; %u workers: compression %.2f s,"
             " repository writes %.2f s, idle %.2f s; %.2f s of the queue wait for files' last "
             "frames (at most %" PRIu64 " records waited for theirs at once)",
@@ -219,7 +219,7 @@ static void log_stages(const bk_io_report *io)
             st->page_work_seconds, st->workers,
             st->compress_seconds, st->write_seconds, st->worker_idle_seconds,
             st->drain_wait_seconds, io->manifest_pending_peak);
-    pb_info("compression levels (%s, ceiling %d, floor %d, %" PRIu64 " down, %" PRIu64 " up, "
+    pb_detail("compression levels (%s, ceiling %d, floor %d, %" PRIu64 " down, %" PRIu64 " up, "
             "final %d): %s", io->compress_adapt ? "adaptive" : "pinned", io->level_ceiling,
             io->level_floor, io->level_downs, io->level_ups, io->level_final,
             io->nlevels ? lv : "no frames");
@@ -235,7 +235,7 @@ static void log_cpu(const bk_ctx *ctx, const struct rusage *ru)
                   (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
     if (gb <= 0)
         return;
-    pb_info("CPU per GB read: reading thread %.2f s/GB (%.2f s), %u workers %.2f s/GB "
+    pb_detail("CPU per GB read: reading thread %.2f s/GB (%.2f s), %u workers %.2f s/GB "
             "(%.2f s), process %.2f s/GB (%.2f s user+sys, %.2f GB read)",
             st->reader_cpu_seconds / gb, st->reader_cpu_seconds, st->workers,
             st->worker_cpu_seconds / gb, st->worker_cpu_seconds, proc / gb, proc, gb);
@@ -258,7 +258,7 @@ void bk_finish_report(bk_ctx *ctx)
         log_cpu(ctx, &ru);
     }
     const scan_io_stats *s = &io->scan;
-    pb_info("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
+    pb_detail("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
             " plateaus, %" PRIu64 " cuts, %" PRIu64 " yields (%" PRIu64 " pauses, %.2f s); "
             "latency floor %.2f ms; others' reads up to %.0f/s; %" PRIu64 " of %" PRIu64
             " reads in flight while the one before was checked",
@@ -267,17 +267,17 @@ void bk_finish_report(bk_ctx *ctx)
             s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak,
             s->overlapped, s->requests);
     if (s->adaptive)
-        pb_info("I/O sizes: floor %.2f ms (median of an epoch at 1 in flight), requests %zu KiB "
+        pb_detail("I/O sizes: floor %.2f ms (median of an epoch at 1 in flight), requests %zu KiB "
                 "(peak %zu KiB): %" PRIu64 " size grows, %" PRIu64 " size plateaus; last "
                 "step: depth %+.0f%%, size %+.0f%%; latest decision: %s",
                 s->latency_floor_median_ms, s->request_bytes_final / 1024,
                 s->request_bytes_peak / 1024, s->size_grows, s->size_plateaus,
                 s->depth_gain_pct, s->size_gain_pct, s->decision[0] ? s->decision : "none");
-    pb_info("repository: %" PRIu64 " flushes for %.1f MiB written (%.1f per GB); peak RSS "
+    pb_detail("repository: %" PRIu64 " flushes for %.1f MiB written (%.1f per GB); peak RSS "
             "%.1f MiB (buffers %.1f MiB)", io->repo_flushes,
             (double)io->repo_bytes_written / 1048576.0, io->flushes_per_gb,
             (double)io->peak_rss_bytes / 1048576.0, (double)io->buffer_bytes / 1048576.0);
-    pb_info("page cache: %.1f MiB of the %" PRIu64 " files read became resident while they "
+    pb_detail("page cache: %.1f MiB of the %" PRIu64 " files read became resident while they "
             "were read", (double)io->page_cache_left_bytes / 1048576.0, io->page_cache_files);
     if (ctx->opts->report)
         *ctx->opts->report = *io;

@@ -395,7 +395,7 @@ int bk_records_commit(bk_ctx *ctx, pb_error *err)
     mf_writer_free(w);
     spool_close(&rec->a);
     if (rc == 0) {
-        pb_info("manifest of %s: %llu bytes; records held at most %llu at once, %llu bytes",
+        pb_detail("manifest of %s: %llu bytes; records held at most %llu at once, %llu bytes",
                 h->id, (unsigned long long)(rec->b.head.len + rec->b.len),
                 (unsigned long long)rec->records_peak, (unsigned long long)rec->bytes_peak);
         ctx->io.manifest_records_peak = rec->records_peak;

@@ -91,8 +91,8 @@ bool bk_verify_due(const chain *c, unsigned every, int64_t after_secs, int64_t n
         why_len = sizeof(sink);
     }
     if (every && cheap + 1 >= every) {
-        snprintf(why, why_len, "%u incrementals since the last full scan (--verify-scan %u)",
-                 cheap, every);
+        snprintf(why, why_len, "%u %s since the last full scan (--verify-scan %u)", cheap,
+                 pb_plural(cheap, "incremental", "incrementals"), every);
         return true;
     }
     if (after_secs && cheap && now - scanned_at >= after_secs) {
@@ -219,10 +219,10 @@ static int summary_guide(bk_ctx *ctx, char *why, size_t why_len, pb_error *err)
 
 static void say_mode(const bk_ctx *ctx, const char *what, const char *why)
 {
-    pb_info("incremental reads %s%s%s%s", what, why ? " (" : "", why ? why : "",
+    pb_detail("incremental reads %s%s%s%s", what, why ? " (" : "", why ? why : "",
             why ? ")" : "");
     if (ctx->verify)
-        pb_info("verify scan: every page is read and hashed; a change the cheaper method "
+        pb_detail("verify scan: every page is read and hashed; a change the cheaper method "
                 "misses is shipped and reported");
 }
 
@@ -376,20 +376,22 @@ void bk_report_read(const bk_ctx *ctx)
                                   n ? ", " : "", ctx->verdicts[v],
                                   bk_skip_verdict_name((bk_skip_verdict)v));
     if (ctx->verify)
-        pb_info("file-level skip: %" PRIu64 " relation segments would have been skipped "
-                "(read for the verify scan); read anyway: %s", ctx->verdicts[BK_SKIP],
-                n ? reads : "none");
+        pb_detail("file-level skip: %" PRIu64 " relation %s would have been skipped (read "
+                  "for the verify scan); read anyway: %s", ctx->verdicts[BK_SKIP],
+                  pb_plural(ctx->verdicts[BK_SKIP], "segment", "segments"), n ? reads : "none");
     else
-        pb_info("file-level skip: %" PRIu64 " relation segments (%.1f MiB) skipped; read: %s",
-                h->files_skipped, h->bytes_skipped / 1048576.0, n ? reads : "none");
+        pb_detail("file-level skip: %" PRIu64 " relation %s (%.1f MiB) skipped; read: %s",
+                  h->files_skipped, pb_plural(h->files_skipped, "segment", "segments"),
+                  h->bytes_skipped / 1048576.0, n ? reads : "none");
     if (ctx->wal)
-        pb_info("WAL-guided: %" PRIu64 " segments read by their named blocks only, %" PRIu64
-                " read whole (not a main fork, or created, truncated or copied in the window)",
-                ctx->wal_guided, ctx->wal_whole);
+        pb_detail("WAL-guided: %" PRIu64 " %s read by their named blocks only, %" PRIu64
+                  " read whole (not a main fork, or created, truncated or copied in the window)",
+                  ctx->wal_guided, pb_plural(ctx->wal_guided, "segment", "segments"),
+                  ctx->wal_whole);
     if (ctx->verify && h->pages_missed)
         pb_log(PB_LOG_ERROR, "verify scan: %" PRIu64 " changed pages the cheaper read "
                "method would have missed were shipped: this is a bug, please report it",
                h->pages_missed);
     else if (ctx->verify)
-        pb_info("verify scan: the cheaper read method missed no changed page");
+        pb_detail("verify scan: the cheaper read method missed no changed page");
 }

@@ -583,3 +583,24 @@ int pgc_query_text(pgc *c, const char *sql, char *out, size_t outsz, pb_error *e
 {
     return query_value(c, sql, out, outsz, err);
 }
+
+int pgc_checkpoint_spread(pgc *c, char *timeout, size_t tcap, char *target, size_t gcap,
+                          double *seconds, pb_error *err)
+{
+    static const char q_secs[] =
+        "SELECT round((SELECT setting::float8 FROM pg_settings WHERE name = "
+        "'checkpoint_timeout') * current_setting('checkpoint_completion_target')::float8)";
+    char v[64], *end = NULL;
+    int rc = query_value(c, "SHOW checkpoint_timeout", timeout, tcap, err);
+    if (rc == 0)
+        rc = query_value(c, "SHOW checkpoint_completion_target", target, gcap, err);
+    if (rc == 0)
+        rc = query_value(c, q_secs, v, sizeof(v), err);
+    if (rc)
+        return rc;
+    *seconds = strtod(v, &end);
+    if (end == v || *end)
+        return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned \"%s\", not a number", q_secs,
+                       v);
+    return 0;
+}

@@ -92,4 +92,9 @@ int pgc_wal_summary_blocks(pgc *c, uint32_t tli, uint64_t start, uint64_t end,
                            unsigned wait_secs, pgc_summary_fn fn, void *ctx, char *why,
                            size_t why_len, pb_error *err);
 
+/* How long a spread checkpoint may take: checkpoint_timeout x
+ * checkpoint_completion_target, in seconds, with both settings as the server shows them. */
+int pgc_checkpoint_spread(pgc *c, char *timeout, size_t tcap, char *target, size_t gcap,
+                          double *seconds, pb_error *err);
+
 #endif

@@ -150,7 +150,7 @@ static void start_controller(scanner *s, const scan_opts *o)
         if (s->stat_fd >= 0)
             open_members(s, stat_path);
         if (s->stat_fd < 0)
-            pb_info("scan: no block device found under %s: not watching others' reads",
+            pb_detail("scan: no block device found under %s: not watching others' reads",
                     o->device_path);
         else
             pb_debug("scan: watching %s for others' reads", stat_path);
@@ -215,7 +215,7 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
             s->ring_ok = true;
             s->fixed = register_buffers(s);
         } else
-            pb_info("scan: io_uring unavailable (%s); using pread", strerror(-rc));
+            pb_detail("scan: io_uring unavailable (%s); using pread", strerror(-rc));
     }
     s->method = !s->direct ? METHOD_BUFFERED : s->ring_ok ? METHOD_URING : METHOD_PREAD;
     start_controller(s, &o);

@@ -91,7 +91,7 @@ static int deliver(scanner *s, const scan_fd *f, const chunk_plan *p, const uint
 static void log_decision(const scanner *s, scan_ctl_event ev)
 {
     if (ev != SCAN_CTL_NONE)
-        pb_info("scan: %s", s->ctl.msg);
+        pb_detail("scan: %s", s->ctl.msg);
 }
 
 /* Reads on an md array's member disks that its own reads do not explain, so far. */

@@ -249,7 +249,7 @@ int wg_collect(const wg_window *w, wg_set **out, char *why, size_t why_len, pb_e
         wg_set_free(j.set);
         return 0;
     }
-    pb_info("WAL window: %" PRIu64 " records, %" PRIu64 " distinct blocks named%s", j.records,
+    pb_detail("WAL window: %" PRIu64 " records, %" PRIu64 " distinct blocks named%s", j.records,
             wg_set_count(j.set), wg_set_spilled(j.set) ? " (block set spilled to disk)" : "");
     *out = j.set;
     return 0;

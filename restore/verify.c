@@ -259,9 +259,9 @@ static int check_chain(vfy_run *v, const loaded *l, size_t b)
 static void summary(vfy_run *v, const mf_backup *h, size_t found, uint64_t frames)
 {
     char msg[300];
-    snprintf(msg, sizeof(msg), "%s (%s): %s; %" PRIu64 " frames of its own read and checked",
+    snprintf(msg, sizeof(msg), "%s (%s): %s; %" PRIu64 " %s of its own read and checked",
              h->id, h->type == 'I' ? "incr" : h->type == 'S' ? "synthetic full" : "full",
-             found ? "FAILED" : "ok", frames);
+             found ? "FAILED" : "ok", frames, pb_plural(frames, "frame", "frames"));
     if (found > VFY_NOTES_PER_SUBJECT)
         snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; %zu problems, the first %d "
                  "shown", found, VFY_NOTES_PER_SUBJECT);
@@ -442,8 +442,9 @@ static int verify_one(vfy_run *v, const char *set, unsigned jobs, pb_error *err)
         return 0;
     }
     char msg[300];
-    snprintf(msg, sizeof(msg), "%s: ok; chain of %zu, %" PRIu64 " frames read and checked, "
-             "WAL from its start to its stop present", st.id, st.chain_length, st.frames_read);
+    snprintf(msg, sizeof(msg), "%s: ok; chain of %zu, %" PRIu64 " %s read and checked, "
+             "WAL from its start to its stop present", st.id, st.chain_length, st.frames_read,
+             pb_plural(st.frames_read, "frame", "frames"));
     v->note(v->note_ctx, st.id, false, msg);
     return 0;
 }
@@ -460,7 +461,7 @@ int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
     stats->seconds = pb_now() - t0;
     stats->manifest_peak = v.manifest_peak;
     if (rc == 0 && stats->problems)
-        rc = pb_fail(err, PB_ECORRUPT, "verify of %s found %zu problems", repo_location(r),
-                     stats->problems);
+        rc = pb_fail(err, PB_ECORRUPT, "verify of %s found %zu %s", repo_location(r),
+                     stats->problems, pb_plural(stats->problems, "problem", "problems"));
     return rc;
 }

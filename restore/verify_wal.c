@@ -242,12 +242,15 @@ int vfy_wal_archive(vfy_run *v, rs_wal_view *w, const mf_backup *hs, size_t n,
     }
     if (rc == 0) {
         char msg[300], excused[120] = "";
+        uint64_t segs = v->stats->wal_segments, hist = v->stats->wal_history;
         if (g.excused)
-            snprintf(excused, sizeof(excused), "; %" PRIu64 " segments before %s removed by "
-                     "expire --retain-archive", g.excused, mark);
-        snprintf(msg, sizeof(msg), "WAL archive: %s; %" PRIu64 " segments and %" PRIu64
-                 " history files read and checked%s", v->stats->problems > before ? "FAILED"
-                 : "ok", v->stats->wal_segments, v->stats->wal_history, excused);
+            snprintf(excused, sizeof(excused), "; %" PRIu64 " %s before %s removed by "
+                     "expire --retain-archive", g.excused,
+                     pb_plural(g.excused, "segment", "segments"), mark);
+        snprintf(msg, sizeof(msg), "WAL archive: %s; %" PRIu64 " %s and %" PRIu64
+                 " history %s read and checked%s", v->stats->problems > before ? "FAILED"
+                 : "ok", segs, pb_plural(segs, "segment", "segments"), hist,
+                 pb_plural(hist, "file", "files"), excused);
         v->note(v->note_ctx, NULL, false, msg);
     }
     return rc;

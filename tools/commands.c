@@ -50,6 +50,8 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
         res->backup_requests = counted.requests;
     }
     o->backup.report = NULL;
+    if (rc == 0)
+        cmd_progress_done(&prog);
     cmd_progress_end(&prog);
     o->backup.progress = NULL;
     if (rc == 0) {
@@ -77,7 +79,7 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
         }
         char q[256];
         repo_requests_format(&counted.requests, q, sizeof(q));
-        printf("backup %s object-store requests: %s\n", h->id, q);
+        pb_detail("backup %s object-store requests: %s", h->id, q);
     }
     mf_free(m);
     repo_free(r);
@@ -176,6 +178,8 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
     }
     if (rc == 0)
         rc = rs_restore(r, &o->restore, &st, &err);
+    if (rc == 0)
+        cmd_progress_done(&prog);
     cmd_progress_end(&prog);
     o->restore.progress = NULL;
     if (rc == 0) {
@@ -186,14 +190,18 @@ int cmd_restore(pb_options *o, cmd_outcome *res)
         char w[32], f[32];
         human((double)st.bytes_written, w, sizeof(w));
         human((double)st.bytes_fetched, f, sizeof(f));
-        printf("restored backup %s (chain of %zu) into %s in %.1f s: %" PRIu64 " files, %"
-               PRIu64 " pages written, %" PRIu64 " pages already right, %" PRIu64
-               " frames read (%s fetched, %s written), %" PRIu64 " entries removed\n",
-               st.id, st.chain_length, o->restore.target_dir, st.seconds, st.files_written,
-               st.pages_written, st.pages_skipped, st.frames_read, f, w, st.files_removed);
+        printf("restored backup %s (chain of %zu) into %s in %.1f s: %" PRIu64 " %s, %"
+               PRIu64 " %s written, %" PRIu64 " %s already right, %" PRIu64 " %s read (%s "
+               "fetched, %s written), %" PRIu64 " %s removed\n", st.id, st.chain_length,
+               o->restore.target_dir, st.seconds, st.files_written,
+               pb_plural(st.files_written, "file", "files"), st.pages_written,
+               pb_plural(st.pages_written, "page", "pages"), st.pages_skipped,
+               pb_plural(st.pages_skipped, "page", "pages"), st.frames_read,
+               pb_plural(st.frames_read, "frame", "frames"), f, w, st.files_removed,
+               pb_plural(st.files_removed, "entry", "entries"));
         char q[256];
         repo_requests_format(&st.requests, q, sizeof(q));
-        printf("restore %s object-store requests: %s\n", st.id, q);
+        pb_detail("restore %s object-store requests: %s", st.id, q);
     }
     free(cmd);
     repo_free(r);
@@ -228,19 +236,24 @@ int cmd_verify(pb_options *o, cmd_outcome *res)
     if (rc == 0)
         rc = rs_verify_repo(r, o->restore.set, o->restore.jobs, verify_note, &prog, &hook, &st,
                             &err);
+    if (rc == 0)
+        cmd_progress_done(&prog);
     cmd_progress_end(&prog);
     if (rc == 0 || rc == PB_ECORRUPT) {
         res->verify = st;
         res->have_verify = true;
     }
     if ((rc == 0 || rc == PB_ECORRUPT) && o->restore.set)
-        printf("verify %s: %zu problems in %.1f s\n", rc ? "FAILED" : "passed", st.problems,
-               st.seconds);
+        printf("verify %s: %zu %s in %.1f s\n", rc ? "FAILED" : "passed", st.problems,
+               pb_plural(st.problems, "problem", "problems"), st.seconds);
     else if (rc == 0 || rc == PB_ECORRUPT)
-        printf("verify %s: %zu backups (%zu failed), %" PRIu64 " frames, %" PRIu64
-               " WAL segments, %" PRIu64 " history files checked; %zu problems in %.1f s\n",
-               rc ? "FAILED" : "passed", st.backups, st.backups_failed, st.frames_read,
-               st.wal_segments, st.wal_history, st.problems, st.seconds);
+        printf("verify %s: %zu %s (%zu failed), %" PRIu64 " %s, %" PRIu64 " WAL %s, %"
+               PRIu64 " history %s checked; %zu %s in %.1f s\n", rc ? "FAILED" : "passed",
+               st.backups, pb_plural(st.backups, "backup", "backups"), st.backups_failed,
+               st.frames_read, pb_plural(st.frames_read, "frame", "frames"), st.wal_segments,
+               pb_plural(st.wal_segments, "segment", "segments"), st.wal_history,
+               pb_plural(st.wal_history, "file", "files"), st.problems,
+               pb_plural(st.problems, "problem", "problems"), st.seconds);
     fflush(stdout);
     repo_free(r);
     return rc ? cmd_report(res, &err) : 0;
@@ -269,6 +282,8 @@ int cmd_rebase(pb_options *o, cmd_outcome *res)
     rs_progress_hook hook = {prog.enabled ? cmd_progress_rebase : NULL, &prog};
     if (rc == 0)
         rc = rs_rebase(r, o->restore.set, o->backup.zstd_level, lock, &hook, id, &err);
+    if (rc == 0)
+        cmd_progress_done(&prog);
     cmd_progress_end(&prog);
     if (rc == 0)
         memcpy(res->rebase_id, id, sizeof(res->rebase_id));

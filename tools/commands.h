@@ -94,6 +94,11 @@ void cmd_progress_verify(void *ctx, const rs_progress *r); /* an rs_progress_fn 
 void cmd_progress_rebase(void *ctx, const rs_progress *r); /* an rs_progress_fn */
 /* Before a line on stdout: take a drawn live line off the terminal (redrawn later). */
 void cmd_progress_clear(cmd_progress *p);
+/* The run succeeded: its last figures become 100% (drawn by cmd_progress_end; off a
+ * terminal, logged when progress lines were). */
+void cmd_progress_done(cmd_progress *p);
+/* The log's console hook (pb_log_set_console_hook) while a live line is shown. */
+void cmd_progress_before_log(void *ctx);
 /* End the live line: on a terminal, draw the newest state (so even a run shorter than
  * one redraw shows its totals) and a newline. */
 void cmd_progress_end(cmd_progress *p);

@@ -148,12 +148,12 @@ int expire_wal_plan(repo *r, const chain_history *h, const bool *keep, const pb_
         return rc;
     const char *verb = o->dry_run ? "would expire" : "expired";
     if (cut && cut != oldest)
-        printf("%s %" PRIu64 " WAL segments older than %s (start of backup %s, the oldest of "
+        printf("%s %" PRIu64 " WAL %s older than %s (start of backup %s, the oldest of "
                "the newest %u fulls with continuous WAL); older backups keep their own WAL, "
-               "start to stop, and restore to their end only\n", verb, we.removed, we.cut,
-               cut->id, o->retain_archive);
+               "start to stop, and restore to their end only\n", verb, we.removed,
+               pb_plural(we.removed, "segment", "segments"), we.cut, cut->id, o->retain_archive);
     else
-        printf("%s %" PRIu64 " WAL segments older than %s (start of backup %s)\n", verb,
-               we.removed, we.cut, oldest->id);
+        printf("%s %" PRIu64 " WAL %s older than %s (start of backup %s)\n", verb, we.removed,
+               pb_plural(we.removed, "segment", "segments"), we.cut, oldest->id);
     return 0;
 }

@@ -236,8 +236,10 @@ static void print_wal(const wal_ctx *w, bool json)
                    "\"segments\": %" PRIu64 ", \"gaps\": %" PRIu64 "}",
                    first ? "" : ",", r->timeline, r->first, r->last, r->count, r->gaps);
         else
-            printf("WAL timeline %u: %s .. %s, %" PRIu64 " segments, %" PRIu64 " gaps\n",
-                   r->timeline, r->first, r->last, r->count, r->gaps);
+            printf("WAL timeline %u: %s .. %s, %" PRIu64 " %s, %" PRIu64 " %s\n",
+                   r->timeline, r->first, r->last, r->count,
+                   pb_plural(r->count, "segment", "segments"), r->gaps,
+                   pb_plural(r->gaps, "gap", "gaps"));
         first = false;
     }
 }
@@ -323,7 +325,8 @@ static int info_one(repo *r, pb_options *o, bool points, pb_error *err)
         print_json_string(repo_location(r));
         printf(",\n  \"backups\": [");
     } else {
-        printf("repository %s: %zu backups\n", repo_location(r), hist.count);
+        printf("repository %s: %zu %s\n", repo_location(r), hist.count,
+               pb_plural(hist.count, "backup", "backups"));
     }
     for (size_t i = 0; i < hist.count; i++) {
         const mf_backup *h = &hist.items[i];

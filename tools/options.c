@@ -22,6 +22,7 @@ enum {
     O_CLUSTER, O_REPORT, O_METRICS, O_LOG_FILE, O_QUIET, O_PROGRESS, O_VERSION,
     O_IO_CLASS, O_CPU_PRIO, O_CPU_WEIGHT, O_CHECKPOINT, O_MAX_MEMORY,
     O_COMPRESS_ADAPT, O_ARCHIVE_MODE, O_DRY_RUN, O_ARCHIVE_TIMEOUT,
+    O_LOG_LEVEL_FILE, O_LOG_PATH,
     O_END
 };
 
@@ -61,6 +62,8 @@ static const struct option long_opts[] = {
     {"retain-full-days", 1, 0, O_RETAIN_DAYS}, {"retain-archive", 1, 0, O_RETAIN_ARCHIVE},
     {"primary-conninfo", 1, 0, O_PRIMARY_CONNINFO},
     {"target-immediate", 0, 0, O_TARGET_IMMEDIATE}, {"annotation", 1, 0, O_ANNOTATION},
+    {"log-level-console", 1, 0, O_LOG}, {"log-level-file", 1, 0, O_LOG_LEVEL_FILE},
+    {"log-path", 1, 0, O_LOG_PATH},
     {0, 0, 0, 0},
 };
 
@@ -113,7 +116,8 @@ static const char usage_common[] =
     "common: --repo DIR|s3://bucket/prefix [--s3-endpoint URL] [--s3-region R]\n"
     "        [--s3-uri-style path|host] [--s3-ca-file F] [--s3-insecure] [--s3-parallel N]\n"
     "        [--state-dir DIR] [--config FILE] [--cluster NAME] [--log-level LEVEL]\n"
-    "        [--log-file FILE] [--quiet] [--report FILE] [--metrics-file FILE] [--help]\n"
+    "        [--log-level-file LEVEL|off] [--log-path DIR] [--log-file FILE] [--quiet]\n"
+    "        [--report FILE] [--metrics-file FILE] [--help]\n"
     "        [--encrypt-key-file FILE (mode 0600; up to 4, the first seals new objects)]\n"
     "environment: PAGEBACK_<OPTION> for every option (PAGEBACK_REPO...), PAGEBACK_ENCRYPT_KEY,\n"
     "        PG* (libpq), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION\n"
@@ -399,13 +403,20 @@ static int apply_opt(pb_options *o, int c, const char *arg, pb_error *err)
         o->key_files[o->n_key_files++] = arg;
         break;
     case O_CONFIG: o->config_file = arg; break;
-    case O_LOG:
-        if (!strcmp(arg, "error")) pb_log_set_level(PB_LOG_ERROR);
-        else if (!strcmp(arg, "warn")) pb_log_set_level(PB_LOG_WARN);
-        else if (!strcmp(arg, "info")) pb_log_set_level(PB_LOG_INFO);
-        else if (!strcmp(arg, "debug")) pb_log_set_level(PB_LOG_DEBUG);
-        else return pb_fail(err, PB_EINVAL, "--log-level must be error, warn, info or debug");
+    case O_LOG: {
+        pb_log_level lv;
+        if (pb_log_level_parse(arg, 0, &lv))
+            return pb_fail(err, PB_EINVAL, "--log-level must be error, warn, info, detail or "
+                           "debug, not '%s'", arg);
+        pb_log_set_level(lv);
         break;
+    }
+    case O_LOG_LEVEL_FILE:
+        if (pb_log_level_parse(arg, 1, &o->log_level_file))
+            return pb_fail(err, PB_EINVAL, "--log-level-file must be off, error, warn, info, "
+                           "detail or debug, not '%s'", arg);
+        break;
+    case O_LOG_PATH: o->log_path = arg; break;
     case O_PGDATA: o->backup.pgdata = arg; break;
     case O_DBNAME: o->backup.conninfo = arg; break;
     case O_NO_URING: o->backup.use_uring = false; break;
@@ -560,6 +571,7 @@ static void opts_init(pb_options *o, const char *argv0)
     o->restore = rso;
     o->progress_interval = 10;
     o->archive_timeout = 60;
+    o->log_level_file = PB_LOG_DETAIL; /* the file keeps what the console leaves out */
     find_program(o, argv0);
 }
 

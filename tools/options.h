@@ -64,7 +64,9 @@ typedef struct pb_options {
     repo_key keys[REPO_MAX_KEYS];
     const char *report_file;  /* --report: JSON report of the run */
     const char *metrics_file; /* --metrics-file: Prometheus text */
-    const char *log_file;     /* --log-file */
+    const char *log_file;     /* --log-file: instead of the default log file */
+    const char *log_path;     /* --log-path: the default log file's directory */
+    pb_log_level log_level_file; /* --log-level-file (PB_LOG_OFF: no log file) */
     unsigned progress_interval; /* seconds between progress log lines off a terminal */
     unsigned archive_timeout;   /* check: seconds the WAL round trip may take */
     /* Per long option (index in the option table): its source and its text as given. */

@@ -1,6 +1,7 @@
 /* tools/pageback.c — the pageback command-line program. */
 #include "tools/commands.h"
 #include "tools/cluster_ns.h"
+#include "tools/logfile.h"
 #include "common/fault.h"
 
 #include <malloc.h>
@@ -42,23 +43,6 @@ static const command *find_command(const char *name)
         if (!strcmp(commands[i].name, name))
             return &commands[i];
     return NULL;
-}
-
-/* --log-level, --quiet and --log-file take effect before the command runs. */
-static FILE *setup_logging(const pb_options *o, cmd_outcome *res)
-{
-    if (o->quiet)
-        pb_log_set_level(PB_LOG_ERROR);
-    if (!o->log_file)
-        return NULL;
-    FILE *fp = fopen(o->log_file, "a");
-    if (!fp) {
-        res->exit_code = cmd_usage_error(res, "cannot open the log file %s", o->log_file);
-        return NULL;
-    }
-    setvbuf(fp, NULL, _IOLBF, 0);
-    pb_log_set_file(fp);
-    return fp;
 }
 
 /* The report and the metrics are written after the run, whatever its outcome; failing
@@ -132,13 +116,15 @@ int main(int argc, char **argv)
         rc = help(&opts);
     } else {
         res.command = opts.command;
-        FILE *log = setup_logging(&opts, &res);
+        if (opts.quiet) /* errors only on the console; the log file as usual */
+            pb_log_set_level(PB_LOG_ERROR);
+        cmd_logfile lf = {-1, ""};
+        if (find_command(opts.command)) /* an unknown command gets no log file */
+            res.exit_code = cmd_logfile_open(&lf, &opts, &res);
         if (res.exit_code == 0)
             res.exit_code = run(&opts, &res);
         rc = finish(&opts, &res);
-        pb_log_set_file(NULL);
-        if (log)
-            fclose(log);
+        cmd_logfile_close(&lf, &opts, rc, res.started);
     }
     opts_free(&opts);
     return rc;

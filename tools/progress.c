@@ -35,6 +35,13 @@ void cmd_progress_init(cmd_progress *p, const pb_options *o)
     p->drew = p->pending = false;
     p->latest = (cmd_progress_view){0};
     p->whole_repo = false;
+    if (p->enabled && p->tty) /* a log line takes the live line off first */
+        pb_log_set_console_hook(cmd_progress_before_log, p);
+}
+
+void cmd_progress_before_log(void *ctx)
+{
+    cmd_progress_clear(ctx);
 }
 
 /* The rate counts from the first byte, not from the start: a spread checkpoint can hold
@@ -85,11 +92,9 @@ static void show(cmd_progress *p, cmd_progress_view *v)
     if (v->bytes_done > 0 && p->first_byte == 0)
         p->first_byte = now;
     bool due = now - p->last >= (p->tty ? TTY_REDRAW_SECONDS : (double)p->interval);
-    if (!due && !p->tty)
-        return;
     v->at = now;
-    p->latest = *v;
-    p->pending = true;
+    p->latest = *v; /* kept even when not drawn: the end shows the last figures */
+    p->pending = p->tty || p->pending;
     if (!due)
         return;
     p->last = now;
@@ -141,11 +146,37 @@ void cmd_progress_clear(cmd_progress *p)
     p->pending = p->latest.what != NULL;
 }
 
+void cmd_progress_done(cmd_progress *p)
+{
+    cmd_progress_view *v = &p->latest;
+    if (!p->enabled || !v->what)
+        return;
+    /* Done is 100%: a file that grew while it was read, or a total that was an estimate,
+     * must not leave "98%" as the last word before the summary. */
+    if (v->bytes_total < v->bytes_done)
+        v->bytes_total = v->bytes_done;
+    v->bytes_done = v->bytes_total;
+    if (v->files_total < v->files_done)
+        v->files_total = v->files_done;
+    v->files_done = v->files_total;
+    v->at = p->now(p->now_ctx);
+    if (p->tty) {
+        p->pending = true;
+    } else if (p->formats > 0) { /* a run short enough to log no line logs no end either */
+        char line[256];
+        format_line(p, line, sizeof(line), v);
+        pb_info("progress: %s", line);
+    }
+}
+
 void cmd_progress_end(cmd_progress *p)
 {
+    if (p->enabled && p->tty)
+        pb_log_set_console_hook(NULL, NULL);
     if (p->pending && p->tty)
         draw_latest(p);
     if (p->drew)
         fputc('\n', p->out);
     p->drew = false;
+    p->pending = false;
 }

@@ -3,7 +3,7 @@
 # PostgreSQL 15, in order, so the guide cannot rot: every fenced block tagged
 # "sh test" runs as postgres, "sh test-root" as root, and the ExecStart= lines of
 # "ini test-exec" blocks (the systemd units) as postgres. Only paths change (the guide
-# says so too): /srv/, /var/ and /etc/pageback.conf move under the work directory,
+# says so too; and the server's restart is pg_ctl's): /srv/, /var/ and /etc/pageback.conf move under the work directory,
 # /usr/local/bin/pageback becomes $PB_BIN, /usr/lib/postgresql/15/bin $PB_PGBIN,
 # /var/lib/postgresql/15/main the test cluster, port 5433 a free port; PGHOST/PGPORT
 # name the test cluster and PAGEBACK_CONFIG the moved config file. Each block is one
@@ -35,9 +35,16 @@ nblocks=$(ls "$W/blocks" | grep -cv '\.line$')
 [ "$nblocks" -ge 10 ] && pb_test_ok "the guide has $nblocks tested blocks" ||
     pb_test_fail "only $nblocks tested blocks in docs/GUIDE.md"
 
-# substitute FILE: the guide's production paths -> this run's.
+# The server's restart (systemd in production), and its socket and port in the config.
+RESTART="$PB_PGBIN/pg_ctl -D $SRC -l $(pg_logfile "$SRC") -w -m fast restart >/dev/null"
+[ "$(id -u)" = 0 ] && RESTART="runuser -u postgres -- $RESTART"
+# substitute FILE: the guide's production paths -> this run's; %i (a unit's instance)
+# is the cluster main.
 substitute() {
-    sed -e "s|/usr/local/bin/pageback|$PB_BIN|g" \
+    sed -e "s|systemctl restart postgresql@15-main|$RESTART|g" \
+        -e "s|host=/var/run/postgresql port=5432|host=$PGHOST port=$PGPORT|g" \
+        -e "s|%i|main|g" \
+        -e "s|/usr/local/bin/pageback|$PB_BIN|g" \
         -e "s|/usr/lib/postgresql/15/bin|$PB_PGBIN|g" \
         -e "s|/var/lib/postgresql/15/main|$SRC|g" \
         -e "s|/etc/pageback.conf|$W/etc/pageback.conf|g" \

@@ -277,3 +277,10 @@ pb_refused() {
     fi
     rm -rf "$d"
 }
+
+# The scripts read what a backup logs about its I/O (classes, in flight, flushes...),
+# which the console shows at --log-level detail (info, its default, leaves it to the log
+# file); console_output.sh checks the default itself. A binary older than the detail
+# level logs all of it at info (and refuses "detail": then it is not set).
+"$PB_BIN" info --log-level detail --help >/dev/null 2>&1 &&
+    export PAGEBACK_LOG_LEVEL=${PAGEBACK_LOG_LEVEL-detail}

@@ -3,6 +3,7 @@
 #include "common/fault.h"
 #include "tests/unit/pbtest.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -150,6 +151,64 @@ static void test_state_dir(void)
     pbt_rmtree(dir);
 }
 
+/* The console and the file have their own levels; a log file that cannot be written
+ * (a full disk: /dev/full) is warned about once and then left alone, the caller never
+ * failing for it. */
+static void test_log_levels_and_file(void)
+{
+    pb_log_level lv;
+    PBT_CHECK(pb_log_level_parse("detail", 0, &lv) == 0 && lv == PB_LOG_DETAIL);
+    PBT_CHECK(pb_log_level_parse("off", 0, &lv) == PB_EINVAL);
+    PBT_CHECK(pb_log_level_parse("off", 1, &lv) == 0 && lv == PB_LOG_OFF);
+    PBT_CHECK(pb_log_level_parse("loud", 1, &lv) == PB_EINVAL);
+    PBT_CHECK(strcmp(pb_plural(1, "backup", "backups"), "backup") == 0);
+    PBT_CHECK(strcmp(pb_plural(0, "backup", "backups"), "backups") == 0);
+
+    FILE *cons = tmpfile();
+    char path[] = "/tmp/pb-log-XXXXXX";
+    int fd = mkstemp(path);
+    int saved = dup(STDERR_FILENO);
+    PBT_CHECK(cons && fd >= 0 && saved >= 0);
+    if (!cons || fd < 0 || saved < 0)
+        return;
+    fflush(stderr);
+    dup2(fileno(cons), STDERR_FILENO);
+    pb_log_set_level(PB_LOG_WARN);
+    pb_log_set_file_level(PB_LOG_DETAIL);
+    pb_log_set_file(fd);
+    pb_log(PB_LOG_DETAIL, "detail line");
+    pb_log(PB_LOG_DEBUG, "debug line");
+    pb_warn("warn line");
+    pb_log_file_only("file only");
+    int full = open("/dev/full", O_WRONLY);
+    pb_log_set_file(full);
+    pb_warn("lost 1");
+    pb_warn("lost 2");
+    pb_log_set_file(-1);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    pb_log_set_level(PB_LOG_INFO);
+    static char text[4096], con[4096];
+    ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    rewind(cons);
+    size_t m = fread(con, 1, sizeof(con) - 1, cons);
+    con[m] = '\0';
+    PBT_CHECK(strstr(text, "] DETAIL: detail line\n") && strstr(text, "] WARNING: warn line\n") &&
+              strstr(text, "] INFO: file only\n") && !strstr(text, "debug line"));
+    PBT_CHECK(!strstr(con, "detail line") && strstr(con, "pageback: WARNING: warn line\n") &&
+              !strstr(con, "file only"));
+    if (full >= 0) { /* one warning for two lost lines, and both still on the console */
+        const char *w = strstr(con, "cannot write the log file");
+        PBT_CHECK(w && !strstr(w + 1, "cannot write the log file") && strstr(con, "lost 2"));
+        close(full);
+    }
+    close(fd);
+    unlink(path);
+    fclose(cons);
+}
+
 int main(void)
 {
     PBT_RUN(test_lsn);
@@ -158,5 +217,6 @@ int main(void)
     PBT_RUN(test_error);
     PBT_RUN(test_fault_spec);
     PBT_RUN(test_state_dir);
+    PBT_RUN(test_log_levels_and_file);
     return PBT_DONE();
 }

@@ -111,9 +111,69 @@ static void test_eta_from_first_byte(void)
     fclose(p.out);
 }
 
+/* The whole text drawn into out. */
+static const char *drawn(FILE *out)
+{
+    static char text[1 << 16];
+    fflush(out);
+    rewind(out);
+    size_t n = fread(text, 1, sizeof(text) - 1, out);
+    text[n] = '\0';
+    return text;
+}
+
+/* A log line while the live line is drawn: the line is taken off the terminal first (a
+ * log line glued to "ETA 0:00:03" reads as garbage), and drawn again at the next redraw. */
+static void test_log_line_clears_the_live_line(void)
+{
+    fake_clock c = {10.0};
+    cmd_progress p;
+    tty_progress(&p, &c);
+    pb_log_set_console_hook(cmd_progress_before_log, &p);
+    bk_progress b = {0, 100 * 8192ULL, 0, 2, 0, 0, 0};
+    c.t += 1;
+    b.bytes_done = 10 * 8192;
+    cmd_progress_backup(&p, &b);
+    PBT_CHECK(p.drew);
+    pb_info("a log line in the middle of the progress (expected in this test's output)");
+    PBT_CHECK(!p.drew);
+    const char *t = drawn(p.out);
+    size_t n = strlen(t);
+    PBT_CHECK(n >= 4 && !strcmp(t + n - 4, "\r\033[K"));
+    c.t += 1;
+    b.bytes_done = 20 * 8192;
+    cmd_progress_backup(&p, &b);
+    PBT_CHECK(p.drew);
+    cmd_progress_end(&p);
+    pb_log_set_console_hook(NULL, NULL);
+    fclose(p.out);
+}
+
+/* A finished run ends its line at 100%, also when the last figures were short of the
+ * total (an estimate, a file that shrank) or the run ended between two redraws. */
+static void test_done_is_100_percent(void)
+{
+    fake_clock c = {10.0};
+    cmd_progress p;
+    tty_progress(&p, &c);
+    bk_progress b = {0, 100 * 8192ULL, 0, 4, 0, 0, 0};
+    c.t += 1;
+    b.bytes_done = 90 * 8192;
+    b.files_done = 3;
+    cmd_progress_backup(&p, &b);
+    cmd_progress_done(&p);
+    cmd_progress_end(&p);
+    const char *tail = strrchr(drawn(p.out), '\r');
+    PBT_CHECK(tail && strstr(tail, "(100%)") && strstr(tail, "files 4/4") &&
+              tail[strlen(tail) - 1] == '\n');
+    fclose(p.out);
+}
+
 int main(void)
 {
     PBT_RUN(test_format_only_when_drawn);
     PBT_RUN(test_eta_from_first_byte);
+    PBT_RUN(test_log_line_clears_the_live_line);
+    PBT_RUN(test_done_is_100_percent);
     return PBT_DONE();
 }
