@@ -135,6 +135,12 @@ static int find_root_claim(void *vctx, const char *key, uint64_t size)
     return 0;
 }
 
+/* backup and init know their cluster from its data directory or its server. */
+static bool writes_identity(const pb_options *o)
+{
+    return !strcmp(o->command, "backup") || !strcmp(o->command, "init");
+}
+
 /* The system identifier of the cluster a command works for, when it holds one: the
  * segment archive-push stores (xlp_sysid, offset 24 of its long header) or the backup's
  * global/pg_control (system_identifier, its first field; without --pgdata, the server
@@ -150,10 +156,10 @@ static uint64_t known_system_id(const pb_options *o)
             return 0;
         snprintf(path, sizeof(path), "%s", o->args[0]);
         at = 24;
-    } else if (!strcmp(o->command, "backup") && o->backup.pgdata) {
+    } else if (writes_identity(o) && o->backup.pgdata) {
         snprintf(path, sizeof(path), "%s/global/pg_control", o->backup.pgdata);
         at = 0;
-    } else if (!strcmp(o->command, "backup")) { /* the server's own data directory */
+    } else if (writes_identity(o)) { /* the server's own data directory */
         pgc *c = NULL;
         pgc_info info;
         pb_error e = PB_ERROR_INIT;
@@ -216,6 +222,12 @@ int cns_resolve(pb_options *o, pb_error *err)
     if (!o->cluster || !o->repo.location || o->repo_root)
         return 0;
     int rc = cns_check_name(o->cluster, err);
+    /* init makes a missing local repository directory (its parent must exist), before
+     * the cluster's entry goes in it. */
+    if (rc == 0 && !strcmp(o->command, "init") && strncmp(o->repo.location, "s3://", 5) &&
+        mkdir(o->repo.location, 0750) != 0 && errno != EEXIST)
+        rc = pb_fail_errno(err, PB_EIO, "cannot create repository directory %s",
+                           o->repo.location);
     repo *root = NULL;
     if (rc == 0)
         rc = cmd_open_repo(&root, o, err);
@@ -226,7 +238,7 @@ int cns_resolve(pb_options *o, pb_error *err)
      * name, rather than by a missing directory or an empty listing. */
     bool fresh = false;
     if (rc == PB_ENOENT) {
-        bool writes = !strcmp(o->command, "backup") || !strcmp(o->command, "archive-push");
+        bool writes = writes_identity(o) || !strcmp(o->command, "archive-push");
         rc = decide(root, o, writes, &layout, err);
         fresh = rc == 0 && layout == CNS_NAMESPACE && !writes;
     }
@@ -235,8 +247,8 @@ int cns_resolve(pb_options *o, pb_error *err)
         return pb_error_wrap(err, "cluster %s", o->cluster);
     if (fresh)
         return pb_fail(err, PB_ESTATE, "cluster %s has nothing in repository %s yet (no %s%s "
-                       "entry): its first archive-push or backup makes its place there",
-                       o->cluster, o->repo.location, CNS_MARKERS, o->cluster);
+                       "entry): pageback init --cluster %s makes its place there",
+                       o->cluster, o->repo.location, CNS_MARKERS, o->cluster, o->cluster);
     if (layout == CNS_ROOT)
         return 0;
     /* One allocation holds the namespace's location and, when the global section names

@@ -73,8 +73,10 @@ grep -q "info complete: exit 0" "$PB_WORK/logs/pageback/default-info.log" 2>/dev
     pb_test_fail "--log-path: $(ls -la "$PB_WORK/logs" 2>&1)"
 out=$(pb verify --set nonesuch --log-path "$PB_WORK/logs/pageback" 2>&1)
 rc=$?
-grep -Eq "\] ERROR: verify of .* found 1 problem$" "$PB_WORK/logs/pageback/default-verify.log" 2>/dev/null &&
-    grep -q "verify complete: exit $rc (failed)" "$PB_WORK/logs/pageback/default-verify.log" &&
+# A --set that names no backup is a usage error (exit 2), logged like any failure.
+grep -Eq "\] ERROR: --set nonesuch: no such backup" "$PB_WORK/logs/pageback/default-verify.log" 2>/dev/null &&
+    [ "$rc" = 2 ] &&
+    grep -q "verify complete: exit 2 (usage error)" "$PB_WORK/logs/pageback/default-verify.log" &&
     pb_test_ok "a failed run logs its error and its exit status $rc" ||
     pb_test_fail "failed run's log (rc $rc): $(cat "$PB_WORK/logs/pageback/default-verify.log" 2>&1)"
 
