@@ -254,12 +254,74 @@ static void say_recovery(const rs_opts *opts, const rs_target_val *tv, const mf_
                 ? "stopping before it" : "including it", action);
 }
 
+/* Settings an earlier restore wrote (the source may itself be a restored copy, promoted
+ * and backed up): left in place, PostgreSQL would see two recovery targets, or an old
+ * restore_command, beside the ones written now. */
+static bool replaced_setting(const char *line, const rs_opts *opts)
+{
+    static const char *const names[] = {"restore_command", "recovery_end_command",
+                                        "archive_cleanup_command", "recovery_target"};
+    line += strspn(line, " \t");
+    size_t len = strcspn(line, " \t=");
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t n = strlen(names[i]);
+        /* recovery_target and every recovery_target_* */
+        if (len >= n && strncasecmp(line, names[i], n) == 0 &&
+            (len == n || (i == 3 && line[n] == '_')))
+            return true;
+    }
+    return (!opts->archive_preserve && len == 12 && strncasecmp(line, "archive_mode", 12) == 0) ||
+           (opts->primary_conninfo && len == 16 &&
+            strncasecmp(line, "primary_conninfo", 16) == 0);
+}
+
+/* Comment out, in path, the settings replaced_setting names (as pgBackRest does), through
+ * a new file renamed over it. A missing file is fine: there is nothing to replace. */
+static int comment_out_replaced(const char *path, const rs_opts *opts, pb_error *err)
+{
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return errno == ENOENT ? 0 : pb_fail_errno(err, PB_EIO, "cannot read %s", path);
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.pageback-new", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!out) {
+        int rc = pb_fail_errno(err, PB_EIO, "cannot create %s", tmp);
+        if (fd >= 0)
+            close(fd);
+        fclose(in);
+        return rc;
+    }
+    char line[8192];
+    unsigned removed = 0;
+    while (fgets(line, sizeof(line), in)) {
+        bool drop = replaced_setting(line, opts);
+        removed += drop;
+        fprintf(out, "%s%s", drop ? "# replaced by pageback restore: " : "", line);
+    }
+    bool ok = !ferror(in) && fflush(out) == 0 && fsync(fileno(out)) == 0;
+    fclose(in);
+    ok &= fclose(out) == 0;
+    if (ok && rename(tmp, path) == 0) {
+        if (removed)
+            pb_info("%u recovery %s of an earlier restore commented out in %s", removed,
+                    pb_plural(removed, "setting", "settings"), path);
+        return 0;
+    }
+    int rc = pb_fail_errno(err, PB_EIO, "cannot rewrite %s", path);
+    unlink(tmp);
+    return rc;
+}
+
 int rs_write_recovery(const char *target_dir, const rs_opts *opts, const rs_target_val *tv,
                       const mf_backup *h, const rs_timeline *tl, pb_error *err)
 {
-    int rc = 0;
     char path[4096];
     snprintf(path, sizeof(path), "%s/postgresql.auto.conf", target_dir);
+    int rc = comment_out_replaced(path, opts, err);
+    if (rc)
+        return rc;
     FILE *fp = fopen(path, "a");
     if (!fp)
         return pb_fail_errno(err, PB_EIO, "cannot open %s", path);

@@ -195,9 +195,6 @@ pb_pitr "LSN on timeline 2 from the timeline 1 backup, across the switch" \
 
 # ---- PostgreSQL 17 on: the server's WAL summaries as the changed-block list
 if [ "$VNUM" -ge 170000 ]; then
-    # (The promoted copy still holds its restore's recovery_target_name in
-    # postgresql.auto.conf, which a restore of its backups to their end would add to.)
-    q "ALTER SYSTEM RESET recovery_target_name" >/dev/null
     q "ALTER SYSTEM SET summarize_wal = on" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
     q "CALL ins(5, 'summaries-on')" >/dev/null
     # The first window may begin before the summarizer did: either way it is backed up.
