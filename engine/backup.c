@@ -89,11 +89,17 @@ static void correct_progress(bk_ctx *ctx, const walk_entry *e, uint64_t planned,
 }
 
 /* A full backup reads every file whole, in walk order: the scanner may read the next one's
- * first request while this one's last is checked (scan_set_next). An incremental reads
- * few files, or parts of them: nothing is read ahead. */
+ * first request while this one's last is checked (scan_set_next). Empty files in between
+ * (a data directory holds hundreds) are passed over: they have nothing to read, and the
+ * scanner keeps the read ahead across them. An incremental reads few files, or parts of
+ * them: nothing is read ahead. */
 static int name_next(bk_ctx *ctx, const walk_list *list, size_t i, pb_error *err)
 {
-    const walk_entry *n = i + 1 < list->count ? &list->items[i + 1] : NULL;
+    size_t j = i + 1;
+    while (j < list->count && list->items[j].size == 0 &&
+           (list->items[j].kind == WALK_REL || list->items[j].kind == WALK_FILE))
+        j++;
+    const walk_entry *n = j < list->count ? &list->items[j] : NULL;
     if (ctx->cat || !n || (n->kind != WALK_REL && n->kind != WALK_FILE))
         return scan_set_next(ctx->scan, NULL, err);
     char path[4096];

@@ -261,11 +261,15 @@ void bk_finish_report(bk_ctx *ctx)
     pb_info("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
             " plateaus, %" PRIu64 " cuts, %" PRIu64 " yields (%" PRIu64 " pauses, %.2f s); "
             "latency floor %.2f ms; others' reads up to %.0f/s; %" PRIu64 " of %" PRIu64
-            " reads in flight while the one before was checked",
+            " chunks read while the one before was checked (%" PRIu64 " requests; %" PRIu64
+            " others held back by yielding pauses)",
             s->adaptive ? "adaptive" : "pinned", s->depth_start, io->depth_max, s->depth_peak,
             s->depth_final, s->grows, s->plateaus, s->cuts, s->yields, s->pauses,
             s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak,
-            s->overlapped, s->requests);
+            s->overlapped, s->chunks, s->requests, s->paused_chunks);
+    pb_info("checks: on the check thread %.2f s (CPU %.2f s) for %" PRIu64 " chunks; the reading "
+            "thread waited %" PRIu64 " times for a buffer they held, %.2f s in all", s->check_seconds,
+            s->check_cpu_seconds, s->chunks, s->check_waits, s->check_wait_seconds);
     if (s->adaptive)
         pb_info("I/O sizes: floor %.2f ms (median of an epoch at 1 in flight), requests %zu KiB "
                 "(peak %zu KiB): %" PRIu64 " size grows, %" PRIu64 " size plateaus; last "

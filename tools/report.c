@@ -147,6 +147,9 @@ static const rfield scan_fields[] = {
     RF(scan_io_stats, FT_SIZE, request_bytes_peak), RF(scan_io_stats, FT_SIZE, request_bytes_final),
     RF(scan_io_stats, FT_F64, depth_gain_pct), RF(scan_io_stats, FT_F64, size_gain_pct),
     RF(scan_io_stats, FT_STR, decision),
+    RF(scan_io_stats, FT_U64, chunks), RF(scan_io_stats, FT_U64, check_waits),
+    RF(scan_io_stats, FT_F64, check_wait_seconds), RF(scan_io_stats, FT_F64, check_seconds),
+    RF(scan_io_stats, FT_F64, check_cpu_seconds), RF(scan_io_stats, FT_U64, paused_chunks),
 };
 static const rfield io_fields[] = {
     RF(bk_io_report, FT_SIZE, read_size), RF(bk_io_report, FT_U32, depth_max),
