@@ -40,6 +40,11 @@ typedef struct bk_stages {
     double reader_cpu_seconds; /* CPU (user + sys) of the reading thread during the scan */
     double worker_cpu_seconds; /* CPU (user + sys) of the compression workers, summed */
     uint64_t bytes_read;       /* read by the scan: the per-GB figures' denominator */
+    /* The scanner's check thread runs the page checks (engine/scan_check.c): page_work and
+     * queue_wait above are its time, not the reading thread's. */
+    double check_seconds;      /* the check thread in the callbacks, queue waits included */
+    double check_wait_seconds; /* the reading thread waiting for the checks */
+    double check_cpu_seconds;  /* CPU (user + sys) of the check thread */
 } bk_stages;
 
 /* Frames compressed at one zstd level (adaptive compression: --compress-adapt). */

@@ -184,6 +184,9 @@ static void collect_stages(bk_ctx *ctx)
     bk_stages *st = &io->stages;
     st->read_wait_seconds = io->scan.wait_seconds;
     st->pause_seconds = io->scan.pause_seconds;
+    st->check_seconds = io->scan.check_seconds;
+    st->check_wait_seconds = io->scan.check_wait_seconds;
+    st->check_cpu_seconds = io->scan.check_cpu_seconds;
     if (ctx->pipe)
         bk_pipe_report(ctx->pipe, io);
     st->compress_seconds = st->write_seconds = 0;
@@ -211,12 +214,13 @@ static void log_stages(const bk_io_report *io)
                          raw ? 100.0 * (double)u->raw_bytes / (double)raw : 0.0);
         used += n > 0 ? (size_t)n : 0;
     }
-    pb_info("stages: reading thread %.2f s = read wait %.2f s + pauses %.2f s + compression "
-            "queue full %.2f s + page checks and hashing %.2f s; %u workers: compression %.2f s,"
+    pb_info("stages: reading thread %.2f s: read wait %.2f s, pauses %.2f s, waiting for the "
+            "checks %.2f s; check thread %.2f s = page checks and hashing %.2f s + compression "
+            "queue full %.2f s; %u workers: compression %.2f s,"
             " repository writes %.2f s, idle %.2f s; %.2f s of the queue wait for files' last "
             "frames (at most %" PRIu64 " records waited for theirs at once)",
-            st->scan_seconds, st->read_wait_seconds, st->pause_seconds, st->queue_wait_seconds,
-            st->page_work_seconds, st->workers,
+            st->scan_seconds, st->read_wait_seconds, st->pause_seconds, st->check_wait_seconds,
+            st->check_seconds, st->page_work_seconds, st->queue_wait_seconds, st->workers,
             st->compress_seconds, st->write_seconds, st->worker_idle_seconds,
             st->drain_wait_seconds, io->manifest_pending_peak);
     pb_info("compression levels (%s, ceiling %d, floor %d, %" PRIu64 " down, %" PRIu64 " up, "
@@ -235,9 +239,11 @@ static void log_cpu(const bk_ctx *ctx, const struct rusage *ru)
                   (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
     if (gb <= 0)
         return;
-    pb_info("CPU per GB read: reading thread %.2f s/GB (%.2f s), %u workers %.2f s/GB "
-            "(%.2f s), process %.2f s/GB (%.2f s user+sys, %.2f GB read)",
-            st->reader_cpu_seconds / gb, st->reader_cpu_seconds, st->workers,
+    pb_info("CPU per GB read: reading thread %.2f s/GB (%.2f s), check thread %.2f s/GB "
+            "(%.2f s), %u workers %.2f s/GB (%.2f s), process %.2f s/GB (%.2f s user+sys, "
+            "%.2f GB read)",
+            st->reader_cpu_seconds / gb, st->reader_cpu_seconds, st->check_cpu_seconds / gb,
+            st->check_cpu_seconds, st->workers,
             st->worker_cpu_seconds / gb, st->worker_cpu_seconds, proc / gb, proc, gb);
 }
 

@@ -389,8 +389,10 @@ static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u, bool may_slee
     u->checked = scan_check_done(&s->check);
     if (u->inflight == 0 && may_sleep)
         pace(s);
-    else if (scan_ctl_pause(&s->ctl, pb_now()) > 0)
+    else if (scan_ctl_pause(&s->ctl, pb_now()) > 0) {
+        s->paused = true; /* the controller holds the next request back, not the checks */
         return 0;
+    }
     while (u->submitted < u->nchunks && u->submitted < u->checked + s->queue_depth &&
            u->inflight < scan_ctl_depth(&s->ctl)) {
         bool one = false;

@@ -172,6 +172,8 @@ static const rfield stage_fields[] = {
     RF(bk_stages, FT_U32, workers),
     RF(bk_stages, FT_F64, drain_wait_seconds), RF(bk_stages, FT_F64, reader_cpu_seconds),
     RF(bk_stages, FT_F64, worker_cpu_seconds), RF(bk_stages, FT_U64, bytes_read),
+    RF(bk_stages, FT_F64, check_seconds), RF(bk_stages, FT_F64, check_wait_seconds),
+    RF(bk_stages, FT_F64, check_cpu_seconds),
 };
 static const rfield compression_fields[] = {
     RF(bk_io_report, FT_BOOL, compress_adapt), RF(bk_io_report, FT_INT, level_ceiling),
