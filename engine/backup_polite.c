@@ -292,3 +292,22 @@ void bk_finish_report(bk_ctx *ctx)
     if (ctx->opts->report)
         *ctx->opts->report = *io;
 }
+
+void bk_stage_mark(double *mark, double *field)
+{
+    double now = pb_now();
+    *field += now - *mark;
+    *mark = now;
+}
+
+void bk_log_fixed_costs(const bk_stages *st)
+{
+    double scan = st->scan_seconds - st->walk_seconds;
+    pb_info("steps: connect %.3f s, plan %.3f s, start (checkpoint) %.3f s, prepare %.3f s, "
+            "walk %.3f s, scan %.3f s, stop %.3f s, WAL wait %.3f s, manifest commit %.3f s, "
+            "exit %.3f s; %.3f s in all, %.3f s outside the scan",
+            st->connect_seconds, st->plan_seconds, st->start_seconds, st->prepare_seconds,
+            st->walk_seconds, scan > 0 ? scan : 0, st->stop_seconds, st->wal_wait_seconds,
+            st->commit_seconds, st->exit_seconds, st->total_seconds,
+            st->total_seconds - (scan > 0 ? scan : 0));
+}

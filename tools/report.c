@@ -174,6 +174,11 @@ static const rfield stage_fields[] = {
     RF(bk_stages, FT_F64, worker_cpu_seconds), RF(bk_stages, FT_U64, bytes_read),
     RF(bk_stages, FT_F64, check_seconds), RF(bk_stages, FT_F64, check_wait_seconds),
     RF(bk_stages, FT_F64, check_cpu_seconds),
+    RF(bk_stages, FT_F64, connect_seconds), RF(bk_stages, FT_F64, plan_seconds),
+    RF(bk_stages, FT_F64, start_seconds), RF(bk_stages, FT_F64, prepare_seconds),
+    RF(bk_stages, FT_F64, walk_seconds), RF(bk_stages, FT_F64, stop_seconds),
+    RF(bk_stages, FT_F64, wal_wait_seconds), RF(bk_stages, FT_F64, commit_seconds),
+    RF(bk_stages, FT_F64, exit_seconds), RF(bk_stages, FT_F64, total_seconds),
 };
 static const rfield compression_fields[] = {
     RF(bk_io_report, FT_BOOL, compress_adapt), RF(bk_io_report, FT_INT, level_ceiling),
