@@ -60,6 +60,7 @@ static void check_one(scan_check *c, const scan_check_item *it)
 static void *check_main(void *arg)
 {
     scan_check *c = arg;
+    pthread_setname_np(pthread_self(), "pb-check"); /* for top -H, perf, /proc */
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->quit && c->checked == c->queued)
@@ -97,7 +98,7 @@ int scan_check_begin(scan_check *c, unsigned cap, scan_chunk_cb cb, void *ctx, p
         }
         c->started = true;
     }
-    /* The thread is idle between scans (checked == queued): no lock needed to rearm. */
+    /* Between scans the thread waits for work (checked == queued): rearm it for this one. */
     pthread_mutex_lock(&c->mu);
     c->cb = cb;
     c->ctx = ctx;
