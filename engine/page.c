@@ -81,8 +81,9 @@ static inline uint32_t load_word(const uint8_t *p)
  * function once did, made every row's vector loads wait on the copy's narrower stores (a
  * store-forwarding stall) and kept the sums in memory, which cost more than the scalar
  * word-by-word loop (tools/bench/checksum.sh; docs/BENCHMARKS.md, "Page checksums"). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* An AVX2 clone chosen at run time: 8 lanes per instruction (vpmulld). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PB_PAGE_NO_CLONES)
+/* An AVX2 clone chosen at run time: 8 lanes per instruction (vpmulld). PB_PAGE_NO_CLONES
+ * builds the default one alone, so a unit test runs it on a machine that has AVX2. */
 __attribute__((target_clones("avx2", "default")))
 #endif
 static uint32_t checksum_block(const uint8_t *page)
