@@ -528,9 +528,16 @@ int scan_queue_read(scanner *s, const char *path, const scan_fd *f, scan_chunk_c
     int rc = scan_check_begin(&s->check, s->queue_depth, cb, ctx, err);
     if (rc != 0)
         return rc;
-    rc = s->ring_ok ? scan_uring(s, path, f, err) : scan_pread(s, path, f, err);
+    /* The callback may fill err (the backup passes the scan's own) on the check thread:
+     * the reads' failures wait in rerr until every check is done. */
+    pb_error rerr = PB_ERROR_INIT;
+    rc = s->ring_ok ? scan_uring(s, path, f, &rerr) : scan_pread(s, path, f, &rerr);
     /* Every check is done (the scan waited): what the callback was given is delivered. */
     s->bytes_read += s->check.bytes;
     *delivered += s->check.bytes;
+    if (s->check.rc != 0)
+        return s->check.rc; /* the callback's failure, in its own words */
+    if (rc != 0 && err)
+        *err = rerr;
     return rc;
 }
