@@ -101,11 +101,17 @@ static void correct_progress(bk_ctx *ctx, const walk_entry *e, uint64_t planned,
 }
 
 /* A full backup reads every file whole, in walk order: the scanner may read the next one's
- * first request while this one's last is checked (scan_set_next). An incremental reads
- * few files, or parts of them: nothing is read ahead. */
+ * first request while this one's last is checked (scan_set_next). Empty files in between
+ * (a data directory holds hundreds) are passed over: they have nothing to read, and the
+ * scanner keeps the read ahead across them. An incremental reads few files, or parts of
+ * them: nothing is read ahead. */
 static int name_next(bk_ctx *ctx, const walk_list *list, size_t i, pb_error *err)
 {
-    const walk_entry *n = i + 1 < list->count ? &list->items[i + 1] : NULL;
+    size_t j = i + 1;
+    while (j < list->count && list->items[j].size == 0 &&
+           (list->items[j].kind == WALK_REL || list->items[j].kind == WALK_FILE))
+        j++;
+    const walk_entry *n = j < list->count ? &list->items[j] : NULL;
     if (ctx->cat || !n || (n->kind != WALK_REL && n->kind != WALK_FILE))
         return scan_set_next(ctx->scan, NULL, err);
     char path[4096];
@@ -117,7 +123,9 @@ static int name_next(bk_ctx *ctx, const walk_list *list, size_t i, pb_error *err
 static int scan_all(bk_ctx *ctx, pb_error *err)
 {
     walk_list list = {0};
+    double tw = pb_now();
     int rc = walk_pgdata_cluster(ctx->pgdata, ctx->tblspc_dir, &list, err);
+    ctx->io.stages.walk_seconds = pb_now() - tw;
     bk_progress *pg = &ctx->progress;
     pg->files_total = list.count;
     uint64_t *plan = ctx->opts->progress && list.count ? calloc(list.count, sizeof(*plan)) : NULL;
@@ -200,7 +208,9 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
     arch_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
     arch_walfile_name(h->stop_wal, h->timeline, last_needed_lsn(h, ctx->standby),
                       h->wal_segment_size);
+    double tw = pb_now();
     rc = wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, ctx->standby, err);
+    ctx->io.stages.wal_wait_seconds = pb_now() - tw;
     h->bytes_stored = 0;
     for (unsigned i = 0; i < ctx->nwriters; i++)
         h->bytes_stored += pack_writer_stored_bytes(ctx->writers[i]);
@@ -297,7 +307,8 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     if (rc)
         return rc;
     ctx->io.checkpoint_fast = ctx->opts->checkpoint_fast;
-    ctx->io.checkpoint_wait_seconds = pb_now() - tc;
+    ctx->io.checkpoint_wait_seconds = ctx->io.stages.start_seconds = pb_now() - tc;
+    double tp = pb_now();
     pb_detail("checkpoint (%s) took %.2f s", ctx->opts->checkpoint_fast ? "fast" : "spread",
             ctx->io.checkpoint_wait_seconds);
     PB_FAULT_POINT("backup.after-start");
@@ -354,6 +365,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     pb_info("backup %s started at LSN %s on timeline %u (%s)", h->id, lsn, h->timeline,
             scan_method(ctx->scan));
     double t0 = pb_now(), cpu0 = bk_thread_cpu();
+    ctx->io.stages.prepare_seconds = t0 - tp;
     rc = scan_all(ctx, err);
     double t1 = pb_now();
     ctx->io.stages.scan_seconds = t1 - t0;
@@ -364,6 +376,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     if (rc == 0)
         rc = bk_put_databases(ctx, conn, err);
     h->seconds = pb_now() - t0;
+    ctx->io.stages.stop_seconds = pb_now() - t1 - ctx->io.stages.wal_wait_seconds;
     if (rc == 0)
         pb_detail("scanned %.1f MiB in %.2f s (%.0f MB/s); stop and WAL archiving took %.2f s",
                 h->bytes_read / 1048576.0, t1 - t0, h->bytes_read / 1e6 / (t1 - t0 + 1e-9),
@@ -406,6 +419,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     memset(&ctx, 0, sizeof(ctx));
     ctx.opts = opts;
     ctx.repo = r;
+    double t_begin = pb_now(), t_mark = t_begin; /* the steps' times (bk_stages) */
     /* Rule of politeness: a backup yields the CPU to the database it protects. */
     if (opts->nice && setpriority(PRIO_PROCESS, 0, opts->nice) != 0)
         pb_debug("could not lower the scheduling priority");
@@ -415,6 +429,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
         rc = pgc_connect(&conn, opts->conninfo, err);
     if (rc == 0)
         rc = pgc_info_get(conn, &info, err);
+    bk_stage_mark(&t_mark, &ctx.io.stages.connect_seconds);
     if (rc)
         goto out;
     ctx.standby = info.in_recovery; /* a hot standby: engine/backup_standby.c */
@@ -470,14 +485,17 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     /* The packs' and the database list's names are made durable once, all together,
      * before the manifest commits (repo_defer_syncs, storage.h). */
     repo_defer_syncs(r);
+    bk_stage_mark(&t_mark, &ctx.io.stages.plan_seconds);
     if (rc == 0)
         rc = run_backup(&ctx, conn, &plan, &info, err);
+    t_mark = pb_now();
     if (rc == 0)
         rc = check_parent(r, mf_header(ctx.m), err);
     if (rc == 0)
         rc = repo_sync_deferred(r, err);
     if (rc == 0)
         rc = bk_records_commit(&ctx, err); /* fault point backup.before-manifest-commit */
+    bk_stage_mark(&t_mark, &ctx.io.stages.commit_seconds);
     ctx.cat = cat;
     if (rc == 0) {
         PB_FAULT_POINT("backup.after-manifest-commit");
@@ -517,6 +535,14 @@ out:
         close(lock_fd);
     repo_lock_release(ctx.lock);
     bk_release_cpu_weight(&ctx.io);
+    /* After the report was taken (bk_finish_report): the steps' last two go in apart. */
+    bk_stage_mark(&t_mark, &ctx.io.stages.exit_seconds);
+    ctx.io.stages.total_seconds = t_mark - t_begin;
+    if (opts->report) {
+        opts->report->stages.exit_seconds = ctx.io.stages.exit_seconds;
+        opts->report->stages.total_seconds = ctx.io.stages.total_seconds;
+    }
+    bk_log_fixed_costs(&ctx.io.stages);
     return rc;
 }
 

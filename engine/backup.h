@@ -40,6 +40,24 @@ typedef struct bk_stages {
     double reader_cpu_seconds; /* CPU (user + sys) of the reading thread during the scan */
     double worker_cpu_seconds; /* CPU (user + sys) of the compression workers, summed */
     uint64_t bytes_read;       /* read by the scan: the per-GB figures' denominator */
+    /* The scanner's check thread runs the page checks (engine/scan_check.c): page_work and
+     * queue_wait above are its time, not the reading thread's. */
+    double check_seconds;      /* the check thread in the callbacks, queue waits included */
+    double check_wait_seconds; /* the reading thread waiting for the checks */
+    double check_cpu_seconds;  /* CPU (user + sys) of the check thread */
+    /* The backup's steps end to end, wall seconds, so its fixed costs show (a small
+     * incremental spends most of its time outside the scan). */
+    double connect_seconds;    /* the repository lock, the connection, the server's facts */
+    double plan_seconds;       /* earlier runs cleaned up, identity, plan, catalog, scanner */
+    double start_seconds;      /* pg_backup_start: the checkpoint wait */
+    double prepare_seconds;    /* the skip rule's horizon (the server's clock passing a second),
+                                * the read plan, pack writers and workers started */
+    double walk_seconds;       /* listing the data directory (part of scan_seconds) */
+    double stop_seconds;       /* pg_backup_stop, backup_label, packs finished, database list */
+    double wal_wait_seconds;   /* the WAL from start to stop found in the repository */
+    double commit_seconds;     /* names made durable, the manifest committed */
+    double exit_seconds;       /* the chain record and local catalog updated, all freed */
+    double total_seconds;      /* bk_run from entry to return */
 } bk_stages;
 
 /* Frames compressed at one zstd level (adaptive compression: --compress-adapt). */

@@ -81,6 +81,11 @@ void bk_levels_add(bk_level_use *u, unsigned *n, unsigned cap, int level, uint64
 
 void bk_stages_close(bk_stages *st)
 {
+    if (st->check_seconds > 0) { /* the checks ran on the scanner's check thread */
+        double work = st->check_seconds - st->queue_wait_seconds;
+        st->page_work_seconds = work > 0 ? work : 0;
+        return;
+    }
     double rest = st->scan_seconds - st->read_wait_seconds - st->pause_seconds -
                   st->queue_wait_seconds;
     st->page_work_seconds = rest > 0 ? rest : 0;

@@ -253,4 +253,9 @@ int bk_standby_after_stop(bk_ctx *ctx, pgc *conn, const char *label, pb_error *e
 /* Store backup/<id>/databases (pg_database's names and OIDs), before the manifest. */
 int bk_put_databases(bk_ctx *ctx, pgc *conn, pb_error *err);
 
+/* Fixed costs (engine/backup_polite.c): add the time since *mark to *field and move *mark
+ * to now; log the backup's steps end to end (one line, with the scan's share). */
+void bk_stage_mark(double *mark, double *field);
+void bk_log_fixed_costs(const bk_stages *st);
+
 #endif

@@ -149,8 +149,9 @@ int bk_level_up(int level, int ceiling);
  * entries are taken, the frame is counted in the last). */
 void bk_levels_add(bk_level_use *u, unsigned *n, unsigned cap, int level, uint64_t raw,
                    uint64_t stored, double seconds);
-/* The reading thread's own work: what its scan time leaves after waiting for reads,
- * pausing and waiting for compression (never below 0: the clocks are read apart). */
+/* The page work: the check thread's time in the callbacks less its waits for compression
+ * (check_seconds set), else what the reading thread's scan time leaves after waiting for
+ * reads, pausing and waiting for compression (never below 0: the clocks are read apart). */
 void bk_stages_close(bk_stages *st);
 
 #endif

@@ -184,6 +184,9 @@ static void collect_stages(bk_ctx *ctx)
     bk_stages *st = &io->stages;
     st->read_wait_seconds = io->scan.wait_seconds;
     st->pause_seconds = io->scan.pause_seconds;
+    st->check_seconds = io->scan.check_seconds;
+    st->check_wait_seconds = io->scan.check_wait_seconds;
+    st->check_cpu_seconds = io->scan.check_cpu_seconds;
     if (ctx->pipe)
         bk_pipe_report(ctx->pipe, io);
     st->compress_seconds = st->write_seconds = 0;
@@ -211,12 +214,13 @@ static void log_stages(const bk_io_report *io)
                          raw ? 100.0 * (double)u->raw_bytes / (double)raw : 0.0);
         used += n > 0 ? (size_t)n : 0;
     }
-    pb_detail("stages: reading thread %.2f s = read wait %.2f s + pauses %.2f s + compression "
-            "queue full %.2f s + page checks and hashing %.2f s; %u workers: compression %.2f s,"
+    pb_detail("stages: reading thread %.2f s: read wait %.2f s, pauses %.2f s, waiting for the "
+            "checks %.2f s; check thread %.2f s = page checks and hashing %.2f s + compression "
+            "queue full %.2f s; %u workers: compression %.2f s,"
             " repository writes %.2f s, idle %.2f s; %.2f s of the queue wait for files' last "
             "frames (at most %" PRIu64 " records waited for theirs at once)",
-            st->scan_seconds, st->read_wait_seconds, st->pause_seconds, st->queue_wait_seconds,
-            st->page_work_seconds, st->workers,
+            st->scan_seconds, st->read_wait_seconds, st->pause_seconds, st->check_wait_seconds,
+            st->check_seconds, st->page_work_seconds, st->queue_wait_seconds, st->workers,
             st->compress_seconds, st->write_seconds, st->worker_idle_seconds,
             st->drain_wait_seconds, io->manifest_pending_peak);
     pb_detail("compression levels (%s, ceiling %d, floor %d, %" PRIu64 " down, %" PRIu64 " up, "
@@ -235,9 +239,11 @@ static void log_cpu(const bk_ctx *ctx, const struct rusage *ru)
                   (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
     if (gb <= 0)
         return;
-    pb_detail("CPU per GB read: reading thread %.2f s/GB (%.2f s), %u workers %.2f s/GB "
-            "(%.2f s), process %.2f s/GB (%.2f s user+sys, %.2f GB read)",
-            st->reader_cpu_seconds / gb, st->reader_cpu_seconds, st->workers,
+    pb_detail("CPU per GB read: reading thread %.2f s/GB (%.2f s), check thread %.2f s/GB "
+            "(%.2f s), %u workers %.2f s/GB (%.2f s), process %.2f s/GB (%.2f s user+sys, "
+            "%.2f GB read)",
+            st->reader_cpu_seconds / gb, st->reader_cpu_seconds, st->check_cpu_seconds / gb,
+            st->check_cpu_seconds, st->workers,
             st->worker_cpu_seconds / gb, st->worker_cpu_seconds, proc / gb, proc, gb);
 }
 
@@ -261,11 +267,15 @@ void bk_finish_report(bk_ctx *ctx)
     pb_detail("I/O: %s, %u..%u in flight (peak %u, final %u): %" PRIu64 " grows, %" PRIu64
             " plateaus, %" PRIu64 " cuts, %" PRIu64 " yields (%" PRIu64 " pauses, %.2f s); "
             "latency floor %.2f ms; others' reads up to %.0f/s; %" PRIu64 " of %" PRIu64
-            " reads in flight while the one before was checked",
+            " chunks read while the one before was checked (%" PRIu64 " requests; %" PRIu64
+            " others held back by yielding pauses)",
             s->adaptive ? "adaptive" : "pinned", s->depth_start, io->depth_max, s->depth_peak,
             s->depth_final, s->grows, s->plateaus, s->cuts, s->yields, s->pauses,
             s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak,
-            s->overlapped, s->requests);
+            s->overlapped, s->chunks, s->requests, s->paused_chunks);
+    pb_info("checks: on the check thread %.2f s (CPU %.2f s) for %" PRIu64 " chunks; the reading "
+            "thread waited %" PRIu64 " times for a buffer they held, %.2f s in all", s->check_seconds,
+            s->check_cpu_seconds, s->chunks, s->check_waits, s->check_wait_seconds);
     if (s->adaptive)
         pb_detail("I/O sizes: floor %.2f ms (median of an epoch at 1 in flight), requests %zu KiB "
                 "(peak %zu KiB): %" PRIu64 " size grows, %" PRIu64 " size plateaus; last "
@@ -281,4 +291,23 @@ void bk_finish_report(bk_ctx *ctx)
             "were read", (double)io->page_cache_left_bytes / 1048576.0, io->page_cache_files);
     if (ctx->opts->report)
         *ctx->opts->report = *io;
+}
+
+void bk_stage_mark(double *mark, double *field)
+{
+    double now = pb_now();
+    *field += now - *mark;
+    *mark = now;
+}
+
+void bk_log_fixed_costs(const bk_stages *st)
+{
+    double scan = st->scan_seconds - st->walk_seconds;
+    pb_detail("steps: connect %.3f s, plan %.3f s, start (checkpoint) %.3f s, prepare %.3f s, "
+            "walk %.3f s, scan %.3f s, stop %.3f s, WAL wait %.3f s, manifest commit %.3f s, "
+            "exit %.3f s; %.3f s in all, %.3f s outside the scan",
+            st->connect_seconds, st->plan_seconds, st->start_seconds, st->prepare_seconds,
+            st->walk_seconds, scan > 0 ? scan : 0, st->stop_seconds, st->wal_wait_seconds,
+            st->commit_seconds, st->exit_seconds, st->total_seconds,
+            st->total_seconds - (scan > 0 ? scan : 0));
 }

@@ -66,29 +66,40 @@ void page_read_header(const uint8_t *page, page_header *out)
     out->prune_xid = pb_get_u32(page + OFF_PRUNE_XID);
 }
 
-/* pg_checksum_block() with pd_checksum taken as zero. The page may be unaligned and
- * is never modified (the server zeroes pd_checksum in place; we zero a row copy). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* An AVX2 clone chosen at run time: 8 lanes per instruction (vpmulld). */
+/* One 32-bit word of the page in host order, from any address (the page need not be
+ * aligned; the compiler makes the loads of a row one or two unaligned vector loads). */
+static inline uint32_t load_word(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* pg_checksum_block() with pd_checksum taken as zero. The page may be unaligned and is
+ * never modified (the server zeroes pd_checksum in place; we zero it in a copy of row 0).
+ * Rows 1.. are read straight from the page: copying each row to a buffer first, as this
+ * function once did, made every row's vector loads wait on the copy's narrower stores (a
+ * store-forwarding stall) and kept the sums in memory, which cost more than the scalar
+ * word-by-word loop (tools/bench/checksum.sh; docs/BENCHMARKS.md, "Page checksums"). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PB_PAGE_NO_CLONES)
+/* An AVX2 clone chosen at run time: 8 lanes per instruction (vpmulld). PB_PAGE_NO_CLONES
+ * builds the default one alone, so a unit test runs it on a machine that has AVX2. */
 __attribute__((target_clones("avx2", "default")))
 #endif
 static uint32_t checksum_block(const uint8_t *page)
 {
     uint32_t sums[N_SUMS];
-    uint32_t row[N_SUMS];
-    memcpy(sums, checksum_base_offsets, sizeof(sums));
+    uint32_t row0[N_SUMS];
 
     /* Row 0 apart, so the loop over the other rows has no branch and vectorizes. */
-    memcpy(row, page, sizeof(row));
-    uint8_t *w = (uint8_t *)row; /* pd_checksum: the 16 bits at byte offset 8 */
-    w[OFF_CHECKSUM] = 0;
-    w[OFF_CHECKSUM + 1] = 0;
+    memcpy(row0, page, sizeof(row0));
+    memset((uint8_t *)row0 + OFF_CHECKSUM, 0, 2); /* pd_checksum */
     for (size_t j = 0; j < N_SUMS; j++)
-        sums[j] = checksum_comp(sums[j], row[j]);
+        sums[j] = checksum_comp(checksum_base_offsets[j], row0[j]);
     for (size_t i = 1; i < ROWS; i++) {
-        memcpy(row, page + i * sizeof(row), sizeof(row));
+        const uint8_t *row = page + i * N_SUMS * sizeof(uint32_t);
         for (size_t j = 0; j < N_SUMS; j++)
-            sums[j] = checksum_comp(sums[j], row[j]);
+            sums[j] = checksum_comp(sums[j], load_word(row + j * sizeof(uint32_t)));
     }
     for (int round = 0; round < 2; round++)
         for (size_t j = 0; j < N_SUMS; j++)

@@ -227,6 +227,7 @@ void scan_free(scanner *s)
 {
     if (!s)
         return;
+    scan_check_stop(&s->check);
     scan_carry_drop(s);
     free(s->next_path);
     if (s->ring_ok)
@@ -270,16 +271,20 @@ int scan_set_next(scanner *s, const char *path, pb_error *err)
     return 0;
 }
 
-/* The carried read, when it is path's: its open file (the queue takes its first chunk from
- * the carry). Any other carried read is dropped. */
-static bool take_carry(scanner *s, const char *path, scan_fd *f)
+/* Open path for scan_file: the carried read's file when it is path's (the queue takes its
+ * first chunk from the carry). Any other carried read is dropped, unless path is empty:
+ * nothing is read there, and the read ahead is for a file after it (backup.c names the
+ * next file with something to read). */
+static int open_scanned(scanner *s, const char *path, scan_fd *f, pb_error *err)
 {
     if (s->carry.ready && strcmp(s->carry.path, path) == 0) {
         *f = s->carry.f;
-        return true;
+        return 0;
     }
-    scan_carry_drop(s);
-    return false;
+    int rc = open_for_scan(s, path, true, f, err);
+    if (rc != 0 || f->size > 0)
+        scan_carry_drop(s);
+    return rc;
 }
 
 int scan_file(scanner *s, const char *path, scan_chunk_cb cb, void *ctx, uint64_t *size_out,
@@ -287,7 +292,7 @@ int scan_file(scanner *s, const char *path, scan_chunk_cb cb, void *ctx, uint64_
 {
     uint64_t delivered = 0;
     scan_fd f;
-    int rc = take_carry(s, path, &f) ? 0 : open_for_scan(s, path, true, &f, err);
+    int rc = open_scanned(s, path, &f, err);
     if (rc != 0)
         goto out;
     s->method = !f.direct ? METHOD_BUFFERED : s->ring_ok ? METHOD_URING : METHOD_PREAD;
@@ -346,7 +351,7 @@ int scan_reread(scanner *s, const char *path, uint64_t offset, void *buf, size_t
     bounce = mem;
     double t0 = pb_now();
     ssize_t got = scan_read_rest(&f, bounce, cap, start, 0, want);
-    s->wait_s += pb_now() - t0;
+    s->reread_wait_s += pb_now() - t0; /* apart: this runs on the check thread */
     if (got < 0) {
         errno = (int)-got;
         rc = pb_fail_errno(err, PB_EIO, "re-reading %s at offset %llu", path,
@@ -359,7 +364,7 @@ int scan_reread(scanner *s, const char *path, uint64_t offset, void *buf, size_t
         goto out;
     }
     memcpy(buf, bounce + lead, len);
-    s->bytes_read += len;
+    s->reread_bytes += len;
     if (!f.direct)
         (void)posix_fadvise(f.fd, (off_t)start, (off_t)cap, POSIX_FADV_DONTNEED);
 out:
@@ -370,7 +375,7 @@ out:
 
 const char *scan_method(const scanner *s) { return s->method; }
 
-uint64_t scan_bytes_read(const scanner *s) { return s->bytes_read; }
+uint64_t scan_bytes_read(const scanner *s) { return s->bytes_read + s->reread_bytes; }
 
 size_t scan_read_size(const scanner *s) { return s->read_size; }
 
@@ -378,5 +383,12 @@ void scan_get_io_stats(const scanner *s, scan_io_stats *out)
 {
     *out = s->ctl.st;
     out->own_device_reads = s->own_dev_reads;
-    out->wait_seconds = s->wait_s;
+    out->wait_seconds = s->wait_s + s->reread_wait_s;
+    out->chunks = s->check.chunks;
+    out->overlapped = s->check.overlapped;
+    out->paused_chunks = s->check.paused;
+    out->check_waits = s->check_waits;
+    out->check_wait_seconds = s->check_wait_s;
+    out->check_seconds = s->check.busy_s;
+    out->check_cpu_seconds = s->check.cpu_s;
 }

@@ -41,8 +41,9 @@ typedef struct scan_io_stats {
     unsigned depth_final;    /* ... at the end */
     unsigned depth_peak;     /* ... at most */
     uint64_t requests;       /* completed read requests */
-    uint64_t overlapped;     /* of them, submitted while the chunk before was checked and
-                              * hashed: the device was kept busy meanwhile */
+    uint64_t overlapped;     /* chunks whose read was submitted before the chunk before them
+                              * (in this file or the one before) was done being checked and
+                              * hashed: the device was kept busy meanwhile; of chunks */
     uint64_t grows;          /* one more in flight: throughput rose, latency near floor */
     uint64_t plateaus;       /* one fewer: the last one added bought under 10% */
     uint64_t cuts;           /* halved: latency climbed over twice the floor */
@@ -65,15 +66,28 @@ typedef struct scan_io_stats {
     double depth_gain_pct;   /* what the latest added request bought, percent */
     double size_gain_pct;    /* what the latest larger size bought, percent */
     char decision[200];      /* the latest growth, plateau or cut, in words */
+    /* The check stage: the callback runs on a thread of its own while the reading thread
+     * reads ahead into the other buffers (engine/scan_check.c). */
+    uint64_t chunks;         /* chunks handed to the callback */
+    uint64_t paused_chunks;  /* of those not overlapped, the ones whose read the controller
+                              * held back with a yielding pause (its policy, not the checks) */
+    uint64_t check_waits;    /* times the reading thread waited for the checks to free a
+                              * buffer (every one held by a chunk read but not checked) */
+    double check_wait_seconds; /* its waits for the checks, those and at files' ends */
+    double check_seconds;    /* the check thread in the callback */
+    double check_cpu_seconds; /* ... its CPU (user + sys) */
 } scan_io_stats;
 
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err);
 void scan_free(scanner *s);
 
-/* Called with consecutive chunks of the file in order. offset is the chunk's file
- * offset; len is read_size except for the last chunk (file tail, possibly not a
- * multiple of 8192). data is valid only during the call. A non-zero return stops
- * the scan and is returned by scan_file. */
+/* Called with consecutive chunks of the file in order, one call at a time, on the
+ * scanner's check thread (not the caller's: the reading thread goes on reading meanwhile;
+ * the calls of one scan happen between its start and its return, so state the callback
+ * shares with the caller needs no lock). offset is the chunk's file offset; len is
+ * read_size except for the last chunk (file tail, possibly not a multiple of 8192). data
+ * is valid only during the call. A non-zero return stops the scan and is returned by
+ * scan_file. */
 typedef int (*scan_chunk_cb)(void *ctx, uint64_t offset, const uint8_t *data, size_t len);
 
 /* Scan path. A file that vanished before open returns PB_ENOENT (the caller treats

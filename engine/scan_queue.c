@@ -68,22 +68,35 @@ static uint64_t chunk_count(const scanner *s, const scan_fd *f)
     return f->spans ? f->nspans : (f->size + s->read_size - 1) / s->read_size;
 }
 
-/* Hand one chunk to the callback; got < want means the file shrank: deliver what is
- * there and stop (*stop). */
-static int deliver(scanner *s, const scan_fd *f, const chunk_plan *p, const uint8_t *buf,
-                   size_t got, scan_chunk_cb cb, void *ctx, uint64_t *delivered, bool *stop)
+/* Hand one chunk to the check stage (scan_check.c); got < want means the file shrank:
+ * hand over what is there and stop (*stop). submitted: when its read went out; paused: a
+ * yielding pause was taken just before it. Returns the
+ * callback's first failure so far (it stops the scan too). */
+static int hand_over(scanner *s, const scan_fd *f, const chunk_plan *p, const uint8_t *buf,
+                     size_t got, double submitted, bool paused, bool *stop)
 {
     *stop = got < p->want;
     if (got == 0)
         return 0;
-    int rc = cb(ctx, p->off, buf, got);
-    s->bytes_read += got;
-    *delivered += got;
-    if (!f->direct)
+    if (!f->direct) /* the bytes are in our buffer already */
         (void)posix_fadvise(f->fd, (off_t)p->off, (off_t)got, POSIX_FADV_DONTNEED);
+    int rc = scan_check_push(&s->check, p->off, buf, got, submitted, paused);
     if (rc != 0)
         *stop = true;
     return rc;
+}
+
+/* Wait until the checks have caught up to upto chunks of this scan (every buffer before
+ * it is the reader's again); the wait is the reading thread's, counted for the report (as
+ * a wait for a buffer unless upto is UINT64_MAX: the file's end). Returns the callback's
+ * first failure. */
+static int wait_checks(scanner *s, uint64_t upto)
+{
+    if (scan_check_done(&s->check) >= upto)
+        return scan_check_wait(&s->check, 0, &s->check_wait_s);
+    if (upto != UINT64_MAX)
+        s->check_waits++;
+    return scan_check_wait(&s->check, upto, &s->check_wait_s);
 }
 
 /* ------------------------------------------------------------------ pacing */
@@ -149,6 +162,7 @@ static void pace(scanner *s)
 {
     double left;
     while ((left = scan_ctl_pause(&s->ctl, pb_now())) > 0) {
+        s->paused = true; /* the next request waited for the controller, not the checks */
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
         nanosleep(&ts, NULL);
     }
@@ -175,6 +189,8 @@ static ssize_t read_chunk_rest(scanner *s, const scan_fd *f, uint8_t *buf, const
         size_t want = upto < p->want ? upto : p->want;
         pace(s);
         double t0 = pb_now();
+        if (have == 0)
+            s->rest_t0 = t0; /* the chunk's first request (the pread path's submission) */
         ssize_t got = scan_read_rest(f, buf, upto, p->off, have, want);
         s->wait_s += pb_now() - t0;
         if (got < 0)
@@ -187,33 +203,42 @@ static ssize_t read_chunk_rest(scanner *s, const scan_fd *f, uint8_t *buf, const
     return (ssize_t)have;
 }
 
-static int scan_pread(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb, void *ctx,
-                      uint64_t *delivered, pb_error *err)
+/* pread: one request at a time, into the buffers in turn; a buffer is reused once the
+ * chunk in it is checked, so the next read runs while the checks do. */
+static int scan_pread(scanner *s, const char *path, const scan_fd *f, pb_error *err)
 {
     uint64_t nchunks = chunk_count(s, f);
+    int rc = 0;
     for (uint64_t i = 0; i < nchunks; i++) {
+        if (i >= s->queue_depth && (rc = wait_checks(s, i - s->queue_depth + 1)) != 0)
+            break;
+        uint8_t *buf = s->bufs + (size_t)(i % s->queue_depth) * s->read_size;
         chunk_plan p = plan_chunk(s, f, i);
-        ssize_t got = read_chunk_rest(s, f, s->bufs, &p, 0);
+        s->paused = false;
+        ssize_t got = read_chunk_rest(s, f, buf, &p, 0);
         if (got < 0) {
             errno = (int)-got;
-            return pb_fail_errno(err, PB_EIO, "read %s at offset %llu", path,
-                                 (unsigned long long)p.off);
+            rc = pb_fail_errno(err, PB_EIO, "read %s at offset %llu", path,
+                               (unsigned long long)p.off);
+            break;
         }
         bool stop;
-        int rc = deliver(s, f, &p, s->bufs, (size_t)got, cb, ctx, delivered, &stop);
+        rc = hand_over(s, f, &p, buf, (size_t)got, s->rest_t0, s->paused, &stop);
         if (rc != 0 || stop)
-            return rc;
+            break;
     }
-    return 0;
+    int crc = wait_checks(s, UINT64_MAX); /* the buffers and the callback's state */
+    return rc ? rc : crc;
 }
 
 /* io_uring state of one file scan: chunk i lives in slot (base + i) % queue_depth, and
  * its request carries base + i, so a request reaped here for the next file (the carry,
  * chunk nchunks) lands in the slot the next file's scan starts from. A larger request
  * (the controller's size multiple) reads consecutive chunks into consecutive slots; its
- * completion is split back into them. */
+ * completion is split back into them. A slot is free again once its chunk is checked. */
 typedef struct uring_scan {
     uint64_t nchunks, submitted, completed_upto;
+    uint64_t checked; /* chunks checked (scan_check.c): their slots are free again */
     uint64_t base;
     unsigned inflight; /* requests, not chunks */
     bool carrying; /* the next file's chunk 0 was submitted into slot_of(nchunks) */
@@ -245,27 +270,34 @@ static int submit_read(scanner *s, uring_scan *u, const scan_fd *f, uint64_t ind
         io_uring_prep_read(sqe, f->fd, buf, len, p->off);
     sqe->ioprio = (uint16_t)s->ioprio;
     io_uring_sqe_set_data64(sqe, u->base + index);
-    for (unsigned j = 0; j < k; j++)
+    double now = pb_now();
+    for (unsigned j = 0; j < k; j++) {
         u->res[slot + j] = INT_MIN;
+        s->t_sub[slot + j] = now;
+        s->paused_sub[slot + j] = s->paused;
+    }
+    s->paused = false;
     u->group[slot] = k;
-    s->t_sub[slot] = pb_now();
     u->inflight++;
     return 0;
 }
 
 /* Chunks the next request reads: the controller's size multiple, within the file, the
- * free slots and the end of the buffers (a request's slots do not wrap around). */
+ * end of the buffers (a request's slots do not wrap around). 0: wait for the checks to
+ * free enough slots for a whole request. Slots free one at a time as chunks are checked;
+ * taking each at once would cut the requests the controller sized into single chunks
+ * whenever the reads run ahead of the checks. */
 static unsigned group_len(const scanner *s, const scan_fd *f, const uring_scan *u)
 {
     unsigned k = scan_ctl_mult(&s->ctl);
     if (k <= 1 || f->spans)
         return 1;
     uint64_t left = u->nchunks - u->submitted;
-    uint64_t free_slots = u->completed_upto + s->queue_depth - u->submitted;
+    uint64_t free_slots = u->checked + s->queue_depth - u->submitted;
     unsigned to_end = s->queue_depth - slot_of(s, u, u->submitted);
     k = left < k ? (unsigned)left : k;
-    k = free_slots < k ? (unsigned)free_slots : k;
-    return to_end < k ? to_end : k;
+    k = to_end < k ? to_end : k;
+    return free_slots < k ? 0 : k;
 }
 
 /* Every chunk of this file is asked for: ask for the next file's first one (scan_set_next)
@@ -273,7 +305,7 @@ static unsigned group_len(const scanner *s, const scan_fd *f, const uring_scan *
 static int carry_next(scanner *s, const scan_fd *f, uring_scan *u, bool *added)
 {
     if (!s->next_path || u->carrying || s->carry.ready || f->spans ||
-        u->submitted < u->nchunks || u->nchunks >= u->completed_upto + s->queue_depth ||
+        u->submitted < u->nchunks || u->nchunks >= u->checked + s->queue_depth ||
         u->inflight >= scan_ctl_depth(&s->ctl))
         return 0;
     scan_fd next;
@@ -291,18 +323,22 @@ static int carry_next(scanner *s, const scan_fd *f, uring_scan *u, bool *added)
     s->carry.f = next;
     s->carry.slot = slot_of(s, u, u->nchunks);
     u->carrying = true;
-    s->ctl.st.overlapped++; /* in flight while this file's last chunk is checked */
     *added = true;
     return 0;
 }
 
-static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u)
+/* Submit the next request, if a whole one fits (group_len); *added says whether one went. */
+static int uring_submit_next(scanner *s, const scan_fd *f, uring_scan *u, bool *added)
 {
-    chunk_plan p = plan_chunk(s, f, u->submitted);
     unsigned k = group_len(s, f, u);
+    if (k == 0)
+        return 0;
+    chunk_plan p = plan_chunk(s, f, u->submitted);
     int rc = submit_read(s, u, f, u->submitted, &p, k);
-    if (rc == 0)
+    if (rc == 0) {
         u->submitted += k;
+        *added = true;
+    }
     return rc;
 }
 
@@ -350,15 +386,21 @@ static void uring_drain(scanner *s, uring_scan *u)
 static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u, bool may_sleep)
 {
     bool added = false;
+    u->checked = scan_check_done(&s->check);
     if (u->inflight == 0 && may_sleep)
         pace(s);
-    else if (scan_ctl_pause(&s->ctl, pb_now()) > 0)
+    else if (scan_ctl_pause(&s->ctl, pb_now()) > 0) {
+        s->paused = true; /* the controller holds the next request back, not the checks */
         return 0;
-    while (u->submitted < u->nchunks && u->submitted < u->completed_upto + s->queue_depth &&
+    }
+    while (u->submitted < u->nchunks && u->submitted < u->checked + s->queue_depth &&
            u->inflight < scan_ctl_depth(&s->ctl)) {
-        int rc = uring_submit_next(s, f, u);
+        bool one = false;
+        int rc = uring_submit_next(s, f, u, &one);
         if (rc < 0)
             return rc;
+        if (!one)
+            break;
         added = true;
     }
     int crc = carry_next(s, f, u, &added);
@@ -371,8 +413,60 @@ static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u, bool may_slee
     return rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY ? rc : 0;
 }
 
-static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb, void *ctx,
-                      uint64_t *delivered, pb_error *err)
+/* Submit what the controller and the free slots allow until chunk i is asked for: when
+ * every slot is held by a chunk not yet checked, wait for the checks to free one. */
+static int ensure_submitted(scanner *s, const char *path, const scan_fd *f, uring_scan *u,
+                            uint64_t i, pb_error *err)
+{
+    while (u->submitted <= i) {
+        int sys = uring_fill(s, f, u, true);
+        if (sys < 0)
+            return pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys));
+        if (u->submitted > i)
+            break;
+        int rc = wait_checks(s, u->checked + 1);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Wait until chunk i's read is complete (reaping others meanwhile), then submit what is
+ * allowed at once, so the device is busy while it is checked. */
+static int wait_chunk(scanner *s, const char *path, const scan_fd *f, uring_scan *u,
+                      uint64_t i, pb_error *err)
+{
+    unsigned slot = slot_of(s, u, i);
+    assert(u->submitted > i); /* else res[slot] is an older chunk's */
+    while (u->res[slot] == INT_MIN) {
+        int sys = uring_reap(s, u);
+        if (sys < 0)
+            return pb_fail(err, PB_EIO, "io_uring wait for %s: %s", path, strerror(-sys));
+    }
+    int sys = uring_fill(s, f, u, false);
+    return sys < 0 ? pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys))
+                   : 0;
+}
+
+/* The file's last chunks are being checked: keep offering the next file's first read (a
+ * slot may free up meanwhile), and wait until every chunk is checked. */
+static int finish_checks(scanner *s, const scan_fd *f, uring_scan *u, bool offer)
+{
+    offer = offer && u->submitted >= u->nchunks; /* only the next file's read is offered */
+    for (;;) {
+        if (offer && !u->carrying)
+            (void)uring_fill(s, f, u, false); /* a refusal only loses the read ahead */
+        uint64_t done = scan_check_done(&s->check);
+        if (done >= u->completed_upto || !offer)
+            break;
+        int rc = wait_checks(s, done + 1);
+        if (rc != 0)
+            break;
+    }
+    return wait_checks(s, UINT64_MAX);
+}
+
+static int scan_uring(scanner *s, const char *path, const scan_fd *f, pb_error *err)
 {
     int res[QUEUE_DEPTH_MAX];
     unsigned group[QUEUE_DEPTH_MAX];
@@ -387,31 +481,12 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
     }
 
     while (u.completed_upto < u.nchunks) {
-        int sys = uring_fill(s, f, &u, true);
-        if (sys < 0) {
-            rc = pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys));
-            goto out;
-        }
         uint64_t i = u.completed_upto;
-        unsigned slot = slot_of(s, &u, i);
-        assert(u.submitted > i); /* else res[slot] is an older chunk's */
-        while (res[slot] == INT_MIN) {
-            sys = uring_reap(s, &u);
-            if (sys < 0) {
-                rc = pb_fail(err, PB_EIO, "io_uring wait for %s: %s", path, strerror(-sys));
-                goto out;
-            }
-        }
-        /* Keep the device busy while this chunk is checked and hashed: the next request
-         * goes out now, within the controller's depth, and never into a pause. */
-        uint64_t before = u.submitted;
-        sys = uring_fill(s, f, &u, false);
-        s->ctl.st.overlapped += u.submitted - before;
-        if (sys < 0) {
-            rc = pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys));
+        if ((rc = ensure_submitted(s, path, f, &u, i, err)) != 0 ||
+            (rc = wait_chunk(s, path, f, &u, i, err)) != 0)
             goto out;
-        }
         chunk_plan p = plan_chunk(s, f, i);
+        unsigned slot = slot_of(s, &u, i);
         uint8_t *buf = s->bufs + (size_t)slot * s->read_size;
         /* A failed (EAGAIN, EINTR), short or (while yielding) partial completion is
          * finished synchronously; only end of file ends the chunk short. */
@@ -424,12 +499,16 @@ static int scan_uring(scanner *s, const char *path, const scan_fd *f, scan_chunk
             goto out;
         }
         bool stop;
-        rc = deliver(s, f, &p, buf, (size_t)got, cb, ctx, delivered, &stop);
+        rc = hand_over(s, f, &p, buf, (size_t)got, s->t_sub[slot], s->paused_sub[slot], &stop);
         u.completed_upto++;
         if (rc != 0 || stop)
             goto out;
     }
-out:
+out:;
+    /* The checks must be done with the buffers, and the reads with them and the file,
+     * before the scan returns. */
+    int crc = finish_checks(s, f, &u, rc == 0);
+    rc = rc ? rc : crc;
     uring_drain(s, &u);
     if (u.carrying) {
         unsigned slot = slot_of(s, &u, u.nchunks);
@@ -446,7 +525,19 @@ out:
 int scan_queue_read(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb,
                     void *ctx, uint64_t *delivered, pb_error *err)
 {
-    if (s->ring_ok)
-        return scan_uring(s, path, f, cb, ctx, delivered, err);
-    return scan_pread(s, path, f, cb, ctx, delivered, err);
+    int rc = scan_check_begin(&s->check, s->queue_depth, cb, ctx, err);
+    if (rc != 0)
+        return rc;
+    /* The callback may fill err (the backup passes the scan's own) on the check thread:
+     * the reads' failures wait in rerr until every check is done. */
+    pb_error rerr = PB_ERROR_INIT;
+    rc = s->ring_ok ? scan_uring(s, path, f, &rerr) : scan_pread(s, path, f, &rerr);
+    /* Every check is done (the scan waited): what the callback was given is delivered. */
+    s->bytes_read += s->check.bytes;
+    *delivered += s->check.bytes;
+    if (s->check.rc != 0)
+        return s->check.rc; /* the callback's failure, in its own words */
+    if (rc != 0 && err)
+        *err = rerr;
+    return rc;
 }

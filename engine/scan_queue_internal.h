@@ -11,6 +11,7 @@
 #include "engine/scan_internal.h"
 
 #include <liburing.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #define QUEUE_DEPTH_MAX 1024u
@@ -38,6 +39,45 @@ typedef struct scan_carry {
     int res;        /* its completion result */
 } scan_carry;
 
+/* One chunk read and waiting for its checks. */
+typedef struct scan_check_item {
+    uint64_t off;
+    const uint8_t *data; /* in a slot of the scanner's buffers */
+    size_t len;
+    double submitted;    /* when its read was submitted (pb_now) */
+    bool paused;         /* the controller paused just before that (yielding) */
+} scan_check_item;
+
+/* The check stage (scan_check.c): a thread that runs the scan callback on the chunks the
+ * reading thread hands it, in order, so the reading thread only reads. queued and checked
+ * count this scan's chunks; a chunk's buffer is the reader's again once it is checked. The
+ * counters below the lock's fields are the check thread's, read by the scanner's owner
+ * between scans. */
+typedef struct scan_check {
+    bool started;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    scan_check_item *q;  /* cap entries, a ring */
+    unsigned cap;        /* the scanner's buffers: at most that many outstanding */
+    scan_chunk_cb cb;
+    void *ctx;
+    uint64_t queued, checked;
+    int rc;              /* the first non-zero callback return: later chunks are skipped */
+    uint64_t bytes;      /* this scan's bytes handed to the callback (read ahead past a
+                          * stop is not delivered) */
+    bool quit;
+    /* the check thread's own */
+    bool first_done;     /* a chunk was checked (last_end is set) */
+    double last_end;     /* when the latest chunk's checks ended */
+    uint64_t chunks;     /* chunks checked since scan_open */
+    uint64_t overlapped; /* ... whose read was submitted before the chunk before them was
+                          * done being checked */
+    uint64_t paused;     /* ... not overlapped, their read held back by a yielding pause */
+    double busy_s;       /* in the callback */
+    double cpu_s;        /* CPU used in the callback */
+} scan_check;
+
 struct scanner {
     size_t read_size;
     unsigned queue_depth;
@@ -63,6 +103,15 @@ struct scanner {
     struct io_uring ring;
     char *next_path;     /* scan_set_next: the file the caller reads whole next */
     scan_carry carry;    /* its first request, read ahead (scan_queue.c) */
+    scan_check check;    /* the check stage (scan_check.c) */
+    double check_wait_s; /* the reading thread waiting for the checks: every buffer held
+                          * by a chunk not yet checked, or a file's last chunks */
+    uint64_t check_waits; /* times it waited for a buffer */
+    bool paused;         /* a yielding pause was slept since the latest request */
+    bool paused_sub[QUEUE_DEPTH_MAX]; /* per slot: its request followed a pause */
+    double rest_t0;      /* read_chunk_rest: when the chunk's first request went out */
+    double reread_wait_s; /* scan_reread's waits: it runs on the check thread */
+    uint64_t reread_bytes;
 };
 
 
@@ -77,6 +126,18 @@ void scan_carry_drop(scanner *s);
  * else pread. */
 int scan_queue_read(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb,
                     void *ctx, uint64_t *delivered, pb_error *err);
+
+/* The check stage. begin: before a scan, with its callback (starts the thread on first
+ * use; cap = the scanner's buffers). push: hand a chunk over, returns the callback's first
+ * failure so far. done: chunks checked. wait: block until upto chunks are checked (or all
+ * pushed are), adding the time to *wait_s; returns the first failure. stop: end the
+ * thread (scan_free). */
+int scan_check_begin(scan_check *c, unsigned cap, scan_chunk_cb cb, void *ctx, pb_error *err);
+int scan_check_push(scan_check *c, uint64_t off, const uint8_t *data, size_t len,
+                    double submitted, bool paused);
+uint64_t scan_check_done(scan_check *c);
+int scan_check_wait(scan_check *c, uint64_t upto, double *wait_s);
+void scan_check_stop(scan_check *c);
 
 /* Complete a read of want bytes at off into buf (capacity cap, a multiple of PB_ALIGN)
  * of which got bytes are already there; see scan_queue.c. Bytes in buf, or -errno. */

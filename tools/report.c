@@ -147,6 +147,9 @@ static const rfield scan_fields[] = {
     RF(scan_io_stats, FT_SIZE, request_bytes_peak), RF(scan_io_stats, FT_SIZE, request_bytes_final),
     RF(scan_io_stats, FT_F64, depth_gain_pct), RF(scan_io_stats, FT_F64, size_gain_pct),
     RF(scan_io_stats, FT_STR, decision),
+    RF(scan_io_stats, FT_U64, chunks), RF(scan_io_stats, FT_U64, check_waits),
+    RF(scan_io_stats, FT_F64, check_wait_seconds), RF(scan_io_stats, FT_F64, check_seconds),
+    RF(scan_io_stats, FT_F64, check_cpu_seconds), RF(scan_io_stats, FT_U64, paused_chunks),
 };
 static const rfield io_fields[] = {
     RF(bk_io_report, FT_SIZE, read_size), RF(bk_io_report, FT_U32, depth_max),
@@ -169,6 +172,13 @@ static const rfield stage_fields[] = {
     RF(bk_stages, FT_U32, workers),
     RF(bk_stages, FT_F64, drain_wait_seconds), RF(bk_stages, FT_F64, reader_cpu_seconds),
     RF(bk_stages, FT_F64, worker_cpu_seconds), RF(bk_stages, FT_U64, bytes_read),
+    RF(bk_stages, FT_F64, check_seconds), RF(bk_stages, FT_F64, check_wait_seconds),
+    RF(bk_stages, FT_F64, check_cpu_seconds),
+    RF(bk_stages, FT_F64, connect_seconds), RF(bk_stages, FT_F64, plan_seconds),
+    RF(bk_stages, FT_F64, start_seconds), RF(bk_stages, FT_F64, prepare_seconds),
+    RF(bk_stages, FT_F64, walk_seconds), RF(bk_stages, FT_F64, stop_seconds),
+    RF(bk_stages, FT_F64, wal_wait_seconds), RF(bk_stages, FT_F64, commit_seconds),
+    RF(bk_stages, FT_F64, exit_seconds), RF(bk_stages, FT_F64, total_seconds),
 };
 static const rfield compression_fields[] = {
     RF(bk_io_report, FT_BOOL, compress_adapt), RF(bk_io_report, FT_INT, level_ceiling),

@@ -73,7 +73,7 @@ find_pb() {
     done
     return 1
 }
-POLICY=none NICE_OK=0 IOCLASS= MAIN_POLICY=none
+POLICY=none NICE_OK=0 IOCLASS= MAIN_POLICY=none CHECK_POLICY=none
 for _ in $(seq 1 100); do
     PID=$(find_pb "$BG") || { sleep 0.1; continue; }
     for st in /proc/"$PID"/task/*/stat; do
@@ -87,9 +87,14 @@ for _ in $(seq 1 100); do
             [ "${39:-}" = 5 ] && MAIN_POLICY=idle
             [ "${39:-}" != 5 ] && [ "${17:-}" = 19 ] && MAIN_POLICY=nice19
         fi
+        # the scanner's check thread runs the page checks (engine/scan_check.c)
+        if [ "$(cat "${st%/stat}/comm" 2>/dev/null)" = pb-check ]; then
+            [ "${39:-}" = 5 ] && CHECK_POLICY=idle
+            [ "${39:-}" != 5 ] && [ "${17:-}" = 19 ] && CHECK_POLICY=nice19
+        fi
     done
     case "$IOCLASS" in idle*) ;; *) IOCLASS=$(ionice -p "$PID" 2>/dev/null) ;; esac
-    case "$POLICY$IOCLASS$MAIN_POLICY" in idleidle*idle) break ;; esac
+    case "$POLICY$IOCLASS$MAIN_POLICY" in idleidle*idle) [ "$CHECK_POLICY" = none ] || break ;; esac
     sleep 0.1
 done
 wait "$BG"
@@ -106,6 +111,10 @@ fi
 case "$MAIN_POLICY" in
 idle|nice19) pb_test_ok "the reading (page-checking, hashing) thread is $MAIN_POLICY too" ;;
 *) pb_test_fail "the running backup's reading thread is not SCHED_IDLE or nice 19" ;;
+esac
+case "$CHECK_POLICY" in
+idle|nice19) pb_test_ok "the check thread (page checks, hashing) is $CHECK_POLICY too" ;;
+*) pb_test_fail "the running backup's check thread (pb-check) is not SCHED_IDLE or nice 19" ;;
 esac
 log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) (SCHED_IDLE|nice 19)" \
     "the log says the reading thread's CPU priority"
