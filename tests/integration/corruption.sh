@@ -233,7 +233,12 @@ catalog_cell() {
     else
         digest=$(pg_digest_all "$SRC")
         rm -rf "$target"
-        if pb_restore_start "$target" >/dev/null 2>&1 && [ "$(pg_digest_all "$target")" = "$digest" ]; then
+        # By id: the WAL cells above pushed history files of timelines 2 and 3, so a plain
+        # restore refuses (their branches compete with the cluster's timeline 1).
+        local id
+        id=$(sed -n 's/^.*backup \([0-9]\{8\}-[0-9]\{6\}I[^ ]*\) started.*$/\1/p' <<<"$out" | head -n 1)
+        if pb_restore_start "$target" --set "$id" >"$PB_WORK/cell-restore.log" 2>&1 &&
+            [ "$(pg_digest_all "$target")" = "$digest" ]; then
             result="incremental taken$(echo "$out" | grep -q 'rebuil' && echo ' after rebuilding the catalog from the repository'); its restore equals the source"
         else
             result="WRONG INCREMENTAL"
