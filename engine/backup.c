@@ -149,7 +149,10 @@ static int scan_all(bk_ctx *ctx, pb_error *err)
     if (rc == 0)
         rc = bk_records_settle(ctx, true, err);
     free(plan);
-    mf_header(ctx->m)->files = list.count;
+    mf_backup *h = mf_header(ctx->m);
+    h->files = list.count;
+    for (size_t i = 0; i < list.count; i++)
+        h->db_bytes += walk_bytes(&list.items[i]);
     walk_list_free(&list);
     return rc;
 }

@@ -92,6 +92,9 @@ typedef struct mf_backup {
     /* backup --annotation key=value: "key=value" lines, each ended by '\n' ("" = none);
      * version 2 header tag 36 (docs/MANIFEST.md), absent in older manifests */
     char annotations[MF_ANNOTATIONS_LEN];
+    /* The data directory's files as the backup's walk found them, in bytes (tag 37; 0 = not
+     * recorded): the database's size even where an incremental read a few blocks only */
+    uint64_t db_bytes;
 } mf_backup;
 
 /* mf_backup.read_mode. A full or scan-mode backup reads every page (MF_READ_SCAN). */

@@ -121,6 +121,8 @@ int mf_v2_put_header(pb_buf *b, const mf_backup *h)
         rc |= put_tag_str(b, MF_T_READ_WHY, h->read_why, sizeof(h->read_why));
     if (h->annotations[0]) /* absent otherwise: an unannotated header is as before */
         rc |= put_tag_str(b, MF_T_ANNOTATIONS, h->annotations, sizeof(h->annotations));
+    if (h->db_bytes)
+        rc |= put_tag_u64(b, MF_T_DB_BYTES, h->db_bytes);
     return rc ? PB_EINVAL : 0;
 }
 
@@ -177,6 +179,7 @@ static int rd_tag(mf_backup *h, unsigned tag, const uint8_t *v, size_t n)
     case MF_T_CTL_CHECKPOINT: h->ctl_checkpoint_lsn = x; return 0;
     case MF_T_CTL_TIMELINE: h->ctl_timeline = (uint32_t)x; return x >> 32 ? -1 : 0;
     case MF_T_CTL_HISTORY: h->ctl_history_hash = x; h->ctl_history_known = true; return 0;
+    case MF_T_DB_BYTES: h->db_bytes = x; return 0;
     }
     uint64_t *stats[] = {&h->files,      &h->pages_scanned, &h->pages_changed,
                          &h->pages_in_window, &h->bytes_read, &h->bytes_stored,

@@ -32,7 +32,8 @@ enum {
     MF_T_CTL_CHECKSUM_VERSION, MF_T_CTL_REDO, MF_T_CTL_CHECKPOINT, MF_T_CTL_TIMELINE,
     MF_T_CTL_HISTORY, MF_T_READ_WHY,
     MF_T_ANNOTATIONS, /* written only when there are some */
-    MF_T_LAST_KNOWN = MF_T_ANNOTATIONS
+    MF_T_DB_BYTES,
+    MF_T_LAST_KNOWN = MF_T_DB_BYTES
 };
 
 /* One index entry: chunk i covers paths [first, last], at `offset` from the object start. */

@@ -123,10 +123,15 @@ static void duration(double s, char *out, size_t cap)
         snprintf(out, cap, "%" PRIu64 " h %02" PRIu64 " min", w / 3600, w / 60 % 60);
 }
 
-/* The data directory's size, where the backup saw all of it: a full, or an incremental
- * that read or skipped every file (a WAL-guided one only knows the blocks it read). */
+/* The data directory's size: as the walk found it, or, for a backup made before that was
+ * recorded, where the backup saw all of it (a full, or an incremental that read or
+ * skipped every file; a WAL-guided one only knows the blocks it read). */
 static bool database_size(const mf_backup *h, uint64_t *out)
 {
+    if (h->db_bytes) {
+        *out = h->db_bytes;
+        return true;
+    }
     if (h->type != 'F' && h->read_mode != MF_READ_SCAN && h->read_mode != MF_READ_FILE)
         return false;
     *out = h->bytes_read + h->bytes_skipped;

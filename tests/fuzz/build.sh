@@ -18,7 +18,7 @@ objs=()
 cd "$SRC"
 for f in common/*.c manifest/*.c engine/pack.c engine/envelope.c engine/wal/*.c engine/pgver/*.c \
          engine/storage/*.c engine/storage/s3/*.c \
-         tools/options.c tools/options_sources.c tools/config.c tools/help.c; do
+         tools/options.c tools/options_ops.c tools/options_sources.c tools/config.c tools/help.c; do
     o=$OUT/obj/$(echo "$f" | tr / _).o
     if [ ! -f "$o" ] || [ "$SRC/$f" -nt "$o" ]; then
         $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$SRC/$f" -o "$o"

@@ -111,6 +111,10 @@ run_chain() {
             test $((SMALL_READ[$mode] * 4)) -lt "$full_read"
     fi
     if [ "$mode" = wal ]; then
+        local info
+        info=$(pb info 2>&1 | grep -A3 "^$LAST ")
+        pb_check "chain wal: info gives a WAL-guided incremental's database size" \
+            grep -qE "database [0-9.]+ (KiB|MiB|GiB)" <<<"$info"
         # The step-1 change (20 rows, the hint bits of a 20000-row table, a new table) is
         # about 2% of this cluster's pages; the segments it touches are far larger.
         pb_check "chain wal: a small change read ${SMALL_READ[wal]} B of a $full_read B full (< 5%)" \

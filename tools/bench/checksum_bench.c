@@ -7,7 +7,7 @@
  * memory as they do in a backup) R times (default 8) with each implementation: "vec" is
  * engine/page.c's page_checksum (PostgreSQL's 32-lane layout, built vectorized, the AVX2
  * clone where the CPU has it); "plain" is the word-by-word reference of the unit test
- * (tests/unit/engine/checksum_ref.h), built without vectorization: what the checksum costs
+ * (tools/bench/checksum_ref.h), built without vectorization: what the checksum costs
  * without the layout and the flags. Prints a table (GB/s of page bytes per core, ns per
  * page) and, with --json, writes the same as JSON. Wall-clock figures mean something only
  * on a quiet machine; on a busy one count instructions instead (tools/bench/checksum.sh
@@ -21,7 +21,7 @@
 
 #include "common/pb.h"
 #include "engine/page.h"
-#include "tests/unit/engine/checksum_ref.h"
+#include "tools/bench/checksum_ref.h"
 
 typedef uint16_t (*checksum_fn)(const uint8_t *page, uint32_t blkno);
 

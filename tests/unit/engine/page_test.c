@@ -11,7 +11,7 @@
 
 #include "common/pb.h"
 #include "engine/page.h"
-#include "tests/unit/engine/checksum_ref.h"
+#include "tools/bench/checksum_ref.h"
 #include "tests/unit/pbtest.h"
 
 typedef struct fixture {
@@ -256,7 +256,7 @@ static uint64_t rnd_next(uint64_t *state)
     return *state * 0x2545F4914F6CDD1DULL;
 }
 
-/* The reference (tests/unit/engine/checksum_ref.h) agrees with what the server wrote, so it
+/* The reference (tools/bench/checksum_ref.h) agrees with what the server wrote, so it
  * is a fair judge of the vectorized one. */
 static void test_reference_matches_server(void)
 {

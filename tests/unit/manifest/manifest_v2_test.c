@@ -172,7 +172,7 @@ static void test_roundtrip_v2(void)
     pb_buf_free(&b2);
 }
 
-/* Annotations are header tag 30, written only when present: an unannotated header is
+/* Annotations are header tag 36, written only when present: an unannotated header is
  * byte for byte what it was, and an annotated one reads back the same. */
 static void test_annotations(void)
 {
@@ -192,6 +192,26 @@ static void test_annotations(void)
     mf_free(m);
     pb_buf_free(&plain);
     pb_buf_free(&ann);
+}
+
+/* The data directory's size is header tag 37, written only when known. */
+static void test_db_bytes(void)
+{
+    mf_manifest *m = sample(0, 10), *p = NULL;
+    pb_buf plain = {0}, sized = {0};
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(mf_serialize(m, &plain, &err) == 0);
+    mf_header(m)->db_bytes = 1234567890123ull;
+    PBT_CHECK(mf_serialize(m, &sized, &err) == 0);
+    PBT_CHECK(sized.len > plain.len);
+    PBT_CHECK(parse_code(&sized, &p) == 0 && p && mf_header(p)->db_bytes == 1234567890123ull);
+    mf_free(p);
+    p = NULL;
+    PBT_CHECK(parse_code(&plain, &p) == 0 && p && mf_header(p)->db_bytes == 0);
+    mf_free(p);
+    mf_free(m);
+    pb_buf_free(&plain);
+    pb_buf_free(&sized);
 }
 
 static void test_v1_still_read(void)
@@ -678,6 +698,7 @@ int main(void)
     PBT_RUN(test_roundtrip_v2);
     PBT_RUN(test_v1_still_read);
     PBT_RUN(test_annotations);
+    PBT_RUN(test_db_bytes);
     PBT_RUN(test_compact);
     PBT_RUN(test_every_flip_and_truncation);
     PBT_RUN(test_crafted_records);

@@ -1,4 +1,4 @@
-/* tests/unit/engine/checksum_ref.h — a straightforward PostgreSQL page checksum, word by word,
+/* tools/bench/checksum_ref.h — a straightforward PostgreSQL page checksum, word by word,
  * to hold engine/page.c's vectorized one against (page_test.c) and to time it against
  * (tools/bench/checksum_bench.c). It follows the definition in PostgreSQL's
  * src/include/storage/checksum_impl.h: 2048 32-bit words in host order, word k folded into
