@@ -42,7 +42,11 @@ for rep in $(seq 1 "$ROUNDS"); do
         [ $which = old ] && PB_BIN=$OLD || PB_BIN=$NEW
         json=$BENCH_TMP/report-$which-$rep.json
         bench_drop_caches
+        # A binary older than the detail level refuses it (and logs its I/O lines at info).
+        level=${PAGEBACK_LOG_LEVEL-}
+        "$PB_BIN" info --log-level detail --help >/dev/null 2>&1 || unset PAGEBACK_LOG_LEVEL
         bench_pb backup --type full --report "$json" ${IDLE_PB_OPTS:-} || pb_die "backup failed"
+        [ -n "$level" ] && export PAGEBACK_LOG_LEVEL=$level
         line=$(grep -o 'scanned .*' "$BENCH_TMP/pb.out" | head -1)
         echo "rep $rep pageback_$which $line cpu $T_CPU s rss $T_RSS_MIB"
         grep -E "I/O:|I/O sizes:|stages:|CPU per GB" "$BENCH_TMP/pb.out" | sed "s/^/    $which: /" | cut -c1-300
