@@ -1,12 +1,13 @@
 /*
- * engine/pgconn.c — the libpq session a backup holds open (docs/DESIGN.md rule 1). The only
- * file in pageback that includes <libpq-fe.h>.
+ * engine/pgconn.c — the libpq session a backup holds open (docs/DESIGN.md rule 1). With
+ * engine/pgconn_summary.c (the WAL summaries) the only files that include <libpq-fe.h>,
+ * through engine/pgconn_internal.h.
  *
  * A non-exclusive backup belongs to the session that started it: the same pgc must
  * call pgc_backup_start and pgc_backup_stop, and closing it (pgc_free) in between
  * makes the server abort the backup, which is the right outcome for a failed run.
  */
-#include "engine/pgconn.h"
+#include "engine/pgconn_internal.h"
 #include "engine/pgver/pgver.h"
 
 #include <inttypes.h>
@@ -16,14 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-struct pgc {
-    PGconn *conn;
-    const pgv_facts *facts; /* the server's major, chosen at connect (engine/pgver) */
-};
-
-/* PQerrorMessage / PQresultErrorMessage text on one line, without the trailing
- * newline, so that it reads well inside our own message. */
-static void one_line(const char *in, char *out, size_t outsz)
+void pgc_one_line(const char *in, char *out, size_t outsz)
 {
     size_t j = 0;
     for (size_t i = 0; in && in[i] && j + 1 < outsz; i++)
@@ -47,21 +41,16 @@ static void describe_target(PGconn *conn, char *out, size_t outsz)
              or_default(conn ? PQdb(conn) : NULL, "(default)"));
 }
 
-/*
- * Run sql (with optional text parameters) expecting a result set of at least
- * min_rows rows and exactly ncols columns. On failure the message names the SQL and
- * the server's answer; a lost connection is PB_EREMOTE, a refusal PB_EPG.
- */
-static int query(pgc *c, const char *sql, int nparams, const char *const *params, int min_rows,
-                 int ncols, PGresult **out, pb_error *err)
+int pgc_query_rows(pgc *c, const char *sql, int nparams, const char *const *params,
+                   int min_rows, int ncols, PGresult **out, pb_error *err)
 {
     char msg[768];
     *out = NULL;
     PGresult *res = PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
     if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-        one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(c->conn), msg, sizeof(msg));
+        pgc_one_line(res ? PQresultErrorMessage(res) : PQerrorMessage(c->conn), msg, sizeof(msg));
         if (!*msg)
-            one_line(PQerrorMessage(c->conn), msg, sizeof(msg));
+            pgc_one_line(PQerrorMessage(c->conn), msg, sizeof(msg));
         int code = PQstatus(c->conn) == CONNECTION_OK ? PB_EPG : PB_EREMOTE;
         PQclear(res);
         return pb_fail(err, code, "PostgreSQL: \"%s\" failed: %s", sql, msg);
@@ -80,7 +69,7 @@ static int query(pgc *c, const char *sql, int nparams, const char *const *params
 static int query_value(pgc *c, const char *sql, char *out, size_t outsz, pb_error *err)
 {
     PGresult *res;
-    int rc = query(c, sql, 0, NULL, 1, 1, &res, err);
+    int rc = pgc_query_rows(c, sql, 0, NULL, 1, 1, &res, err);
     if (rc)
         return rc;
     if (PQgetisnull(res, 0, 0)) {
@@ -122,7 +111,7 @@ static void notice_receiver(void *arg, const PGresult *res)
     char msg[768];
     (void)arg;
     const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
-    one_line(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY), msg, sizeof(msg));
+    pgc_one_line(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY), msg, sizeof(msg));
     if (sev && strcmp(sev, "WARNING") == 0)
         pb_warn("PostgreSQL: %s", msg);
     else
@@ -149,7 +138,7 @@ int pgc_connect(pgc **out, const char *conninfo, pb_error *err)
     c->conn = PQconnectdbParams(keys, vals, 1);
     if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
         describe_target(c->conn, target, sizeof(target));
-        one_line(c->conn ? PQerrorMessage(c->conn) : "out of memory", msg, sizeof(msg));
+        pgc_one_line(c->conn ? PQerrorMessage(c->conn) : "out of memory", msg, sizeof(msg));
         rc = pb_fail(err, PB_EREMOTE, "cannot connect to PostgreSQL (%s): %s", target, msg);
         goto out;
     }
@@ -161,7 +150,7 @@ int pgc_connect(pgc **out, const char *conninfo, pb_error *err)
     PGresult *res = PQexec(c->conn, "SET statement_timeout = 0; SET idle_session_timeout = 0; "
                                     "SET idle_in_transaction_session_timeout = 0");
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        one_line(PQresultErrorMessage(res), msg, sizeof(msg));
+        pgc_one_line(PQresultErrorMessage(res), msg, sizeof(msg));
         rc = pb_fail(err, PB_EPG, "PostgreSQL: disabling session timeouts failed: %s", msg);
     }
     PQclear(res);
@@ -268,7 +257,7 @@ int pgc_backup_start(pgc *c, const char *label, bool fast, uint64_t *start_lsn,
     const char *params[2] = {label ? label : "pageback", fast ? "true" : "false"};
     PGresult *res = NULL;
     uint64_t tli;
-    int rc = query(c, q_start, 2, params, 1, 1, &res, err);
+    int rc = pgc_query_rows(c, q_start, 2, params, 1, 1, &res, err);
     if (rc)
         return rc;
     const char *text = PQgetvalue(res, 0, 0);
@@ -302,7 +291,7 @@ int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_
     char *label = NULL, *spcmap = NULL;
     *label_out = NULL;
     *spcmap_out = NULL;
-    int rc = query(c, q_stop, 0, NULL, 1, 3, &res, err);
+    int rc = pgc_query_rows(c, q_stop, 0, NULL, 1, 3, &res, err);
     if (rc)
         return rc;
     const char *text = PQgetvalue(res, 0, 0);
@@ -371,7 +360,7 @@ int pgc_databases(pgc *c, mf_dblist *out, pb_error *err)
 {
     static const char q[] = "SELECT oid, datname FROM pg_database ORDER BY oid";
     PGresult *res = NULL;
-    int rc = query(c, q, 0, NULL, 1, 2, &res, err);
+    int rc = pgc_query_rows(c, q, 0, NULL, 1, 2, &res, err);
     for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
         char *end = NULL;
         unsigned long oid = strtoul(PQgetvalue(res, i, 0), &end, 10);
@@ -390,153 +379,6 @@ int pgc_server_time(pgc *c, int64_t *out, pb_error *err)
     uint64_t v = 0;
     int rc = query_u64(c, "SELECT floor(extract(epoch FROM clock_timestamp()))::bigint", &v, err);
     *out = rc ? 0 : (int64_t)v;
-    return rc;
-}
-
-/* ---- WAL summaries (PostgreSQL 17 on: summarize_wal, walsummarizer.c) ---------------- */
-
-/* Wait up to wait_secs until the summarizer has summarized WAL up to end on timeline tli
- * (an incremental's start was just made by a checkpoint). 1 = not in time (why filled). */
-static int summaries_reach(pgc *c, uint32_t tli, uint64_t end, unsigned wait_secs, char *why,
-                           size_t why_len, pb_error *err)
-{
-    static const char q[] =
-        "SELECT summarized_tli, summarized_lsn FROM pg_get_wal_summarizer_state()";
-    double deadline = pb_now() + wait_secs;
-    for (;;) {
-        PGresult *res = NULL;
-        uint64_t lsn = 0;
-        int rc = query(c, q, 0, NULL, 1, 2, &res, err);
-        if (rc)
-            return rc;
-        unsigned long t = strtoul(PQgetvalue(res, 0, 0), NULL, 10);
-        bool bad = pb_lsn_parse(PQgetvalue(res, 0, 1), &lsn) != 0;
-        PQclear(res);
-        if (bad)
-            return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned no LSN", q);
-        if (t > tli || (t == tli && lsn >= end))
-            return 0;
-        if (pb_now() >= deadline) {
-            char at[32], want[32];
-            pb_lsn_format(lsn, at);
-            pb_lsn_format(end, want);
-            snprintf(why, why_len, "the WAL summarizer reached %s on timeline %lu, not the "
-                     "window's end %s on timeline %u, within %u s", at, t, want, tli, wait_secs);
-            return 1;
-        }
-        usleep(100 * 1000);
-    }
-}
-
-/* The summaries on tli that overlap [start, end), into res; 1 with why filled when they
- * leave a gap (a summary removed by wal_summary_keep_time, or summarizing turned on late). */
-static int summaries_cover(pgc *c, uint32_t tli, const char *const params[3], uint64_t start,
-                           uint64_t end, PGresult **res, char *why, size_t why_len,
-                           pb_error *err)
-{
-    static const char q[] = "SELECT start_lsn, end_lsn FROM pg_available_wal_summaries() "
-                            "WHERE tli = $1::bigint AND end_lsn > $2::pg_lsn "
-                            "AND start_lsn < $3::pg_lsn ORDER BY start_lsn, end_lsn";
-    int rc = query(c, q, 3, params, 0, 2, res, err);
-    if (rc)
-        return rc;
-    uint64_t pos = start;
-    for (int i = 0; i < PQntuples(*res) && pos < end; i++) {
-        uint64_t s = 0, e = 0;
-        if (pb_lsn_parse(PQgetvalue(*res, i, 0), &s) || pb_lsn_parse(PQgetvalue(*res, i, 1), &e))
-            return pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned no LSN", q);
-        if (s > pos)
-            break;
-        if (e > pos)
-            pos = e;
-    }
-    if (pos >= end)
-        return 0;
-    char at[32];
-    pb_lsn_format(pos, at);
-    snprintf(why, why_len, "no WAL summary on timeline %u covers %s (the window is %s..%s)",
-             tli, at, params[1], params[2]);
-    return 1;
-}
-
-static int parse_summary_row(const PGresult *res, pgc_summary_block *b)
-{
-    unsigned long long v[5];
-    for (int i = 0; i < 5; i++) {
-        char *end = NULL;
-        v[i] = strtoull(PQgetvalue(res, 0, i), &end, 10);
-        if (!end || *end || v[i] > UINT32_MAX)
-            return -1;
-    }
-    *b = (pgc_summary_block){(uint32_t)v[1], (uint32_t)v[2], (uint32_t)v[0], (uint8_t)v[3],
-                             (uint32_t)v[4], PQgetvalue(res, 0, 5)[0] == 't'};
-    return v[3] > 3 ? -1 : 0;
-}
-
-/* Every block of one summary, row by row (single-row mode: a large window is never held
- * whole), to fn. */
-static int summary_rows(pgc *c, const char *const params[3], pgc_summary_fn fn, void *ctx,
-                        pb_error *err)
-{
-    static const char q[] = "SELECT relfilenode, reltablespace, reldatabase, relforknumber, "
-                            "relblocknumber, is_limit_block "
-                            "FROM pg_wal_summary_contents($1::bigint, $2::pg_lsn, $3::pg_lsn)";
-    char msg[768];
-    if (!PQsendQueryParams(c->conn, q, 3, NULL, params, NULL, NULL, 0) ||
-        !PQsetSingleRowMode(c->conn)) {
-        one_line(PQerrorMessage(c->conn), msg, sizeof(msg));
-        return pb_fail(err, PB_EREMOTE, "PostgreSQL: \"%s\" failed: %s", q, msg);
-    }
-    int rc = 0;
-    PGresult *res;
-    while ((res = PQgetResult(c->conn)) != NULL) { /* drained to the end, even after a failure */
-        ExecStatusType st = PQresultStatus(res);
-        pgc_summary_block b;
-        if (rc == 0 && st == PGRES_SINGLE_TUPLE) {
-            if (PQnfields(res) != 6 || parse_summary_row(res, &b) != 0)
-                rc = pb_fail(err, PB_EPG, "PostgreSQL: \"%s\" returned a row that is not a "
-                             "block reference", q);
-            else
-                rc = fn(ctx, &b, err);
-        } else if (rc == 0 && st != PGRES_TUPLES_OK && st != PGRES_SINGLE_TUPLE) {
-            one_line(PQresultErrorMessage(res), msg, sizeof(msg));
-            rc = pb_fail(err, PQstatus(c->conn) == CONNECTION_OK ? PB_EPG : PB_EREMOTE,
-                         "PostgreSQL: \"%s\" failed: %s", q, msg);
-        }
-        PQclear(res);
-    }
-    return rc;
-}
-
-int pgc_wal_summary_blocks(pgc *c, uint32_t tli, uint64_t start, uint64_t end,
-                           unsigned wait_secs, pgc_summary_fn fn, void *ctx, char *why,
-                           size_t why_len, pb_error *err)
-{
-    char v[16], t[16], s[32], e[32];
-    if (!c->facts->wal_summaries) {
-        snprintf(why, why_len, "PostgreSQL %d keeps no WAL summaries", c->facts->major);
-        return 1;
-    }
-    int rc = query_value(c, "SHOW summarize_wal", v, sizeof(v), err);
-    if (rc)
-        return rc;
-    if (strcmp(v, "on") != 0) {
-        snprintf(why, why_len, "summarize_wal is off");
-        return 1;
-    }
-    if ((rc = summaries_reach(c, tli, end, wait_secs, why, why_len, err)))
-        return rc;
-    snprintf(t, sizeof(t), "%u", tli);
-    pb_lsn_format(start, s);
-    pb_lsn_format(end, e);
-    const char *params[3] = {t, s, e};
-    PGresult *res = NULL;
-    rc = summaries_cover(c, tli, params, start, end, &res, why, why_len, err);
-    for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
-        const char *one[3] = {t, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)};
-        rc = summary_rows(c, one, fn, ctx, err);
-    }
-    PQclear(res);
     return rc;
 }
 
@@ -562,7 +404,7 @@ int pgc_control_get(pgc *c, pgc_control *out, pb_error *err)
     PGresult *res = NULL;
     uint64_t v[5] = {0};
     memset(out, 0, sizeof(*out));
-    int rc = query(c, q, 0, NULL, 1, 5, &res, err);
+    int rc = pgc_query_rows(c, q, 0, NULL, 1, 5, &res, err);
     for (int i = 0; rc == 0 && i < 5; i++)
         rc = col_u64(res, i, q, &v[i], err);
     PQclear(res);

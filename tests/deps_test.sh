@@ -45,7 +45,7 @@ owner_of() {
     case $1 in
         rocksdb/*) echo "manifest/catalog.c manifest/catalog_apply.c manifest/catalog_internal.h" ;;
         curl/*) echo "engine/storage/s3/" ;;
-        libpq-fe.h) echo "engine/pgconn.c" ;;
+        libpq-fe.h) echo "engine/pgconn.c engine/pgconn_summary.c engine/pgconn_internal.h" ;;
         liburing.h) echo "engine/scan_queue_internal.h" ;;
         zstd.h) echo "engine/pack.c engine/envelope.c" ;;
         xxhash.h) echo "common/util.c" ;;
