@@ -101,7 +101,7 @@ typedef struct bk_io_report {
      * that became resident while they were read (mincore before and after), and files. */
     uint64_t page_cache_left_bytes;
     uint64_t page_cache_files;
-    uint64_t manifest_records_peak; /* file records held in memory at once (issue 12) */
+    uint64_t manifest_records_peak; /* file records held in memory at once (memory bounds) */
     uint64_t manifest_bytes_peak;  /* bytes of manifest held at once: chunks, index, records */
     uint64_t manifest_pending_peak; /* records waiting for their frames at once (at most
                                      * BK_PENDING_FILES, engine/backup_internal.h) */
@@ -176,7 +176,7 @@ typedef struct bk_opts {
 
 /* Run one backup into r. On success *out is the committed manifest's header and counters
  * without its file records (the caller's: free with mf_free), so a summary needs no second
- * download and the run never holds every record (issue 12); NULL on failure. */
+ * download and the run never holds every record; NULL on failure. */
 int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err);
 
 /* What a backup cost beyond what its manifest's header records. */

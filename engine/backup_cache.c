@@ -1,5 +1,5 @@
 /*
- * engine/backup_cache.c — what a backup leaves in the page cache (issue 13: "page-cache
+ * engine/backup_cache.c — what a backup leaves in the page cache ("page-cache
  * bytes left behind", docs/DESIGN.md "Polite I/O"). Reads are O_DIRECT, or buffered with
  * POSIX_FADV_DONTNEED after them, so the backup should leave nothing; this measures it.
  *

@@ -52,7 +52,7 @@ typedef struct bk_ctx {
     bk_pipe *pipe;       /* compression worker; frames are built in its buffers */
     double rate_start;   /* when throttled reading began */
     uint64_t rate_bytes; /* bytes read since then */
-    /* Reading less (issue 11, engine/backup_skip.c). */
+    /* Reading less (engine/backup_skip.c). */
     const mf_manifest *parent; /* header of the chain head this incremental diffs against,
                                 * or NULL (its records: bk_parent_find) */
     bool skip_on;        /* the file-level skip rule applies to this backup */
@@ -182,7 +182,7 @@ int bk_records_open(bk_ctx *ctx, pb_error *err);
 int bk_record_add(bk_ctx *ctx, mf_file *f, pb_error *err);
 /* Records waiting for frames, at most: the walk's next files are read meanwhile. A full
  * queue, or one holding more than BK_PENDING_BYTES (hashes and runs), waits for its oldest
- * record's frames (a drain wait, bk_stages), so memory stays flat (issue 12). The frames
+ * record's frames (a drain wait, bk_stages), so memory stays flat. The frames
  * in flight are bounded by the pipe's buffers, so more than a few files are pending only
  * behind a slow frame. */
 #define BK_PENDING_FILES 64u

@@ -1,5 +1,5 @@
 /*
- * engine/backup_named.c — the WAL-guided read of a relation segment (issue 11,
+ * engine/backup_named.c — the WAL-guided read of a relation segment (reading less,
  * docs/DESIGN.md "Rooms and arrows"): only the blocks the WAL window names, coalesced.
  */
 #include "engine/backup_rel_internal.h"

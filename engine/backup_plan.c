@@ -6,7 +6,7 @@
  * (the chain-length, age and verify-scan rules need no more); its records are streamed
  * once here to check they are whole, one chunk at a time, and again by whoever needs
  * them (the catalog rebuild, the file-level skip): memory does not grow with the
- * database (issue 12).
+ * database (memory bounds).
  */
 #include "engine/backup_internal.h"
 

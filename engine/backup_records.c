@@ -1,6 +1,6 @@
 /*
  * engine/backup_records.c — a backup's file records, written as it goes and committed
- * without ever holding the manifest (issue 12; docs/MANIFEST.md, "Streaming").
+ * without ever holding the manifest (docs/MANIFEST.md, "Streaming").
  *
  * The walk yields paths in order except pg_control (copied last, docs/DESIGN.md rule 5),
  * and backup_label and tablespace_map come after pg_backup_stop. So records go through a

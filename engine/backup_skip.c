@@ -1,5 +1,5 @@
 /*
- * engine/backup_skip.c — reading less (issue 11): the file-level skip rule, when a
+ * engine/backup_skip.c — reading less: the file-level skip rule, when a
  * verify scan is due, and which method an incremental uses.
  *
  * The skip rule is pgBackRest's, measured on the database server's clock. At its start

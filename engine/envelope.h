@@ -35,7 +35,7 @@ int pack_envelope_encode(const void *raw, size_t len, const char *magic, int lev
 /* The same for raw bytes that come in pieces (a WAL segment read in chunks): read fills
  * buf with up to cap bytes and sets *got (0 at the end). What is held is one piece and the
  * object being built, which grows with the compressed bytes, not to the raw length
- * (issue 12). The raw length must be len exactly, else PB_EIO naming what (the source
+ * (memory bounds). The raw length must be len exactly, else PB_EIO naming what (the source
  * changed while it was read). */
 typedef int (*pack_piece_fn)(void *ctx, void *buf, size_t cap, size_t *got, pb_error *err);
 #define PACK_ENVELOPE_PIECE (1u << 20)

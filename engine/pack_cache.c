@@ -19,8 +19,9 @@
  * the cache stands aside for that pack from then on. Its prefix saved next to nothing
  * there, and the prefixes of a large database's many full packs filled the budget, so a
  * restore at pgbench scale 1000 held 5 MiB more than at scale 100 (docs/BENCHMARKS.md,
- * eighth session). That costs one local read of the prefix per large pack; on object
- * storage, where a request is what costs, the prefix is kept as before.
+ * "Restore workers share one read pool", 2026-12-02). That costs one local read of the
+ * prefix per large pack; on object storage, where a request is what costs, the prefix is
+ * kept as before.
  */
 #include "engine/pack.h"
 

@@ -49,7 +49,7 @@ int pgc_backup_stop(pgc *c, uint64_t *stop_lsn, char **label_out, char **spcmap_
                     pb_error *err);
 
 /* The server's clock, whole unix seconds (floor of clock_timestamp()): the clock the
- * data files' mtimes follow, for the file-skip rule (docs/DESIGN.md, issue 11). */
+ * data files' mtimes follow, for the file-skip rule (docs/DESIGN.md, "Rooms and arrows"). */
 int pgc_server_time(pgc *c, int64_t *out, pb_error *err);
 /* ---- a backup from a hot standby (docs/DESIGN.md rule 1 holds there too) ---- */
 /* pg_last_wal_replay_lsn(): how far a standby has replayed (PB_EPG on a primary). */

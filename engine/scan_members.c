@@ -1,5 +1,5 @@
 /*
- * engine/scan_members.c — others' reads on an md array's member disks (issue 10: "the
+ * engine/scan_members.c — others' reads on an md array's member disks ("the
  * device's own counters and the md members' stats"; docs/DESIGN.md, "Polite I/O").
  *
  * Why: the array's /sys/block/mdN/stat counts what goes through the array, ours and the

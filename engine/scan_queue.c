@@ -169,7 +169,7 @@ static void pace(scanner *s)
 }
 
 /* While yielding, a chunk is read in requests of SCAN_YIELD_REQUEST, a pause before each:
- * a foreground read then waits behind at most that much transfer (issue 10's figures on
+ * a foreground read then waits behind at most that much transfer (the figures on
  * one virtio disk: 64 KiB direct reads cost the database 1.17x, 512 KiB ones 1.35x). */
 static size_t request_len(const scanner *s, size_t len)
 {

@@ -2,7 +2,7 @@
  * engine/scan_ranges.c — reading only some pages of a file (see scan_ranges in scan.h).
  *
  * Why: a WAL-guided incremental reads the blocks the WAL window names (docs/DESIGN.md,
- * "Rooms and arrows", issue 11). One synchronous request per block range would leave a
+ * "Rooms and arrows"). One synchronous request per block range would leave a
  * device that wants several requests in flight idle between them; here the ranges are
  * planned into requests (close ones joined: on a disk or SSD, reading a few pages more
  * costs less than one more request) and handed to the scanner's queue, so they get the

@@ -1,5 +1,5 @@
 /*
- * engine/walguide_internal.h — WAL-guided incrementals (issue 11, prefix wg_): the blocks
+ * engine/walguide_internal.h — WAL-guided incrementals (reading less, prefix wg_): the blocks
  * that the archived WAL between the parent backup's start LSN and this backup's start LSN
  * names, per relation segment, and the relations and databases it cannot vouch for.
  * walguide.c holds the block set (bounded memory, spilled to the state directory beyond

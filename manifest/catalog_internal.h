@@ -43,7 +43,7 @@ struct mf_catalog {
 #define MF_CATALOG_CACHE_BYTES (4u << 20)
 #define MF_CATALOG_FILE_BUFFER_BYTES (256u << 10) /* per file RocksDB writes */
 
-/* Flushes per open (issue 10): an open replays the write-ahead logs into the memtable and
+/* Flushes per open: an open replays the write-ahead logs into the memtable and
  * writes no table file (avoid_flush_during_recovery); the logs stay until the memtable
  * is flushed, when it fills or when an open finds more than MF_CATALOG_WAL_FILES of them
  * (one per open that wrote: an unchanged incremental's apply is a few hundred bytes).

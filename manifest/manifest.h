@@ -70,7 +70,7 @@ typedef struct mf_backup {
     uint64_t files, pages_scanned, pages_changed, pages_in_window, bytes_read,
         bytes_stored, checksum_errors, collisions;
     double seconds;
-    /* How this backup read the data directory (issue 11), in the header's extension
+    /* How this backup read the data directory (reading less), in the header's extension
      * block (docs/MANIFEST.md): absent in older manifests, which read as 0. */
     char read_mode;          /* MF_READ_SCAN, _FILE, _WAL, _SUMMARY; 0 = unknown (older) */
     bool verify_scan;        /* an incremental that read every page to check a cheaper method */

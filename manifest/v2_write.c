@@ -86,7 +86,7 @@ void mf_writer_free(mf_writer *w)
 
 /* Room for need bytes in b, grown by doubling up to max(need, cap_to) and never past it:
  * a chunk closes before a record would take it past its target, so its buffer is the
- * target or one record, not the double of either (issue 12). */
+ * target or one record, not the double of either (memory bounds). */
 static int reserve_upto(pb_buf *b, size_t need, size_t cap_to)
 {
     if (need <= b->cap)

@@ -4,11 +4,12 @@
  * backup instead writes every page an incremental supplies by itself and splits the
  * full's frames around them: a chain of 30 incrementals wrote 16 times as many spans as
  * its full alone, and the calls, not the bytes, were what cost (docs/BENCHMARKS.md,
- * seventh session). Each backup keeps the frame it decoded last: an incremental's
- * frame holds scattered pages of up to 128 MiB of the file (engine/backup_internal.h),
- * and the next regions need it again, so each frame is still decoded once. That buffer is
- * as long as the backup's largest frame and is freed once the backup has no page left in
- * the window (docs/DESIGN.md, "Memory"). Used on a local repository only
+ * "Chain restore CPU", 2026-12-02). Each backup keeps the frame it decoded last: an
+ * incremental's frame holds scattered pages of up to 128 MiB of the file
+ * (engine/backup_internal.h), and the next regions need it again, so each frame is still
+ * decoded once. That buffer is as long as the backup's largest frame and is freed once the
+ * backup has no page left in the window (docs/DESIGN.md, "Memory"). Used on a local
+ * repository only
  * (rb_assemble_window), for a window two backups or more supply.
  */
 #include "restore/rebuild_internal.h"
@@ -99,14 +100,14 @@ static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map
      * made a full restore about 10% faster, but the region buffer and the frame held
      * beside it took 1.25 MiB more per worker, and peak RSS grew by 11% from scale 100
      * to 1000, where every worker rebuilds a 1 GiB segment at once (docs/BENCHMARKS.md,
-     * tenth session). */
+     * "A restore writes past the page cache"). */
     *fits = a->ncur >= 2 && a->ncur <= ASSEMBLE_MAX_FRAMES;
     return 0;
 }
 
 /* c's frame buffer at least len bytes: sized to the frames it really decodes, not to
  * PACK_MAX_FRAME_RAW. An incremental's frames are mostly far smaller, and 31 backups each
- * holding 1 MiB per worker was most of a chain restore's peak memory (issue 12). */
+ * holding 1 MiB per worker was most of a chain restore's peak memory. */
 static int cursor_reserve(rs_ctx *ctx, assembly *a, bk_cursor *c, uint32_t len,
                           const mf_file *f, pb_error *err)
 {
@@ -237,7 +238,7 @@ bool rb_assemble_window(rs_ctx *ctx, int fd, const mf_file *const *recs, const p
 {
     /* On object storage every frame the cursors fetch out of pack order is a round
      * trip: a chain of 10 took 246 requests and 3.3 s on S3 assembled, against 88 and
-     * 2.6 s backup by backup (docs/BENCHMARKS.md, eighth session). Locally those reads
+     * 2.6 s backup by backup (docs/BENCHMARKS.md, commit 6a7c5ee). Locally those reads
      * cost next to nothing and the writes saved are what pays. */
     if (ctx->max_memory || !repo_is_local(ctx->repo))
         return false;

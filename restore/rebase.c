@@ -50,7 +50,7 @@ static int copy_entry(mf_file *dst, const mf_file *src, const char *id)
     dst->size = src->size;
     dst->mtime = src->mtime;
     dst->inode = src->inode; /* with the size, mtime and the header's horizon: the skip rule's
-                              * record (docs/DESIGN.md, "Rooms and arrows", issue 11) */
+                              * record (docs/DESIGN.md, "Rooms and arrows") */
     dst->hash = src->hash;
     dst->npages = src->npages;
     snprintf(dst->stored_in, sizeof(dst->stored_in), "%s", id);

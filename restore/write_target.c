@@ -3,8 +3,9 @@
  * is opened with O_DIRECT (a delta restore's, which reads what the target holds, is not):
  * on this project's VMs a buffered restore spent 0.1-0.8 s of system time per 320 MiB
  * copying pages into freshly allocated page-cache memory, the same run varying 5x with
- * how the host had taken that memory back (docs/BENCHMARKS.md, tenth session), and a
- * restore that goes through the page cache evicts what the host's other work had cached.
+ * how the host had taken that memory back (docs/BENCHMARKS.md, "A restore writes past the
+ * page cache"), and a restore that goes through the page cache evicts what the host's other
+ * work had cached.
  * Buffers are RB_IO_ALIGN-aligned and relation writes are whole pages at page offsets.
  * Where the filesystem refuses O_DIRECT (tmpfs on older kernels, a device whose
  * alignment is coarser) the file is written buffered instead, and so is a file whose

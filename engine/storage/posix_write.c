@@ -15,10 +15,10 @@
  * fdatasync per object comes at its commit) and never writes in bursts: writeback of each
  * MiB starts as soon as it is written (sync_file_range), and ranges WRITER_LAG behind are
  * waited for and dropped. Left to the commit's fdatasync, a pack's tens of MiB reached the
- * disk in one burst that the database's reads queued behind (docs/BENCHMARKS.md, "Seventh
- * session"). Every flush (fdatasync, fsync) is counted (repo_io_counts): flushes per GB
- * written is in the backup's report. Waiting for paced writeback flushes no device cache
- * and commits no metadata, so it is not counted as one.
+ * disk in one burst that the database's reads queued behind (docs/BENCHMARKS.md, idle
+ * machine, 2026-12-02, commit 48b9951). Every flush (fdatasync, fsync) is counted
+ * (repo_io_counts): flushes per GB written is in the backup's report. Waiting for paced
+ * writeback flushes no device cache and commits no metadata, so it is not counted as one.
  */
 #include "engine/storage/posix_internal.h"
 #include "common/fault.h"

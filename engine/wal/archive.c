@@ -153,7 +153,7 @@ static int read_piece(void *ctx, void *buf, size_t cap, size_t *got, pb_error *e
 }
 
 /* The object of the WAL file at path, read and compressed piece by piece: a push holds
- * one piece and the compressed object, never the raw segment (issue 12). */
+ * one piece and the compressed object, never the raw segment (memory bounds). */
 static int encode_file(const char *path, pb_buf *out, pb_error *err)
 {
     char what[300];

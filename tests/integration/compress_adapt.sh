@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/integration/compress_adapt.sh — compression that keeps up (issue 10): with
+# tests/integration/compress_adapt.sh — compression that keeps up (polite I/O): with
 # --compress-level 12 (a ceiling slower than the reads) the adaptive level steps down
 # while the reader waits on a full compression queue; the report names every level used
 # (frames, bytes, seconds) and where the backup's time went (stages), the log says both,

@@ -14,7 +14,7 @@
 # Ends with a table: point -> trials, killed, and each outcome; then "N passed, N failed".
 #   PB_TRIALS   trials per command (default 30)
 #   PB_TRIALS_LEFTOVERS=warn  count leftovers in the table only, not as failures (for
-#               a tree without the removal of a killed writer's objects, issue 8 item 9)
+#               a tree without the removal of a killed writer's objects)
 source "$(dirname "$0")/pb_lib.sh"
 if [ "$PB_REPO_KIND" != posix ]; then
     echo "crash trials use the posix repository (the fault points of puts are posix ones)"

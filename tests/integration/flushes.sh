@@ -1,10 +1,10 @@
 #!/bin/bash
-# Flushes per backup (issue 10): a full and an unchanged incremental run under strace,
+# Flushes per backup: a full and an unchanged incremental run under strace,
 # every fsync/fdatasync/syncfs/msync (what flushes) and rename of the backup process
 # counted, its writeback waits (sync_file_range, which flushes nothing) counted apart,
 # and the bytes it writes into the state directory. The bounds are what
 # docs/DESIGN.md's data-safety rules need (docs/BENCHMARKS.md, "Flushes per backup" and
-# "Seventh session: fixed costs per backup"): each pack's data, the database list's,
+# "Fixed costs per backup"): each pack's data, the database list's,
 # one fsync per directory that received new names before the manifest commits, the
 # manifest's data and its directory, the catalog's RocksDB open (its MANIFEST, CURRENT
 # and OPTIONS files; no table file); the writer lock and the catalog's apply flush
@@ -82,7 +82,7 @@ show incr
 # new), the manifest 2 (data, directory), the catalog's RocksDB open (a new MANIFEST,
 # CURRENT, OPTIONS and their directory: 5; 10 when it is created), the lock directory's
 # creation 1: a first full at most packs + 18, an unchanged incremental packs + 11 (one
-# pack per worker that stored something: 1 or 2 here). Before the seventh session: each
+# pack per worker that stored something: 1 or 2 here). Before 2026-12-02: each
 # pack 2 and the backup's directory 3 times (full 2 x packs + 18: 22 here), and the
 # catalog's open wrote a table file (incremental 2 x packs + 15: 17 with one pack).
 # Since December 2026 the record of committed backups after the commit adds 3 (the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Full speed when nobody else is there (issue 10): on an idle database the read controller
+# Full speed when nobody else is there (polite I/O): on an idle database the read controller
 # probes a second request in flight (one request's latency scatters on a virtual disk; the
 # controller's floor and epoch latency are medians, so the scatter no longer forbids the
 # probe), and the report JSON says what it did on both axes (depth, request size): the

@@ -36,7 +36,7 @@ pg_digest_all "$SRC" >/dev/null
 psql_src "CHECKPOINT"
 backup F
 FULL=${IDS[0]}
-# The cluster's size in pages: an incremental reads only what changed (issue 11), so its
+# The cluster's size in pages: an incremental reads only what changed, so its
 # own pages_scanned is no measure of the whole.
 FULLPAGES=$(pb_info_field "$FULL" pages_scanned)
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Inputs (issue 8, defect 12): a --read-size that is not whole 8 kB pages is refused
+# Inputs: a --read-size that is not whole 8 kB pages is refused
 # before anything is read; only this cluster's PG_<major>_<catversion> directory of a
 # tablespace is backed up (another cluster's directory in the same location is not),
 # and the restore of what is backed up equals the source.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Leftovers of killed writers (issue 8, item 9) are removed by the next run, and only
+# Leftovers of killed writers are removed by the next run, and only
 # those of writers that are gone:
 #   rebase and expire, once they hold the writer lock, remove what a killed rebase or
 #   expire left (backup/<id>/ without a manifest, temp files), as backup does;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Manifest format version 2 (issue 12; docs/MANIFEST.md): backups write version 2
+# Manifest format version 2 (docs/MANIFEST.md): backups write version 2
 # manifests (prefix "PBMANIF1", version 2, chunks of records, header and index first);
 # restore and verify read them; info and expire read the header alone, so a manifest
 # whose file records are damaged still lists with its header, while restore and verify

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/integration/memory_bound.sh — a backup's memory is bounded by configuration, not
-# by the work (issue 12). Two incrementals of one cluster (pgbench -s 5), one after an
+# by the work. Two incrementals of one cluster (pgbench -s 5), one after an
 # update of 5,000 rows and one after an update of all 500,000: the WAL window of the
 # second names some 1.5 million block references, which the WAL-guided read collects in
 # a block set of fixed size (engine/walguide.c; a build that holds up to 2 Mi entries
@@ -79,7 +79,7 @@ if pb_restore_start "$PB_WORK/rs" --set "$LAST"; then
 else
     pb_test_fail "restore of the chain"
 fi
-# archive-push (issue 12): one 16 MiB segment is read and compressed in pieces, so a
+# archive-push: one 16 MiB segment is read and compressed in pieces, so a
 # push holds the compressed object and a MiB, not the segment and its copy. Measured
 # against the push of a history file (the same process, libraries and repository open,
 # no segment): a build that reads the segment whole needs 16 MiB more. The WAL is of a

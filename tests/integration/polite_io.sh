@@ -1,5 +1,5 @@
 #!/bin/bash
-# Polite I/O (issue 10): the backup's log states the read controller's decisions, the I/O
+# Polite I/O: the backup's log states the read controller's decisions, the I/O
 # class and CPU priority applied (checked on the running process too, its reading thread
 # included), --checkpoint reaches PostgreSQL, pinned options are honoured, --max-memory too
 # small is refused,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Incrementals that read only what changed (issue 11): the same chain of workloads taken
+# Incrementals that read only what changed: the same chain of workloads taken
 # with --incremental-mode scan, file and wal, every backup restored and
 # compared with the source; a verify scan after each chain finds zero missed pages; a
 # file-mode incremental after a small change reads far less than a scan, a wal-mode one

@@ -1,11 +1,11 @@
 #!/bin/bash
-# tests/integration/rebase_flushes.sh — flushes per rebase (issue 12), counted as
+# tests/integration/rebase_flushes.sh — flushes per rebase, counted as
 # flushes.sh counts a backup's: the rebase runs under strace and every
 # fsync/fdatasync/sync_file_range/syncfs/msync of its process is counted. A rebase defers
 # its directory syncs as a backup does (repo_defer_syncs, engine/storage/storage.h): each
 # pack's data and the database list's once, each directory that got new names once
 # before the manifest commits, the manifest's data and directory: packs + 6 (7 here, one
-# pack). Before the eighth session every pack and the database list paid their
+# pack). Before 2026-12-02 every pack and the database list paid their
 # directory's sync as well: 2 x packs + 6 (8 here; the backup's directory synced 3 times).
 # Then the synthetic full restores to the source's contents. pgbench -s 1; fast (about
 # 15 seconds).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# After a rebase (issue 11): the synthetic full carries the mtime horizon and the per-file
+# After a rebase (reading less): the synthetic full carries the mtime horizon and the per-file
 # size, mtime and inode records of the newest backup it folds in, so the next file-mode
 # incremental skips the segments nothing wrote since; a segment written after that
 # newest backup (before the rebase, and after it) is still read, and so is one replaced

@@ -1,10 +1,10 @@
 #!/bin/bash
 # tests/integration/restore_memory.sh — a restore's memory is a fixed budget, not what
-# the data makes its buffers grow to (issue 12; engine/pack.h, the source's budget).
+# the data makes its buffers grow to (engine/pack.h, the source's budget).
 # pgbench -s 5 (~75 MB) and a 40 MB table of hex text, a full and two incrementals; the
 # chain is restored with --max-memory 24M (split into a 6 MiB pack cache, four workers'
-# 3 MiB of frames and source floor, and a 6 MiB pool the sources share; before the
-# eighth session two workers of 9 MiB) and its peak RSS (--report peak_rss_bytes) must stay
+# 3 MiB of frames and source floor, and a 6 MiB pool the sources share; before
+# 2026-12-02 two workers of 9 MiB) and its peak RSS (--report peak_rss_bytes) must stay
 # under RSS_BOUND_MIB (the budget plus the process's own ~16 MiB). A build without a
 # restore budget refuses --max-memory for restore (its workers' buffers were bounded
 # only by 4 slots x 9 MiB each; this small chain does not reach that, the unit test

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Recovery targets placed by reading the archived WAL (issue 15): restore point names and
+# Recovery targets placed by reading the archived WAL: restore point names and
 # transaction ids before, between and after backups choose the newest backup that becomes
 # consistent before them, and each restore holds exactly the rows committed before the
 # target. Also: a name used twice (said, the first used), a name and an xid that are not

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/bench/crypt.sh — the cost of encryption (issue 14; docs/FORMAT.md, "Encrypted
+# tools/bench/crypt.sh — the cost of encryption (docs/FORMAT.md, "Encrypted
 # repositories"), side by side in one run on one cluster: a full backup and its restore
 # into an unencrypted repository and into an encrypted one (--encrypt-key-file). WAL is
 # archived into both, so each backup finds its WAL. The page cache is dropped before

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tools/bench/impact.sh — what a backup costs the database (issue 10, the field
+# tools/bench/impact.sh — what a backup costs the database (the field
 # experiment as a tool). PostgreSQL runs in a cgroup v1 memory cgroup smaller than its
 # database, so a rate-limited point-select load (pgbench -S -R RATE) keeps missing the
 # cache and reading the disk. Three scenarios, one run:
@@ -72,7 +72,7 @@ pb_run() { pb backup "$@" >>"$BENCH_TMP/pb-runs.out" 2>&1; }
 run_tool() {
     case $1 in
     pb_adaptive) pb_run --type full ;;
-    # The same full with another binary (BENCH_OLD_BIN, e.g. the session's starting one),
+    # The same full with another binary (BENCH_OLD_BIN, e.g. the one a change started from),
     # into the same repository: a change measured side by side in one run.
     pb_old) PB_BIN=${BENCH_OLD_BIN:?pb_old needs BENCH_OLD_BIN} pb_run --type full ;;
     pb_pinned) pb_run --type full --read-size 512k --queue-depth 2 ;;

@@ -1,6 +1,6 @@
 /*
  * tools/bench/plan_synthetic.c — restore and verify planning over a synthetic chain in
- * bounded memory (issue 12). Writes a full and N incremental version 2 manifests of a
+ * bounded memory. Writes a full and N incremental version 2 manifests of a
  * cluster of S 1 GiB segments (default 10,000: 1.31 billion pages, 10 TB) plus small
  * files into files under --dir, through mf_writer (one chunk at a time), then plans a
  * restore of the newest backup (the chain's manifests merged as sorted streams) and a

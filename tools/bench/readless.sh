@@ -1,6 +1,6 @@
 #!/bin/bash
 # tools/bench/readless.sh — how much an incremental reads after the same absolute change
-# at two database sizes (issue 11): pageback --incremental-mode scan, file and wal, and
+# at two database sizes: pageback --incremental-mode scan, file and wal, and
 # pgBackRest (Debian) --type=incr, on the same cluster and the same change.
 #
 # Per scale: a fresh cluster (autovacuum off: only the benchmark writes), then for each

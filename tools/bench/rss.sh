@@ -1,6 +1,6 @@
 #!/bin/bash
-# tools/bench/rss.sh — peak RSS of every pageback command at two database sizes (issue 12:
-# memory must not grow with the database). For each of SCALE1 and SCALE2 (pgbench scales,
+# tools/bench/rss.sh — peak RSS of every pageback command at two database sizes (memory
+# must not grow with the database). For each of SCALE1 and SCALE2 (pgbench scales,
 # default 100 and 1000): a fresh cluster, then, each under /usr/bin/time (%M, as the
 # postgres user): full backup, 1% update of pgbench_accounts and an incremental backup,
 # restore of that incremental, verify, rebase (synthetic full), expire --retain-full 1,

@@ -1,6 +1,6 @@
 /*
  * tests/unit/engine/backup_pipe_test.c — the reading thread never waits at a file's end
- * (issue 10): a file's frames are stored behind the reader while it goes on to the next
+ * (polite I/O): a file's frames are stored behind the reader while it goes on to the next
  * file, and the file's record waits for them in the pending queue
  * (engine/backup_records.c). With the compression worker held back (bk_pipe_hold), the
  * reader submits file 2's frames before any of file 1's is stored, and a directory made
@@ -261,7 +261,7 @@ static void test_store_failure(void)
 }
 
 /* The queue keeps the workers busy and no more: one frame compressing and one queued
- * per worker, and the reader's (issue 12: 12 x 1 MiB sat full behind 2 workers). */
+ * per worker, and the reader's (12 x 1 MiB sat full behind 2 workers). */
 static void test_queue_sized(void)
 {
     for (unsigned n = 1; n <= BK_PIPE_MAX_WORKERS; n++) {

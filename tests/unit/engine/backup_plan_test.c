@@ -79,7 +79,7 @@ static void test_incremental(void)
     p = plan_of(r, &o);
     PBT_CHECK(p.type == 'I' && p.parent && !strcmp(mf_header_c(p.parent)->id, I2));
     PBT_CHECK(p.chain.count == 3 && !strcmp(p.latest, I2));
-    /* no manifest read whole (issue 12): headers by range reads, records streamed by
+    /* no manifest read whole (memory bounds): headers by range reads, records streamed by
      * chunk; the plan's chain holds headers alone */
     PBT_CHECK(manifest_gets == 0);
     for (size_t i = 0; i < p.chain.count; i++)

@@ -1,5 +1,5 @@
 /* tests/unit/manifest/catalog_memory_test.c — the catalog's memory is fixed by
- * configuration, not by the size of the head (issue 12): a full of 24 segments of 1 GiB
+ * configuration, not by the size of the head (memory bounds): a full of 24 segments of 1 GiB
  * (3 Mi pages, 24 MiB of hashes) and an incremental on it are applied, every file is
  * looked up, and the memtables, the block cache, the table readers outside it and the
  * largest write batch stay within the catalog's bounds (catalog_internal.h). RocksDB's

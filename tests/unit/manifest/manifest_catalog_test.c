@@ -381,7 +381,7 @@ static int apply_big_full(mf_catalog *cat, const char *id, pb_error *err)
 }
 
 /* The catalog is a cache: damage is found where it is read (RocksDB verifies each block's
- * checksum as it reads it; the catalog is no longer read whole at every open, issue 10).
+ * checksum as it reads it; the catalog is no longer read whole at every open).
  * A damaged catalog answers "not in the head" from then on (the backup ships those files
  * whole), applies nothing, and is removed at close: the next open is empty, and the
  * backup rebuilds it from the repository instead of failing from now on. */
@@ -433,7 +433,7 @@ static void test_catalog_damage_rebuilds(void)
     }
 }
 
-/* An open writes no table file (issue 10: it replayed the write-ahead log into one,
+/* An open writes no table file (until 2026-12-01 it replayed the write-ahead log into one,
  * fsynced, on every open): the logs stay, at most MF_CATALOG_WAL_FILES + 1 of them, and
  * the head survives every reopen. Old code: the first reopen left a table file. */
 static void test_catalog_open_no_flush(void)

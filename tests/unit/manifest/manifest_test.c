@@ -230,7 +230,7 @@ static void check_evil_path(const char *safe, const char *evil)
     mf_free(m);
 }
 
-/* The read-less fields (issue 11) travel in the extension block; a manifest written
+/* The read-less fields travel in the extension block; a manifest written
  * before it (no flag, no block) still parses, with them 0. */
 static void test_extension_fields(void)
 {

@@ -623,7 +623,7 @@ static int copy_decompress(const void *data, size_t len, void *dst, size_t raw_l
 
 /* A 1 GiB segment's record (1 MiB of hashes) after almost a chunk of small ones: the
  * open chunk closes before it, and the writer holds one chunk and one compressed copy of
- * about the record's size, not the double of each (issue 12: 2.1 + 2.1 MiB). */
+ * about the record's size, not the double of each (2.1 + 2.1 MiB). */
 static void test_segment_chunk(void)
 {
     const mf_codec copy = {copy_compress, copy_decompress, 1};

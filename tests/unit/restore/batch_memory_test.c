@@ -1,7 +1,7 @@
 /*
  * tests/unit/restore/batch_memory_test.c — what a restore worker copies out of the chain's
  * merged manifests at once stays bounded by RS_BATCH_BYTES plus one file's records, whatever
- * the number of large files (issue 12). Two manifests in memory (a full and an incremental
+ * the number of large files (memory bounds). Two manifests in memory (a full and an incremental
  * changing a few pages of every file) of NSEG segments of 131,072 pages each (1 GiB; the
  * full carries 1 MiB of page hashes per segment) and NSMALL small files between them, merged
  * as restore merges them; rs_recs_batch hands every file out once, in path order, and no

@@ -1,6 +1,6 @@
 /*
  * tests/unit/restore/flat_memory_test.c — restore, verify --set and rebase hold a bounded
- * amount of manifest, whatever the number of files (issue 12). A posix repository holds
+ * amount of manifest, whatever the number of files (memory bounds). A posix repository holds
  * a chain (a full and an incremental changing one page of every tenth file) of NSMALL
  * and then NLARGE relation files, its manifests written through mf_writer with small
  * chunks so each is many chunks long. rs_stats.manifest_peak (streams, outline, copied

@@ -209,7 +209,7 @@ static void test_bad_page_named(void)
 
 /* The decoded frames a window holds are sized to the frames themselves: the full's
  * frame and each incremental's larger frame, not PACK_MAX_FRAME_RAW per backup (7 MiB
- * for this chain of 7, issue 12). */
+ * for this chain of 7). */
 static void test_frames_sized(void)
 {
     rs_stats st;

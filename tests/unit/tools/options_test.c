@@ -43,7 +43,7 @@ static void test_backup_flags(void)
               o.backup.verify_after_secs == 7 * 86400);
     opts_free(&o);
 
-    /* How an incremental reads (issue 11): a count or a duration replaces both defaults. */
+    /* How an incremental reads: a count or a duration replaces both defaults. */
     PBT_CHECK(PARSE(&o, &err, "backup", "--repo", "/r", "--incremental-mode", "file",
                     "--verify-scan", "3") == 0);
     PBT_CHECK(o.backup.incr_mode == BK_INCR_FILE && o.backup.verify_every == 3 &&

@@ -45,7 +45,7 @@ static int hold_tmp(const char *name)
     return fd;
 }
 
-/* Issue 8, item 9: a temp file is a dead writer's exactly when its flock is free, whatever
+/* Leftovers: a temp file is a dead writer's exactly when its flock is free, whatever
  * the pid in its name or its age; a live writer's (flock held) is never touched. */
 static void test_cleanup(void)
 {
@@ -102,7 +102,7 @@ static void put_new_killed(const char *key, const char *point)
     PBT_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 }
 
-/* Issue 8, item 9 for archive-push (no writer lock): repo_cleanup_key removes what killed
+/* Leftovers for archive-push (no writer lock): repo_cleanup_key removes what killed
  * pushes of that key left (before or after the link), keeps a live writer's temp file of
  * the same key and every other key's. */
 static void test_cleanup_key(void)
@@ -317,7 +317,7 @@ static void commit_backup(repo *r, const char *id, const char *parent, char type
     pbt_commit_header(r, &h);
 }
 
-/* Issue 8, item 9: the one locked cleanup of backup, rebase and expire. A backup without
+/* Leftovers: the one locked cleanup of backup, rebase and expire. A backup without
  * a manifest goes (with its temp files and emptied directories), unless a committed
  * backup names it as its parent; empty directories under backup/ go; committed backups
  * stay. */
