@@ -173,20 +173,27 @@ pb_pgbench_source() {
 
 # pb_archive_all DIR: switch DIR's cluster to a new segment and wait until the one it
 # closed is archived (segment numbers compared without the timeline: a history file
-# archived meanwhile does not count as done). One WAL record is written first: on a
-# segment that archive_timeout has just switched away from, pg_switch_wal() would do
-# nothing and name a segment that is never archived.
+# archived meanwhile does not count as done). A WAL record is written before each switch,
+# and the switch is repeated every 2 s while waiting: a switch that finds its segment just
+# begun does nothing (seen on a promoted PostgreSQL 17 copy), and the segment it named is
+# then closed by a later one. Up to two minutes: after three failed attempts in a row
+# PostgreSQL's archiver waits a minute before it tries again.
 pb_archive_all() {
-    local seg last i
-    pg_psql "$1" "SELECT pg_logical_emit_message(false, 'pageback-test', 'switch')" \
-        >/dev/null || return 1
-    seg=$(pg_psql "$1" "SELECT pg_walfile_name(pg_switch_wal())") || return 1
-    for i in $(seq 1 300); do
+    local seg="" s last i
+    for i in $(seq 0 1199); do
+        if [ $((i % 20)) = 0 ]; then
+            pg_psql "$1" "SELECT pg_logical_emit_message(false, 'pageback-test', 'switch')" \
+                >/dev/null && s=$(pg_psql "$1" "SELECT pg_walfile_name(pg_switch_wal())") ||
+                return 1
+            seg=${seg:-$s}
+        fi
         last=$(pg_psql "$1" "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
         [[ "${last:8:16}" < "${seg:8:16}" ]] || return 0
         sleep 0.1
     done
-    echo "pb_archive_all: $seg of $1 was not archived" >&2
+    echo "pb_archive_all: $seg of $1 was not archived; pg_stat_archiver: $(pg_psql "$1" \
+        "SELECT archived_count, last_archived_wal, failed_count, last_failed_wal FROM pg_stat_archiver")" >&2
+    tail -n 5 "$(pg_logfile "$1")" >&2
     return 1
 }
 
