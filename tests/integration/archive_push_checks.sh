@@ -6,10 +6,7 @@
 # and archives the real one, archive-push refuses it as DIFFERENT content, for good.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_conf "$SRC" "autovacuum = off" && pg_start "$SRC" ||
-    pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster "autovacuum = off"
 pg_psql "$SRC" "CREATE TABLE t (id int, v text)" >/dev/null
 pb_check "first segment archived (the repository records the cluster)" pb_archive_all "$SRC"
 

@@ -291,3 +291,14 @@ pb_refused() {
 # level logs all of it at info (and refuses "detail": then it is not set).
 "$PB_BIN" info --log-level detail --help >/dev/null 2>&1 &&
     export PAGEBACK_LOG_LEVEL=${PAGEBACK_LOG_LEVEL-detail}
+
+# pb_source_cluster [CONF_LINE...]: the usual source of a test: SRC=$PB_WORK/src, initdb'd
+# with CONF_LINE... added to its configuration, started, and PG* pointed at it. Runs in the
+# test's own shell (pg_start records the cluster for cleanup).
+pb_source_cluster() {
+    _pb_in_main_shell pb_source_cluster
+    SRC=$PB_WORK/src
+    pg_init_cluster "$SRC" && { [ $# = 0 ] || pg_conf "$SRC" "$@"; } && pg_start "$SRC" ||
+        pb_die "source cluster did not start"
+    pg_env "$SRC"
+}

@@ -5,10 +5,7 @@
 # the cache files are written through mkstemp temporaries (0600, O_EXCL).
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_conf "$SRC" "autovacuum = off" && pg_start "$SRC" ||
-    pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster "autovacuum = off"
 pg_psql "$SRC" "CREATE TABLE t AS SELECT g FROM generate_series(1, 1000) g" >/dev/null
 pb_check "full backup" pb_backup_logged --type full --checkpoint fast
 pg_psql "$SRC" "INSERT INTO t SELECT g FROM generate_series(1, 500) g" >/dev/null

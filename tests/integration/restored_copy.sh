@@ -5,10 +5,7 @@
 # preserve is given.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_conf "$SRC" "autovacuum = off" && pg_start "$SRC" ||
-    pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster "autovacuum = off"
 pg_psql "$SRC" "CREATE TABLE t AS SELECT g FROM generate_series(1, 1000) g" >/dev/null
 pb_check "full backup" pb_backup_logged --type full --checkpoint fast
 pb_check "WAL archived" pb_archive_all "$SRC"
