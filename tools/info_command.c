@@ -30,17 +30,13 @@ typedef struct wal_ctx {
     uint32_t seg_size;
 } wal_ctx;
 
-static int collect_wal(void *vctx, const char *key, uint64_t size)
+/* The archive's segments (arch_list: no history, .partial or .backup files), in name
+ * order, gathered into one range per timeline. */
+static int collect_wal(void *vctx, const char *name)
 {
     wal_ctx *ctx = vctx;
-    const char *base = strrchr(key, '/');
-    base = base ? base + 1 : key;
-    if (strlen(base) != 28 || strcmp(base + 24, ".zst") != 0)
-        return 0; /* history, .partial and .backup files are not segments */
-    char name[25];
     uint32_t tli;
     uint64_t n;
-    snprintf(name, sizeof(name), "%.24s", base);
     if (!arch_parse_segment(name, ctx->seg_size, &tli, &n))
         return 0;
     wal_range *w = ctx->head;
@@ -341,7 +337,7 @@ static int info_one(repo *r, pb_options *o, bool points, pb_error *err)
         else
             print_backup_text(h, &hist);
     }
-    rc = repo_list(r, "wal/", collect_wal, &w, err);
+    rc = arch_list(r, ARCH_LIST_SEGMENTS, collect_wal, &w, err);
     if (rc == 0 && o->json)
         printf("\n  ],\n  \"wal\": [");
     if (rc == 0)

@@ -185,18 +185,11 @@ typedef struct wal_newest {
     uint64_t segno, count;
 } wal_newest;
 
-static int newest_wal(void *ctx, const char *key, uint64_t size)
+static int newest_wal(void *ctx, const char *name)
 {
-    (void)size;
     wal_newest *w = ctx;
-    const char *base = strrchr(key, '/');
-    base = base ? base + 1 : key;
-    char name[25];
     uint32_t tli;
     uint64_t n;
-    if (strlen(base) != 28 || strcmp(base + 24, ".zst") != 0)
-        return 0;
-    snprintf(name, sizeof(name), "%.24s", base);
     if (!arch_parse_segment(name, w->seg_size, &tli, &n))
         return 0;
     w->count++;
@@ -241,7 +234,7 @@ static void wal_metrics(mw *m, const pb_options *o, repo *r, const chain_history
         if (h->items[i].wal_segment_size)
             w.seg_size = h->items[i].wal_segment_size;
     pb_error err = PB_ERROR_INIT;
-    if (repo_list(r, "wal/", newest_wal, &w, &err) != 0) {
+    if (arch_list(r, ARCH_LIST_SEGMENTS, newest_wal, &w, &err) != 0) {
         pb_warn("WAL metrics not written: %s", err.msg);
         return;
     }
