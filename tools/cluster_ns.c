@@ -13,7 +13,7 @@
 
 #include "engine/chain.h"
 #include "engine/pgconn.h"
-#include "tools/options_internal.h"
+#include "tools/options.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -207,16 +207,6 @@ static int decide(repo *root, const pb_options *o, bool writes, cns_layout *out,
     return sysid && writes ? write_marker(root, o->cluster, CNS_ROOT, err) : 0;
 }
 
-/* Was option name set in the configuration's global section (shared by every cluster)? */
-static bool from_global(const pb_options *o, const char *name)
-{
-    const struct option *t = opts_long_table();
-    for (int i = 0; t[i].name && i < PB_MAX_OPTIONS; i++)
-        if (!strcmp(t[i].name, name))
-            return o->source[i] == OPTS_GLOBAL;
-    return false;
-}
-
 int cns_resolve(pb_options *o, pb_error *err)
 {
     if (!o->cluster || !o->repo.location || o->repo_root)
@@ -254,7 +244,7 @@ int cns_resolve(pb_options *o, pb_error *err)
     /* One allocation holds the namespace's location and, when the global section names
      * one state directory for every cluster, this cluster's own directory in it (their
      * catalogs and counters must not mix). */
-    bool own_state = o->state_dir && from_global(o, "state-dir");
+    bool own_state = o->state_dir && o->source[OPT_STATE_DIR] == OPTS_GLOBAL;
     size_t cap = strlen(o->repo.location) + strlen(CNS_PREFIX) + strlen(o->cluster) + 2;
     size_t scap = own_state ? strlen(o->state_dir) + strlen(o->cluster) + 2 : 0;
     if (!(o->cluster_location = malloc(cap + scap)))

@@ -17,7 +17,14 @@
 #include "tools/config.h"
 
 #define PB_MAX_TBLSPC_MAP 64
-#define PB_MAX_OPTIONS 128 /* long options the source table below can track */
+
+/* Every option, by its row in tools/options.def: OPT_READ_SIZE... */
+typedef enum opts_id {
+#define OPT(id, ...) OPT_##id,
+#include "tools/options.def"
+#undef OPT
+    OPTS_COUNT
+} opts_id;
 
 /* Where an option's value came from, lowest precedence first. */
 typedef enum opts_source {
@@ -69,9 +76,9 @@ typedef struct pb_options {
     pb_log_level log_level_file; /* --log-level-file (PB_LOG_OFF: no log file) */
     unsigned progress_interval; /* seconds between progress log lines off a terminal */
     unsigned archive_timeout;   /* check: seconds the WAL round trip may take */
-    /* Per long option (index in the option table): its source and its text as given. */
-    unsigned char source[PB_MAX_OPTIONS];
-    const char *given[PB_MAX_OPTIONS];
+    /* Per option (opts_id): its source and its text as given. */
+    unsigned char source[OPTS_COUNT];
+    const char *given[OPTS_COUNT];
     unsigned char secret_source[OPTS_NSECRETS];
     cfg_file cfg; /* the configuration file; option strings may point into it */
     /* A named cluster's namespace in the repository (tools/cluster_ns.c): repo.location
@@ -100,14 +107,12 @@ typedef void (*opts_setting_cb)(void *ctx, const char *name, const char *value,
 void opts_each_setting(const pb_options *opts, opts_setting_cb cb, void *ctx);
 const char *opts_source_name(opts_source src);
 
-/* tools/help.c: one row per option. */
-typedef struct opts_help_row {
-    const char *name, *commands, *arg, *default_text, *meaning;
-} opts_help_row;
-const opts_help_row *opts_help_find(const char *name);
-/* Does command take option name? (true for options without a row) */
+/* tools/help.c: does command take option name? (true for a name that is no option, and
+ * for every option of "config check") */
 bool opts_option_applies(const char *name, const char *command);
-/* The options part of a command's help; longopts lists undocumented ones too. */
-void opts_help_options(FILE *out, const char *command, const struct option *longopts);
+/* The options part of a command's help: its own options, then the common ones. */
+void opts_help_options(FILE *out, const char *command);
+/* The common options as a usage synopsis: "[--repo DIR|s3://B/P] [--config FILE]...". */
+void opts_help_common(FILE *out);
 
 #endif

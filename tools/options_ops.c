@@ -1,8 +1,9 @@
 /*
- * tools/options_ops.c — the options of retention (expire --retain-full-days,
- * --retain-archive), restore kinds (restore --type standby, --primary-conninfo,
- * --target-immediate) and annotations (backup --annotation key=value), kept apart from
- * tools/options.c so that file stays the parser.
+ * tools/options_ops.c — the options that need more than a typed value of the option
+ * table: --type (backup's or restore's), the S3 addressing, the log levels, the key
+ * files, --verify-scan (a count or a duration), --io-class, the recovery targets,
+ * --tablespace-map, --db-include, --annotation and --primary-conninfo; and what is
+ * decided once every source is read (the recovery target, expire's --set).
  */
 #include "tools/options_internal.h"
 
@@ -10,21 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int parse_count(const char *text, unsigned *out)
-{
-    char *end;
-    unsigned long v = strtoul(text, &end, 10);
-    if (end == text || *end || text[0] == '-' || v == 0 || v > 100000)
-        return PB_EINVAL;
-    *out = (unsigned)v;
-    return 0;
-}
-
 /* key=value: a key of letters, digits, '_', '-' and '.', unique; a value of printable
  * text (a line of the manifest's annotation field, shown by info); all of them fit
  * MF_ANNOTATIONS_LEN. */
-static int add_annotation(pb_options *o, const char *arg, pb_error *err)
+int opts_annotation(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
 {
+    (void)d;
     const char *eq = strchr(arg, '=');
     size_t klen = eq ? (size_t)(eq - arg) : 0;
     bool ok = klen > 0 && klen <= 64 && strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklm"
@@ -46,53 +38,146 @@ static int add_annotation(pb_options *o, const char *arg, pb_error *err)
     return 0;
 }
 
-int opts_restore_type(pb_options *o, const char *arg, pb_error *err)
+/* restore --type standby|default; full and incr, backup's, are left to backup (from a
+ * configuration or environment shared by both commands). */
+int opts_type(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
 {
-    if (!strcmp(arg, "standby") || !strcmp(arg, "default")) {
-        o->restore.standby = arg[0] == 's';
-        return 0;
+    (void)d;
+    if (o->command && !strcmp(o->command, "restore")) {
+        if (!strcmp(arg, "standby") || !strcmp(arg, "default")) {
+            o->restore.standby = arg[0] == 's';
+            return 0;
+        }
+        if (!strcmp(arg, "full") || !strcmp(arg, "incr"))
+            return 0;
+        return pb_fail(err, PB_EINVAL, "restore --type must be standby or default, not '%s'",
+                       arg);
     }
-    /* backup's types, from a configuration or environment shared by both commands */
-    if (!strcmp(arg, "full") || !strcmp(arg, "incr"))
-        return 0;
-    return pb_fail(err, PB_EINVAL, "restore --type must be standby or default, not '%s'", arg);
+    if (strcmp(arg, "full") && strcmp(arg, "incr"))
+        return pb_fail(err, PB_EINVAL, "--type must be full or incr, not '%s'", arg);
+    o->backup.type = arg[0] == 'f' ? 'F' : 'I';
+    return 0;
 }
 
-int opts_apply_ops(pb_options *o, int c, const char *arg, pb_error *err)
+/* Kept as given too, so restore_command can repeat it. */
+int opts_s3_uri_style(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
 {
-    switch (c) {
-    case O_RETAIN_DAYS:
-        if (parse_count(arg, &o->retain_full_days))
-            return pb_fail(err, PB_EINVAL, "--retain-full-days expects whole days, 1 or more, "
-                           "not '%s'", arg);
-        return 0;
-    case O_RETAIN_ARCHIVE:
-        if (parse_count(arg, &o->retain_archive))
-            return pb_fail(err, PB_EINVAL, "--retain-archive expects a number of full backups, "
-                           "1 or more, not '%s'", arg);
-        return 0;
-    case O_PRIMARY_CONNINFO:
-        if (!arg[0])
-            return pb_fail(err, PB_EINVAL, "--primary-conninfo expects a libpq connection "
-                           "string");
-        o->restore.primary_conninfo = arg;
-        return 0;
-    case O_TARGET_IMMEDIATE:
-        o->restore.target_immediate = true;
-        return 0;
-    case O_ANNOTATION:
-        return add_annotation(o, arg, err);
-    }
-    return 1;
+    if (strcmp(arg, "path") && strcmp(arg, "host"))
+        return pb_fail(err, PB_EINVAL, "--%s must be path or host, not '%s'", d->name, arg);
+    o->repo.s3_path_style = arg[0] == 'p';
+    o->s3_uri_style = arg;
+    return 0;
 }
 
-static opts_source source_of(const pb_options *o, const char *name)
+int opts_s3_insecure(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
 {
-    const struct option *t = opts_long_table();
-    for (int i = 0; t[i].name; i++)
-        if (!strcmp(t[i].name, name))
-            return (opts_source)o->source[i];
-    return OPTS_DEFAULT;
+    (void)d, (void)arg, (void)err;
+    o->repo.s3_insecure = true;
+    o->s3_insecure_given = true;
+    return 0;
+}
+
+/* lo 0: the console's level (--log-level, --log-level-console); 1: the file's, which
+ * may be off. */
+int opts_log_level(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    pb_log_level lv;
+    if (pb_log_level_parse(arg, d->lo == 1, &lv))
+        return pb_fail(err, PB_EINVAL, "--%s must be %serror, warn, info, detail or debug, "
+                       "not '%s'", d->name, d->lo == 1 ? "off, " : "", arg);
+    if (d->lo == 1)
+        o->log_level_file = lv;
+    else
+        pb_log_set_level(lv);
+    return 0;
+}
+
+int opts_key_file(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    if (o->n_key_files == REPO_MAX_KEYS)
+        return pb_fail(err, PB_EINVAL, "at most %d --%s", REPO_MAX_KEYS, d->name);
+    o->key_files[o->n_key_files++] = arg;
+    return 0;
+}
+
+/* A number counts incrementals, anything else is a duration; one replaces both
+ * defaults. */
+int opts_verify_scan(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    unsigned u;
+    int64_t secs;
+    if (opts_parse_uint(arg, &u) == 0) {
+        o->backup.verify_every = u;
+        o->backup.verify_after_secs = 0;
+    } else if (opts_parse_duration(arg, &secs) == 0) {
+        o->backup.verify_every = 0;
+        o->backup.verify_after_secs = secs;
+    } else {
+        return pb_fail(err, PB_EINVAL, "--%s expects a count (every Nth incremental) or a "
+                       "duration like 7d, not '%s'", d->name, arg);
+    }
+    return 0;
+}
+
+int opts_io_class(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    o->backup.io_level = 7;
+    if (!strcmp(arg, "idle") || !strcmp(arg, "default") || !strcmp(arg, "best-effort")) {
+        o->backup.io_class = arg[0] == 'i' ? SCAN_IO_IDLE : arg[0] == 'd' ? SCAN_IO_DEFAULT
+                                                                          : SCAN_IO_BEST_EFFORT;
+        return 0;
+    }
+    if (!strncmp(arg, "best-effort:", 12) && arg[12] >= '0' && arg[12] <= '7' && !arg[13]) {
+        o->backup.io_class = SCAN_IO_BEST_EFFORT;
+        o->backup.io_level = arg[12] - '0';
+        return 0;
+    }
+    return pb_fail(err, PB_EINVAL, "--%s must be idle, best-effort, best-effort:0..7 or "
+                   "default, not '%s'", d->name, arg);
+}
+
+/* lo: the kind of target (restore/restore.h); only one of them. */
+int opts_target(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    if (o->restore.target != RS_TARGET_IMMEDIATE)
+        return pb_fail(err, PB_EINVAL, "give only one of --target-time, --target-lsn, "
+                       "--target-xid, --target-name, --target-end");
+    o->restore.target = (rs_target_kind)d->lo;
+    o->restore.target_value = d->arg ? arg : NULL;
+    return 0;
+}
+
+int opts_tablespace_map(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    const char *eq = strchr(arg, '=');
+    char *end;
+    unsigned long oid = strtoul(arg, &end, 10);
+    if (!eq || end != eq || eq[1] != '/' || o->restore.ntblspc >= PB_MAX_TBLSPC_MAP)
+        return pb_fail(err, PB_EINVAL, "--%s expects OID=/absolute/dir, got '%s'", d->name,
+                       arg);
+    o->tblspc[o->restore.ntblspc].oid = (unsigned)oid;
+    o->tblspc[o->restore.ntblspc].dir = eq + 1;
+    o->restore.ntblspc++;
+    o->restore.tblspc = o->tblspc;
+    return 0;
+}
+
+int opts_db_include(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    if (!arg[0] || o->restore.ndb_include >= PB_MAX_DB_INCLUDE)
+        return pb_fail(err, PB_EINVAL, "--%s expects a database name (at most %d)", d->name,
+                       PB_MAX_DB_INCLUDE);
+    o->db_include[o->restore.ndb_include++] = arg;
+    o->restore.db_include = o->db_include;
+    return 0;
+}
+
+int opts_primary_conninfo(pb_options *o, const opts_def *d, const char *arg, pb_error *err)
+{
+    if (!arg[0])
+        return pb_fail(err, PB_EINVAL, "--%s expects a libpq connection string", d->name);
+    o->restore.primary_conninfo = arg;
+    return 0;
 }
 
 /*
@@ -105,12 +190,12 @@ static opts_source source_of(const pb_options *o, const char *name)
 static int finish_restore(pb_options *o, pb_error *err)
 {
     rs_opts *r = &o->restore;
-    static const char *const kinds[] = {"target-time", "target-lsn", "target-xid",
-                                        "target-name", "target-end"};
-    opts_source given = OPTS_DEFAULT, imm = source_of(o, "target-immediate");
+    static const opts_id kinds[] = {OPT_TARGET_TIME, OPT_TARGET_LSN, OPT_TARGET_XID,
+                                    OPT_TARGET_NAME, OPT_TARGET_END};
+    opts_source given = OPTS_DEFAULT, imm = (opts_source)o->source[OPT_TARGET_IMMEDIATE];
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-        if (source_of(o, kinds[i]) > given)
-            given = source_of(o, kinds[i]);
+        if (o->source[kinds[i]] > given)
+            given = (opts_source)o->source[kinds[i]];
     bool explicit = r->target != RS_TARGET_IMMEDIATE;
     if (r->target_immediate && explicit && imm == given)
         return pb_fail(err, PB_EINVAL, "give only one of --target-immediate, --target-time, "
@@ -139,7 +224,7 @@ int opts_finish_ops(pb_options *o, pb_error *err)
         return finish_restore(o, err);
     /* expire --set removes a backup: only as a flag, never from a `set` meant for
      * restore in the environment or a configuration file */
-    if (o->command && !strcmp(o->command, "expire") && source_of(o, "set") != OPTS_FLAG)
+    if (o->command && !strcmp(o->command, "expire") && o->source[OPT_SET] != OPTS_FLAG)
         o->restore.set = NULL;
     return 0;
 }

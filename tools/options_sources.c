@@ -8,30 +8,14 @@
  */
 #include "tools/options_internal.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Options that are not settings: they choose the configuration or ask for help. */
-static bool is_setting(int idx)
-{
-    const char *n = opts_long_table()[idx].name;
-    return strcmp(n, "help") && strcmp(n, "version") && strcmp(n, "config") &&
-           strcmp(n, "cluster");
-}
-
-static int find_long(const char *name)
-{
-    for (int i = 0; opts_long_table()[i].name; i++)
-        if (!strcmp(opts_long_table()[i].name, name))
-            return i;
-    return -1;
-}
-
 static const char *const secret_names[OPTS_NSECRETS] = {"s3-key", "s3-secret", "s3-token"};
+static const char *const secret_env[OPTS_NSECRETS] = {"S3_KEY", "S3_SECRET", "S3_TOKEN"};
 static const char *const secret_aws[OPTS_NSECRETS] = {
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
 
@@ -49,58 +33,56 @@ static int find_secret(const char *name)
     return -1;
 }
 
-/* Apply option idx from src unless a higher source already set it. A switch (no
+/* Apply option id from src unless a higher source already set it. A switch (no
  * argument) takes 1/true/yes/on or 0/false/no/off from the environment or the file. */
-static int apply_from(pb_options *o, int idx, const char *value, opts_source src,
+static int apply_from(pb_options *o, opts_id id, const char *value, opts_source src,
                       pb_error *err)
 {
-    if (o->source[idx] > src)
+    if (o->source[id] > src)
         return 0;
-    o->source[idx] = (unsigned char)src;
-    o->given[idx] = value;
-    if (opts_long_table()[idx].has_arg)
-        return opts_apply(o, idx, value, err);
+    o->source[id] = (unsigned char)src;
+    o->given[id] = value;
+    if (opts_table[id].arg)
+        return opts_apply(o, id, value, err);
     if (!*value || strspn(value, "1") == strlen(value) || !strcasecmp(value, "true") ||
         !strcasecmp(value, "yes") || !strcasecmp(value, "on"))
-        return opts_apply(o, idx, NULL, err);
+        return opts_apply(o, id, NULL, err);
     if (!strcmp(value, "0") || !strcasecmp(value, "false") || !strcasecmp(value, "no") ||
         !strcasecmp(value, "off"))
         return 0;
     return pb_fail(err, PB_EINVAL, "--%s is a switch: expected true or false, not '%s'",
-                   opts_long_table()[idx].name, value);
+                   opts_table[id].name, value);
 }
 
-/* PAGEBACK_READ_SIZE for read-size. */
-static void env_name(const char *name, char *out, size_t cap)
+/* The setting of a configuration key: NULL for a name that is none (or only a flag). */
+static const opts_def *find_setting(const char *name)
 {
-    size_t n = (size_t)snprintf(out, cap, "PAGEBACK_%s", name);
-    for (size_t i = 9; i < n && i < cap; i++)
-        out[i] = out[i] == '-' ? '_' : (char)toupper((unsigned char)out[i]);
+    const opts_def *d = opts_find(name);
+    return d && !d->cli_only ? d : NULL;
 }
 
 int opts_apply_env(pb_options *o, pb_error *err)
 {
     char name[80];
     const char *v;
-    for (int i = 0; opts_long_table()[i].name; i++) {
-        env_name(opts_long_table()[i].name, name, sizeof(name));
-        if (!is_setting(i) || !(v = getenv(name)))
+    for (size_t i = 0; i < OPTS_COUNT; i++) {
+        if (opts_table[i].cli_only || !opts_env_name(&opts_table[i], name, sizeof(name)) ||
+            !(v = getenv(name)))
             continue;
-        if (apply_from(o, i, v, OPTS_ENV, err))
+        if (apply_from(o, (opts_id)i, v, OPTS_ENV, err))
             return pb_error_wrap(err, "in the environment variable %s", name);
     }
     for (int s = 0; s < OPTS_NSECRETS; s++) {
-        env_name(secret_names[s], name, sizeof(name));
+        snprintf(name, sizeof(name), "PAGEBACK_%s", secret_env[s]);
         if ((v = getenv(name)) || (v = getenv(secret_aws[s]))) {
             *secret_slot(o, s) = v;
             o->secret_source[s] = OPTS_ENV;
         }
     }
-    int ri = find_long("s3-region");
-    if (o->source[ri] < OPTS_ENV && (v = getenv("AWS_REGION"))) {
+    if (o->source[OPT_S3_REGION] < OPTS_ENV && (v = getenv("AWS_REGION"))) {
         o->repo.s3_region = v;
-        o->source[ri] = OPTS_ENV;
-        o->given[ri] = v;
+        o->source[OPT_S3_REGION] = OPTS_ENV;
+        o->given[OPT_S3_REGION] = v;
     }
     return 0;
 }
@@ -142,11 +124,11 @@ static int apply_entry(pb_options *o, const cfg_entry *e, opts_source src, pb_er
         }
         return 0;
     }
-    int idx = find_long(e->name);
-    if (idx < 0 || !is_setting(idx))
+    const opts_def *d = find_setting(e->name);
+    if (!d)
         return pb_fail(err, PB_EINVAL, "%s:%u: unknown setting '%s'", o->cfg.path, e->line,
                        e->name);
-    if (apply_from(o, idx, e->value, src, err)) {
+    if (apply_from(o, (opts_id)(d - opts_table), e->value, src, err)) {
         redact_value(err, e->value);
         return pb_error_wrap(err, "%s:%u: setting '%s'", o->cfg.path, e->line, e->name);
     }
@@ -165,8 +147,7 @@ int opts_apply_config(pb_options *o, pb_error *err)
         const cfg_entry *e = &o->cfg.items[i];
         int s = find_secret(e->name);
         secret |= s == OPTS_S3_SECRET || s == OPTS_S3_TOKEN;
-        int idx = s < 0 ? find_long(e->name) : 0;
-        if (idx < 0 || (s < 0 && !is_setting(idx)))
+        if (s < 0 && !find_setting(e->name))
             return pb_fail(err, PB_EINVAL, "%s:%u: unknown setting '%s'", o->config_file,
                            e->line, e->name);
     }
@@ -194,13 +175,10 @@ const char *opts_source_name(opts_source src)
 
 void opts_each_setting(const pb_options *o, opts_setting_cb cb, void *ctx)
 {
-    for (int i = 0; opts_long_table()[i].name; i++) {
-        if (!is_setting(i))
-            continue;
-        const opts_help_row *h = opts_help_find(opts_long_table()[i].name);
-        cb(ctx, opts_long_table()[i].name, o->given[i], h ? h->default_text : "",
-           (opts_source)o->source[i], false);
-    }
+    for (size_t i = 0; i < OPTS_COUNT; i++)
+        if (!opts_table[i].cli_only)
+            cb(ctx, opts_table[i].name, o->given[i], opts_table[i].default_text,
+               (opts_source)o->source[i], false);
     for (int s = 0; s < OPTS_NSECRETS; s++) {
         const char *v = s == OPTS_S3_KEY ? o->repo.s3_key
                         : s == OPTS_S3_SECRET ? o->repo.s3_secret : o->repo.s3_token;
