@@ -121,14 +121,14 @@ static long word_index(const char *words, const char *text)
     return -1;
 }
 
-/* "8K", "5M", "64M": a bound as the help writes it. */
+/* "8 KiB", "64 MiB": a bound in a message. */
 static void bound_text(unsigned long long v, char *out, size_t cap)
 {
     static const char units[] = "GMK";
     for (int i = 0; i < 3; i++) {
         unsigned shift = 30u - 10u * (unsigned)i;
         if (v >= (1ull << shift) && v % (1ull << shift) == 0) {
-            snprintf(out, cap, "%llu%c", v >> shift, units[i]);
+            snprintf(out, cap, "%llu %ciB", v >> shift, units[i]);
             return;
         }
     }
@@ -154,13 +154,15 @@ static void what_it_takes(const opts_def *d, char *out, size_t cap)
         bound_text(d->lo, lo, sizeof(lo));
         bound_text(d->hi, hi, sizeof(hi));
         bound_text(d->step, step, sizeof(step));
-        n = (size_t)snprintf(out, cap, "expects bytes (a number, K, M or G)");
-        if (d->hi < SIZE_MAX && n < cap)
-            n += (size_t)snprintf(out + n, cap - n, " from %s to %s", lo, hi);
-        else if (d->lo && n < cap)
-            n += (size_t)snprintf(out + n, cap - n, " of at least %s", lo);
+        n = (size_t)snprintf(out, cap, "expects bytes (a number with K, M or G)");
         if (d->step > 1 && n < cap)
-            snprintf(out + n, cap - n, ", a multiple of %s", step);
+            n += (size_t)snprintf(out + n, cap - n, ", a multiple of %s", step);
+        if (d->hi < SIZE_MAX && n < cap)
+            snprintf(out + n, cap - n, " from %s to %s", lo, hi);
+        else if (d->lo > 1 && n < cap)
+            snprintf(out + n, cap - n, " of at least %s", lo);
+        else if (d->lo == 1 && n < cap)
+            snprintf(out + n, cap - n, " above 0");
         return;
     case OPTK_DURATION:
         snprintf(out, cap, "expects a duration like 90s, 30m, 12h or 7d");
