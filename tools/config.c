@@ -1,8 +1,8 @@
 /*
  * tools/config.c — the INI configuration file: read, refuse a file others may write,
- * split into entries. What a name means is tools/options.c's business; this file only
- * knows lines, sections and where each entry came from, so a bad line is named as
- * "file:line" (docs/GUIDE.md, "Configuration").
+ * split into entries. What a name means is the option table's business
+ * (tools/options.def); this file only knows lines, sections and where each entry came
+ * from, so a bad line is named as "file:line" (docs/GUIDE.md, "Configuration").
  */
 #include "tools/config.h"
 

@@ -4,7 +4,7 @@
  * those under [global], are global; [cluster:NAME] and [NAME] open the section of the
  * cluster NAME (selected with --cluster). "name = value" lines; # and ; start comment
  * lines; a value may be wrapped in double quotes. Names are the long options without
- * "--" (plus the config-only secrets); tools/options.c checks them.
+ * "--" (plus the config-only secrets); tools/options_sources.c checks them.
  */
 #ifndef PB_TOOLS_CONFIG_H
 #define PB_TOOLS_CONFIG_H

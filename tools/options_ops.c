@@ -7,7 +7,6 @@
  */
 #include "tools/options_internal.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -4,8 +4,9 @@
  *
  * The driver is split by concern: s3_http.c runs one request (SigV4 through libcurl,
  * retries with backoff, the per-repository handle pool, libcurl's global init);
- * s3_xml.c reads the answers; s3_multipart.c is the streaming writer; s3_ops.c is the
- * repo_driver itself (whole-object operations, listing, cleanup, open/free).
+ * s3_xml.c reads the answers; s3_multipart.c is the streaming writer and the cleanup
+ * of unfinished uploads; s3_ops.c is the repo_driver itself (whole-object operations,
+ * listing, open/free).
  * Only these files include <curl/curl.h> (tests/deps_test.sh checks it).
  */
 #ifndef PB_ENGINE_STORAGE_S3_INTERNAL_H
@@ -111,6 +112,9 @@ int s3_writer_commit(void *wv, pb_error *err);
 void s3_writer_abort(void *wv);
 /* Abort the multipart upload upload_id of full_key (full: prefix included). */
 int s3_abort_upload(s3_repo *r, const char *full_key, const char *upload_id, pb_error *err);
+/* repo_cleanup: abort the unfinished multipart uploads under the prefix (see
+ * REPO_STALE_UPLOAD_SECS for whose). */
+int s3_cleanup_uploads(void *impl, bool locked, pb_error *err);
 
 /* ---------- s3_ops.c ---------- */
 

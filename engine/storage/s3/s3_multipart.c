@@ -7,13 +7,15 @@
  * full part, completed at commit, and aborted on any failure (repo_cleanup removes what
  * an abort could not). The writer holds nslots part buffers (repo_opts.s3_parallel): one
  * filling, the others uploading, so memory stays at nslots parts whatever the object's
- * size.
+ * size. Also the cleanup behind repo_cleanup: the unfinished uploads under the prefix
+ * that no writer will complete, aborted.
  */
 #include "engine/storage/s3/s3_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define S3_MAX_PARTS 10000u
 #define S3_PARTS_PER_STEP 1000u                /* part size doubles every 1000 parts */
@@ -373,4 +375,111 @@ void s3_writer_abort(void *wv)
             pb_warn("%s (repo_cleanup removes the leftover upload)", e.msg);
     }
     s3_writer_free(w);
+}
+
+/* ---------- cleanup: abort unfinished multipart uploads under the prefix ---------- */
+
+/* "2026-12-01T08:33:10.000Z" -> seconds since the epoch; 0 when it does not parse. */
+static time_t s3_parse_time(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return timegm(&tm);
+}
+
+/* Whose upload is it? Under backup/ with the writer lock held: a writer that is gone
+ * (only the holder writes there, and the holder is us). Anything else (WAL, pushed
+ * without the lock) only once it is older than REPO_STALE_UPLOAD_SECS; an upload whose
+ * start time does not parse is kept. */
+static bool s3_upload_is_stale(const s3_repo *r, const char *key, const char *initiated,
+                               bool locked)
+{
+    const char *rel = key + strlen(r->prefix);
+    if (locked && strncmp(rel, "backup/", 7) == 0)
+        return true;
+    time_t t = s3_parse_time(initiated);
+    return t > 0 && time(NULL) - t > REPO_STALE_UPLOAD_SECS;
+}
+
+static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, bool locked,
+                           unsigned *aborted, pb_error *err)
+{
+    const char *p = xml, *end = xml + len, *u, *ue;
+    while (s3_xml_block(p, end, "Upload", &u, &ue)) {
+        char *key = s3_xml_get(u, ue, "Key", NULL);
+        char *id = s3_xml_get(u, ue, "UploadId", NULL);
+        char *initiated = s3_xml_get(u, ue, "Initiated", NULL);
+        int rc = 0;
+        if (key && id && strncmp(key, r->prefix, strlen(r->prefix)) == 0 &&
+            s3_upload_is_stale(r, key, initiated, locked)) {
+            rc = s3_abort_upload(r, key, id, err);
+            /* Gone already (another cleanup, or completed meanwhile): fine. */
+            if (rc == PB_ENOENT)
+                rc = 0;
+            else if (rc == 0)
+                (*aborted)++;
+        }
+        free(key);
+        free(id);
+        free(initiated);
+        if (rc)
+            return rc;
+        p = ue;
+    }
+    return 0;
+}
+
+int s3_cleanup_uploads(void *impl, bool locked, pb_error *err)
+{
+    s3_repo *r = impl;
+    char *ep = s3_encode(r->prefix, false);
+    char *kmark = NULL, *umark = NULL;
+    unsigned aborted = 0;
+    int rc = ep ? 0 : pb_fail(err, PB_ENOMEM, "cleanup %s: out of memory", r->location);
+    bool more = rc == 0;
+    while (more) {
+        char *ek = kmark ? s3_encode(kmark, false) : NULL;
+        char *eu = umark ? s3_encode(umark, false) : NULL;
+        /* Sorted: key-marker < prefix < upload-id-marker < uploads. */
+        char *query = s3_printf("%s%s%sprefix=%s%s%s&uploads=", ek ? "key-marker=" : "",
+                                ek ? ek : "", ek ? "&" : "", ep, eu ? "&upload-id-marker=" : "",
+                                eu ? eu : "");
+        free(ek);
+        free(eu);
+        s3_req q = {.method = "GET", .query = query};
+        rc = query ? s3_do(r, &q, err)
+                   : pb_fail(err, PB_ENOMEM, "cleanup %s: out of memory", r->location);
+        free(query);
+        if (rc == 0)
+            rc = s3_cleanup_page(r, (const char *)q.resp.data, q.resp.len, locked, &aborted,
+                                 err);
+        more = false;
+        if (rc == 0) {
+            const char *b = (const char *)q.resp.data, *e = b + q.resp.len;
+            char *t = s3_xml_get(b, e, "IsTruncated", NULL);
+            more = t && strcmp(t, "true") == 0;
+            free(t);
+            free(kmark);
+            free(umark);
+            kmark = more ? s3_xml_get(b, e, "NextKeyMarker", NULL) : NULL;
+            umark = more ? s3_xml_get(b, e, "NextUploadIdMarker", NULL) : NULL;
+            if (more && !kmark)
+                rc = pb_fail(err, PB_EREMOTE, "cleanup %s: truncated upload listing without "
+                             "NextKeyMarker", r->location);
+        }
+        pb_buf_free(&q.resp);
+        more = more && rc == 0;
+    }
+    if (rc == 0 && aborted)
+        pb_info("%s: aborted %u unfinished multipart upload%s", r->location, aborted,
+                aborted == 1 ? "" : "s");
+    free(kmark);
+    free(umark);
+    free(ep);
+    return rc;
 }

@@ -1,9 +1,9 @@
 /*
  * engine/storage/s3/s3_ops.c — the S3 driver behind repo_*: whole-object operations
- * (put, conditional put, get, ranged get, stat, delete), listing, cleanup of unfinished
- * uploads, and opening a repository. The requests themselves are s3_http.c's, the
- * answers are read by s3_xml.c, the streaming writer is s3_multipart.c
- * (engine/storage/s3/s3_internal.h).
+ * (put, conditional put, get, ranged get, stat, delete), listing, and opening a
+ * repository. The requests themselves are s3_http.c's, the answers are read by
+ * s3_xml.c, the streaming writer and the cleanup of unfinished uploads are
+ * s3_multipart.c's (engine/storage/s3/s3_internal.h).
  */
 #include "engine/storage/s3/s3_internal.h"
 
@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static char *s3_strdup(const char *s)
 {
@@ -364,113 +363,6 @@ static int s3_list(void *impl, const char *prefix, repo_list_cb cb, void *ctx, p
     free(full);
     return rc;
 }
-/* ---------- cleanup: abort unfinished multipart uploads under the prefix ---------- */
-
-/* "2026-12-01T08:33:10.000Z" -> seconds since the epoch; 0 when it does not parse. */
-static time_t s3_parse_time(const char *s)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof(tm));
-    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
-        return 0;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return timegm(&tm);
-}
-
-/* Whose upload is it? Under backup/ with the writer lock held: a writer that is gone
- * (only the holder writes there, and the holder is us). Anything else (WAL, pushed
- * without the lock) only once it is older than REPO_STALE_UPLOAD_SECS; an upload whose
- * start time does not parse is kept. */
-static bool s3_upload_is_stale(const s3_repo *r, const char *key, const char *initiated,
-                               bool locked)
-{
-    const char *rel = key + strlen(r->prefix);
-    if (locked && strncmp(rel, "backup/", 7) == 0)
-        return true;
-    time_t t = s3_parse_time(initiated);
-    return t > 0 && time(NULL) - t > REPO_STALE_UPLOAD_SECS;
-}
-
-static int s3_cleanup_page(s3_repo *r, const char *xml, size_t len, bool locked,
-                           unsigned *aborted, pb_error *err)
-{
-    const char *p = xml, *end = xml + len, *u, *ue;
-    while (s3_xml_block(p, end, "Upload", &u, &ue)) {
-        char *key = s3_xml_get(u, ue, "Key", NULL);
-        char *id = s3_xml_get(u, ue, "UploadId", NULL);
-        char *initiated = s3_xml_get(u, ue, "Initiated", NULL);
-        int rc = 0;
-        if (key && id && strncmp(key, r->prefix, strlen(r->prefix)) == 0 &&
-            s3_upload_is_stale(r, key, initiated, locked)) {
-            rc = s3_abort_upload(r, key, id, err);
-            /* Gone already (another cleanup, or completed meanwhile): fine. */
-            if (rc == PB_ENOENT)
-                rc = 0;
-            else if (rc == 0)
-                (*aborted)++;
-        }
-        free(key);
-        free(id);
-        free(initiated);
-        if (rc)
-            return rc;
-        p = ue;
-    }
-    return 0;
-}
-
-static int s3_cleanup(void *impl, bool locked, pb_error *err)
-{
-    s3_repo *r = impl;
-    char *ep = s3_encode(r->prefix, false);
-    char *kmark = NULL, *umark = NULL;
-    unsigned aborted = 0;
-    int rc = ep ? 0 : pb_fail(err, PB_ENOMEM, "cleanup %s: out of memory", r->location);
-    bool more = rc == 0;
-    while (more) {
-        char *ek = kmark ? s3_encode(kmark, false) : NULL;
-        char *eu = umark ? s3_encode(umark, false) : NULL;
-        /* Sorted: key-marker < prefix < upload-id-marker < uploads. */
-        char *query = s3_printf("%s%s%sprefix=%s%s%s&uploads=", ek ? "key-marker=" : "",
-                                ek ? ek : "", ek ? "&" : "", ep, eu ? "&upload-id-marker=" : "",
-                                eu ? eu : "");
-        free(ek);
-        free(eu);
-        s3_req q = {.method = "GET", .query = query};
-        rc = query ? s3_do(r, &q, err)
-                   : pb_fail(err, PB_ENOMEM, "cleanup %s: out of memory", r->location);
-        free(query);
-        if (rc == 0)
-            rc = s3_cleanup_page(r, (const char *)q.resp.data, q.resp.len, locked, &aborted,
-                                 err);
-        more = false;
-        if (rc == 0) {
-            const char *b = (const char *)q.resp.data, *e = b + q.resp.len;
-            char *t = s3_xml_get(b, e, "IsTruncated", NULL);
-            more = t && strcmp(t, "true") == 0;
-            free(t);
-            free(kmark);
-            free(umark);
-            kmark = more ? s3_xml_get(b, e, "NextKeyMarker", NULL) : NULL;
-            umark = more ? s3_xml_get(b, e, "NextUploadIdMarker", NULL) : NULL;
-            if (more && !kmark)
-                rc = pb_fail(err, PB_EREMOTE, "cleanup %s: truncated upload listing without "
-                             "NextKeyMarker", r->location);
-        }
-        pb_buf_free(&q.resp);
-        more = more && rc == 0;
-    }
-    if (rc == 0 && aborted)
-        pb_info("%s: aborted %u unfinished multipart upload%s", r->location, aborted,
-                aborted == 1 ? "" : "s");
-    free(kmark);
-    free(umark);
-    free(ep);
-    return rc;
-}
-
 /* ---------- open / free ---------- */
 
 static void s3_free(void *impl)
@@ -598,7 +490,7 @@ const repo_driver repo_s3_driver = {
     .writer_write = s3_writer_write,
     .writer_commit = s3_writer_commit,
     .writer_abort = s3_writer_abort,
-    .cleanup = s3_cleanup,
+    .cleanup = s3_cleanup_uploads,
     .put_new = s3_put_new,
     .requests = s3_requests,
     .get_range_upto = s3_get_range_upto,
