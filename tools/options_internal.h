@@ -43,8 +43,8 @@ extern const opts_def opts_table[OPTS_COUNT];
 
 /* The row of name (a long option or a configuration key); NULL for none. */
 const opts_def *opts_find(const char *name);
-/* "PAGEBACK_READ_SIZE" for read-size; false when it does not fit cap. */
-bool opts_env_name(const opts_def *d, char *out, size_t cap);
+/* "PAGEBACK_READ_SIZE" for read-size (and s3-key...); false when it does not fit cap. */
+bool opts_env_name(const char *name, char *out, size_t cap);
 /* Apply option id with arg (NULL for a switch), as the command line would. */
 int opts_apply(pb_options *o, opts_id id, const char *arg, pb_error *err);
 /* The typed parsers, also for the options of tools/options_ops.c: 0 or PB_EINVAL. */

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 static const char *const secret_names[OPTS_NSECRETS] = {"s3-key", "s3-secret", "s3-token"};
-static const char *const secret_env[OPTS_NSECRETS] = {"S3_KEY", "S3_SECRET", "S3_TOKEN"};
 static const char *const secret_aws[OPTS_NSECRETS] = {
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
 
@@ -66,14 +65,14 @@ int opts_apply_env(pb_options *o, pb_error *err)
     char name[80];
     const char *v;
     for (size_t i = 0; i < OPTS_COUNT; i++) {
-        if (opts_table[i].cli_only || !opts_env_name(&opts_table[i], name, sizeof(name)) ||
+        if (opts_table[i].cli_only || !opts_env_name(opts_table[i].name, name, sizeof(name)) ||
             !(v = getenv(name)))
             continue;
         if (apply_from(o, (opts_id)i, v, OPTS_ENV, err))
             return pb_error_wrap(err, "in the environment variable %s", name);
     }
     for (int s = 0; s < OPTS_NSECRETS; s++) {
-        snprintf(name, sizeof(name), "PAGEBACK_%s", secret_env[s]);
+        opts_env_name(secret_names[s], name, sizeof(name));
         if ((v = getenv(name)) || (v = getenv(secret_aws[s]))) {
             *secret_slot(o, s) = v;
             o->secret_source[s] = OPTS_ENV;

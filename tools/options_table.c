@@ -45,9 +45,9 @@ const opts_def *opts_find(const char *name)
     return NULL;
 }
 
-bool opts_env_name(const opts_def *d, char *out, size_t cap)
+bool opts_env_name(const char *name, char *out, size_t cap)
 {
-    int n = snprintf(out, cap, "PAGEBACK_%s", d->name);
+    int n = snprintf(out, cap, "PAGEBACK_%s", name);
     if (n < 0 || (size_t)n >= cap)
         return false;
     for (char *p = out + 9; *p; p++)

@@ -97,7 +97,7 @@ static void test_names_unique(void)
         const opts_def *d = &opts_table[i];
         PBT_CHECK(opts_find(d->name) == d);
         char env[80], expect[80];
-        PBT_CHECK(opts_env_name(d, env, sizeof(env)));
+        PBT_CHECK(opts_env_name(d->name, env, sizeof(env)));
         size_t n = (size_t)snprintf(expect, sizeof(expect), "PAGEBACK_%s", d->name);
         for (size_t k = 9; k < n; k++)
             expect[k] = expect[k] == '-' ? '_' : (char)toupper((unsigned char)expect[k]);
@@ -106,12 +106,12 @@ static void test_names_unique(void)
                   strcmp(d->name, "s3-token") && strcmp(d->name, "encrypt-key"));
         for (size_t j = 0; j < i; j++) {
             char other[80];
-            opts_env_name(&opts_table[j], other, sizeof(other));
+            opts_env_name(opts_table[j].name, other, sizeof(other));
             PBT_CHECK(strcmp(opts_table[j].name, d->name) != 0 && strcmp(other, env) != 0);
         }
     }
     char small[12];
-    PBT_CHECK(!opts_env_name(opts_find("on-checksum-error"), small, sizeof(small)));
+    PBT_CHECK(!opts_env_name("on-checksum-error", small, sizeof(small)));
 }
 
 /* Each option is in the help of each command that takes it, and only there; the common
@@ -161,7 +161,7 @@ static void test_bad_values(void)
             fprintf(stderr, "  %s bogus!x: rc %d, %s\n", flag, rc, err.msg);
         PBT_CHECK(rc == PB_EINVAL && named);
         opts_free(&o);
-        opts_env_name(d, env, sizeof(env));
+        opts_env_name(d->name, env, sizeof(env));
         setenv(env, "bogus!x", 1);
         rc = PARSE(&o, &err, c, "--repo", "/r");
         PBT_CHECK(rc == PB_EINVAL && strstr(err.msg, flag) && strstr(err.msg, env));
@@ -183,7 +183,7 @@ static void test_every_setting_sources(void)
             continue;
         good_value(d, val, sizeof(val));
         n += (size_t)snprintf(conf + n, sizeof(conf) - n, "%s = %s\n", d->name, val);
-        opts_env_name(d, env, sizeof(env));
+        opts_env_name(d->name, env, sizeof(env));
         setenv(env, val, 1);
         pb_options o;
         pb_error err;
