@@ -8,16 +8,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Does the row's list of commands name command? */
+static bool row_names(const opts_def *r, const char *command)
+{
+    size_t n = strlen(command);
+    for (const char *p = r->commands; n && (p = strstr(p, command)); p += n)
+        if ((p == r->commands || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
 bool opts_option_applies(const char *name, const char *command)
 {
     const opts_def *r = opts_find(name);
     if (!r || !command || !*command || !strcmp(r->commands, "*") || !strcmp(command, "config"))
         return true;
-    size_t n = strlen(command);
-    for (const char *p = r->commands; (p = strstr(p, command)); p += n)
-        if ((p == r->commands || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-            return true;
-    return false;
+    return row_names(r, command);
 }
 
 /* "  --flag ARG   meaning [default: D]", wrapped to stay within 79 columns. */
@@ -62,21 +68,60 @@ void opts_help_options(FILE *out, const char *command)
           "it found problems).\n", out);
 }
 
-void opts_help_common(FILE *out)
+/* Words on lines of at most 79 columns, continued lines indented by indent. */
+typedef struct help_line {
+    FILE *out;
+    int col, indent;
+} help_line;
+
+static void put_word(help_line *l, const char *word)
 {
-    int col = fprintf(out, "common:");
+    int n = (int)strlen(word);
+    if (l->col > l->indent && l->col + 1 + n > 79)
+        l->col = fprintf(l->out, "\n%*s", l->indent - 1, "") - 1;
+    l->col += fprintf(l->out, " %s", word);
+}
+
+/* Every option of the rows that the commands filter takes (common: the "*" rows), as
+ * "[--name ARG]". */
+static void put_options(help_line *l, const char *command, bool common)
+{
     for (size_t i = 0; i < OPTS_COUNT; i++) {
         const opts_def *r = &opts_table[i];
-        if (strcmp(r->commands, "*"))
+        if (common ? strcmp(r->commands, "*") != 0 : !row_names(r, command))
             continue;
         char word[96];
-        int n = snprintf(word, sizeof(word), "[--%s%s%s]", r->name, r->arg ? " " : "",
-                         r->arg ? r->arg : "");
-        if (col + 1 + n > 79) {
-            fputs("\n       ", out);
-            col = 7;
-        }
-        col += fprintf(out, " %s", word);
+        snprintf(word, sizeof(word), "[--%s%s%s]", r->name, r->arg ? " " : "",
+                 r->arg ? r->arg : "");
+        put_word(l, word);
     }
+}
+
+void opts_help_synopsis(FILE *out, const char *command, const char *args, const char *note)
+{
+    help_line l = {out, 0, 11};
+    l.col = fprintf(out, "  %-8s", command);
+    if (args[0])
+        put_word(&l, args);
+    put_options(&l, command, false);
+    /* the note in parentheses: on a line of its own unless it fits, word by word */
+    if (note[0] && l.col > l.indent && l.col + 3 + (int)strlen(note) > 79)
+        l.col = fprintf(out, "\n%*s", l.indent - 1, "") - 1;
+    for (const char *p = note; *p;) {
+        size_t n = strcspn(p, " ");
+        char word[64];
+        snprintf(word, sizeof(word), "%s%.*s%s", p == note ? "(" : "", (int)n, p,
+                 p[n] ? "" : ")");
+        put_word(&l, word);
+        p += n + (p[n] == ' ');
+    }
+    fputc('\n', out);
+}
+
+void opts_help_common(FILE *out)
+{
+    help_line l = {out, 0, 8};
+    l.col = fprintf(out, "common:");
+    put_options(&l, NULL, true);
     fputc('\n', out);
 }

@@ -11,26 +11,24 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Each command's synopsis, in the order the global usage lists them; its options come
- * from the option table (tools/help.c). */
+/* Each command, in the order the global usage lists them: its positional arguments and
+ * a note; its options come from the option table (tools/help.c). */
 static const struct {
-    const char *command, *text;
+    const char *command, *args, *note;
 } usages[] = {
-    {"backup", "  backup   [options]  take a full or incremental backup of a running cluster\n"},
-    {"restore", "  restore  --target-dir DIR [options]  rebuild a cluster from a backup, then\n"
-                "           recover to a target (default: the end of the archived WAL)\n"},
-    {"archive-push",
-     "  archive-push WAL_PATH            (archive_command = 'pageback archive-push %p')\n"},
-    {"archive-get", "  archive-get  WAL_NAME DEST_PATH  (restore_command)\n"},
-    {"info", "  info     [--json] [--restore-points]  the backups and the archived WAL\n"},
-    {"verify", "  verify   [--set ID] [--jobs N]  check a backup's objects and pages\n"},
-    {"expire", "  expire   --retain-full N | --retain-full-days D | --set ID\n"
-               "           [--retain-archive N] [--dry-run]\n"},
-    {"rebase", "  rebase   [--set ID] [--compress-level N]  a synthetic full from a chain\n"},
-    {"tune", "  tune     [--pgdata DIR] [--read-size N] [--queue-depth N]   (no --repo needed)\n"},
-    {"config", "  config check  (the effective settings and their sources, secrets masked)\n"},
-    {"init", "  init     [--pgdata DIR | --dbname CONNINFO]  (create the repository)\n"},
-    {"check", "  check    [--pgdata DIR] [--dbname CONNINFO] [--archive-timeout SECONDS]\n"},
+    {"backup", "", "a full or incremental backup of the running cluster"},
+    {"restore", "", "--target-dir required; recovers to the end of the archived WAL unless "
+                    "a target is given"},
+    {"archive-push", "WAL_PATH", "archive_command = 'pageback archive-push %p'"},
+    {"archive-get", "WAL_NAME DEST_PATH", "restore_command"},
+    {"info", "", "the backups and the archived WAL"},
+    {"verify", "", "a backup's objects and pages"},
+    {"expire", "", "one of --retain-full, --retain-full-days or --set"},
+    {"rebase", "", "a synthetic full from a chain"},
+    {"tune", "", "no --repo needed"},
+    {"config", "check", "the effective settings and their sources, secrets masked"},
+    {"init", "", "create the repository"},
+    {"check", "", "would a backup succeed now?"},
 };
 
 static const char usage_env[] =
@@ -46,13 +44,14 @@ int opts_usage(FILE *out, const char *command)
             i++;
         if (i == n)
             return PB_EINVAL;
-        fprintf(out, "usage: pageback %s [options]\n%s", command, usages[i].text);
+        fprintf(out, "usage: pageback %s [options]\n", command);
+        opts_help_synopsis(out, command, usages[i].args, usages[i].note);
         opts_help_options(out, command);
         return 0;
     }
     fputs("usage: pageback COMMAND [options]   (pageback COMMAND --help: one command)\n", out);
     for (i = 0; i < n; i++)
-        fputs(usages[i].text, out);
+        opts_help_synopsis(out, usages[i].command, usages[i].args, usages[i].note);
     opts_help_common(out);
     fputs(usage_env, out);
     return 0;

@@ -112,6 +112,9 @@ const char *opts_source_name(opts_source src);
 bool opts_option_applies(const char *name, const char *command);
 /* The options part of a command's help: its own options, then the common ones. */
 void opts_help_options(FILE *out, const char *command);
+/* A command's line of the usage: "  backup   [--type full|incr|standby] ... (note)",
+ * args (its positional arguments) first, then each of its own options. */
+void opts_help_synopsis(FILE *out, const char *command, const char *args, const char *note);
 /* The common options as a usage synopsis: "[--repo DIR|s3://B/P] [--config FILE]...". */
 void opts_help_common(FILE *out);
 
