@@ -7,7 +7,7 @@
 #ifndef PB_RESTORE_PLAN_INTERNAL_H
 #define PB_RESTORE_PLAN_INTERNAL_H
 
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 /* rs_plan_build needs: list the WAL archive even for a target (immediate, default
  * timeline) whose choice does not read it, because rs_plan_check will. */

@@ -9,7 +9,7 @@
  * CREATE TABLESPACE record in a made-up segment is found and kept through the cache.
  */
 #include "engine/wal/wal.h"
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>

@@ -11,7 +11,7 @@
  * PostgreSQL finds the target inside the backup's window. The timeline each backup would recover along
  * is rs_follow_timeline's (wal_view.c).
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include "engine/wal/wal.h"
 

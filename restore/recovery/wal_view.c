@@ -12,7 +12,7 @@
  * is placed on the timeline that holds it (rs_follow_timeline) or refused: the check
  * follows the timeline path recovery will follow (docs/DESIGN.md, rule 9).
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include "engine/wal/wal.h"
 

@@ -12,7 +12,7 @@
  * files are read frame by frame in file order, as their one hash covers the whole
  * content.
  */
-#include "restore/verify_internal.h"
+#include "restore/verify/verify_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

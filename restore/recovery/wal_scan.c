@@ -20,7 +20,7 @@
  * XLOG_XACT_HAS_INFO, by xinfo and the parts it announces, in ParseCommitRecord's and
  * ParseAbortRecord's order (access/rmgrdesc/xactdesc.c).
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <errno.h>
 #include <inttypes.h>

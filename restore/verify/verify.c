@@ -13,7 +13,7 @@
  * (plan_merge.c). A restore reads only frames of its chain, so together these cover
  * what any restore of any listed backup would read. The WAL archive is verify_wal.c.
  */
-#include "restore/verify_internal.h"
+#include "restore/verify/verify_internal.h"
 #include "restore/plan_internal.h"
 
 #include "engine/wal/wal.h"

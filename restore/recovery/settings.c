@@ -4,7 +4,7 @@
  * can reach a target is restore/choose_set.c; whether the WAL to get there is archived,
  * and along which timeline, is restore/wal_view.c.
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
  * extend their parent's history. Reading every segment is what checking every checksum
  * costs: it is one pass, one object at a time.
  */
-#include "restore/verify_internal.h"
+#include "restore/verify/verify_internal.h"
 
 #include "engine/chain.h"
 #include "engine/wal/wal.h"

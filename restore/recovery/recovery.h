@@ -1,5 +1,5 @@
 /*
- * restore/recovery_internal.h — shared by the point-in-time files of restore/:
+ * restore/recovery/recovery.h — shared by the point-in-time files of restore/:
  * recovery.c (targets, recovery settings), wal_view.c (the WAL archive as recovery will
  * read it, the timeline it will follow), choose_set.c (which backup can reach a target)
  * and verify.c (the archive's consistency).

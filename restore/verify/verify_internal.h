@@ -1,8 +1,8 @@
-/* restore/verify_internal.h — shared by verify.c (backups) and verify_wal.c (archive). */
+/* restore/verify/verify_internal.h — shared by verify.c (backups) and verify_wal.c (archive). */
 #ifndef PB_RESTORE_VERIFY_INTERNAL_H
 #define PB_RESTORE_VERIFY_INTERNAL_H
 
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 /* Problems noted per backup before the rest are only counted. */
 #define VFY_NOTES_PER_SUBJECT 10

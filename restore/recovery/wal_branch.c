@@ -9,7 +9,7 @@
  * stops. Neither: "latest", as PostgreSQL. A gap in the old timeline's archived WAL or a
  * record that does not decode: refused, as the side cannot be judged.
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@
  * backup that can reach its match. A match before every backup's stop is still placed:
  * the choice then refuses, naming why (docs/DESIGN.md, rule 9: history follows LSNs).
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <inttypes.h>
 #include <stdio.h>
