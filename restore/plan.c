@@ -11,7 +11,7 @@
  * wherever they are read. The WAL archive is listed once, segments and history files
  * together, and only when the choice or the checks need it.
  */
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
 
 #include "engine/wal/wal.h"
 

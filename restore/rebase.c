@@ -5,7 +5,8 @@
  * chain is read as merged manifest streams and the new manifest written through the
  * streaming writer, file by file, so a rebase holds no manifest whole.
  */
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
+#include "restore/restore_internal.h"
 #include "common/fault.h"
 #include "engine/wal/wal.h"
 

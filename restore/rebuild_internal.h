@@ -3,6 +3,7 @@
 #ifndef PB_RESTORE_REBUILD_INTERNAL_H
 #define PB_RESTORE_REBUILD_INTERNAL_H
 
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 
 /* Pages [first, end) of the file being rebuilt: src[p - first] is page p's source. */

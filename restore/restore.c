@@ -6,7 +6,8 @@
  * beneath the target is resolved without following links (restore/target.c), as
  * docs/DESIGN.md rule 8 asks.
  */
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
+#include "restore/restore_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -492,7 +493,7 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     pb_info("restoring backup %s: %s", p->id, p->why);
     rc = rs_plan_check(p, opts, err);
     if (rc == 0) /* the WAL replay needs read whole, and the tablespaces it creates */
-        rc = rs_check_replay(p, opts, true, err);
+        rc = rs_check_replay(&p->wal, &p->tv, rs_plan_header(p), opts, true, err);
     if (rc == 0) /* a delta restore prunes what the backup does not name: it keeps names */
         rc = rs_plan_outline(r, p, opts->delta, &ol, err);
     const mf_manifest *m = ol.m;

@@ -1,5 +1,5 @@
 /*
- * restore/choose_set.c — which backup a restore starts from.
+ * restore/recovery/choose_set.c — which backup a restore starts from.
  *
  * A backup can reach a target when replay from it becomes consistent (at its stop LSN)
  * before the target: PostgreSQL refuses a stop point before the consistent point. For

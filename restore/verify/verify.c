@@ -1,5 +1,5 @@
 /*
- * restore/verify.c — verify backups without writing anything.
+ * restore/verify/verify.c — verify backups without writing anything.
  *
  * rs_verify checks one backup as its restore would read it: the whole chain rebuilt
  * through the restore path (every needed frame read once, every page hash checked) and
@@ -14,7 +14,7 @@
  * what any restore of any listed backup would read. The WAL archive is verify_wal.c.
  */
 #include "restore/verify/verify_internal.h"
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
 
 #include "engine/wal/wal.h"
 
@@ -47,7 +47,8 @@ static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress
     ctx.progress_ctx = hook ? hook->ctx : NULL;
     rc = rs_plan_check(p, &o, err); /* WAL start..stop: one listing */
     if (rc == 0) /* and every segment of it read and decoded */
-        rc = rs_check_replay(p, &o, false, err);
+        rc = rs_check_replay(&p->wal, &p->tv, rs_plan_header(p), &o, false,
+                             err);
     if (rc == 0) /* the manifest's entries, as a restore checks them */
         rc = rs_plan_outline(r, p, false, &ol, err);
     if (rc == 0)

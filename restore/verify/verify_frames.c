@@ -1,5 +1,5 @@
 /*
- * restore/verify_frames.c — the frames one backup stored, each read once: every run its
+ * restore/verify/verify_frames.c — the frames one backup stored, each read once: every run its
  * manifest lists lives in its own packs (backup/<id>/pack/NNNNNN), so reading them all
  * for every backup reads every referenced frame of the repository exactly once. The
  * manifest is read as a stream, and its relation records are taken a window at a time

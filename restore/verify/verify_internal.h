@@ -2,6 +2,7 @@
 #ifndef PB_RESTORE_VERIFY_INTERNAL_H
 #define PB_RESTORE_VERIFY_INTERNAL_H
 
+#include "engine/pack.h"
 #include "restore/recovery/recovery.h"
 
 /* Problems noted per backup before the rest are only counted. */

@@ -10,7 +10,7 @@
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "engine/pack.h"
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
 #include "tests/unit/fixtures.h"
 
 #include <fcntl.h>
