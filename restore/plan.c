@@ -196,16 +196,3 @@ void rs_outline_free(rs_outline *o)
     mf_free(o->m);
     o->m = NULL;
 }
-
-int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
-                  size_t why_len, pb_error *err)
-{
-    rs_plan *p = NULL;
-    int rc = rs_plan_build(r, opts, 0, &p, err);
-    if (rc == 0) {
-        snprintf(out_id, MF_ID_LEN, "%s", p->id);
-        snprintf(why, why_len, "%s", p->why);
-    }
-    rs_plan_free(p);
-    return rc;
-}

@@ -19,7 +19,6 @@
 #include "engine/wal/wal.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,26 +70,6 @@ static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress
 int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
 {
     return verify_set(r, set, jobs, NULL, stats, err);
-}
-
-void vfy_progress(vfy_run *v, uint64_t bytes)
-{
-    if (!v->progress || !v->progress->fn)
-        return;
-    v->prog.bytes_done += bytes;
-    v->progress->fn(v->progress->ctx, &v->prog);
-}
-
-void vfy_problem(vfy_run *v, const char *id, const char *fmt, ...)
-{
-    char msg[1200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    v->stats->problems++;
-    if (++v->subject_problems <= VFY_NOTES_PER_SUBJECT)
-        v->note(v->note_ctx, id, true, msg);
 }
 
 /* ---- each chain complete ------------------------------------------------------------ */

@@ -21,23 +21,6 @@
 #define WINDOW_FILES 256u
 #define WINDOW_BYTES (4u << 20)
 
-int vfy_add_bad(vfy_run *v, size_t b, const mf_run *run)
-{
-    if (PB_GROW(v->bad, &v->bad_cap, v->nbad + 1))
-        return PB_ENOMEM;
-    v->bad[v->nbad++] = (vfy_bad){b, run->pack_no, run->offset};
-    return 0;
-}
-
-bool vfy_is_bad(const vfy_run *v, size_t b, const mf_run *run)
-{
-    for (size_t i = 0; i < v->nbad; i++)
-        if (v->bad[i].b == b && v->bad[i].pack_no == run->pack_no &&
-            v->bad[i].offset == run->offset)
-            return true;
-    return false;
-}
-
 typedef struct frame_ref {
     const mf_file *f;
     const mf_run *run;

@@ -11,6 +11,8 @@
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/plan.h"
+#include "restore/verify/verify.h"
+#include "tests/unit/restore/plan_stream.h"
 #include "tests/unit/fixtures.h"
 
 #include <fcntl.h>
