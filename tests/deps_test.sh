@@ -32,7 +32,7 @@ restore/recovery/recovery.h" ;;
         # core's plan.h. Nothing below includes verify/.
         restore/recovery) echo "common/ manifest/manifest.h engine/storage/storage.h \
 engine/chain.h engine/envelope.h engine/wal/wal.h engine/pgver/pgver.h restore/restore.h" ;;
-        restore/verify) echo "$(allowed_for restore) restore/restore.h restore/plan.h \
+        restore/verify) echo "$(allowed_for restore) restore/restore.h restore/plan.h restore/srcmap.h \
 restore/recovery/recovery.h" ;;
         tools) echo "common/ manifest/ engine/ restore/restore.h restore/verify/verify.h" ;;
         # a benchmark of restore planning measures the tests' model of it

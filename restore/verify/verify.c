@@ -15,6 +15,7 @@
  */
 #include "restore/verify/verify_internal.h"
 #include "restore/plan.h"
+#include "restore/srcmap.h"
 
 #include "engine/wal/wal.h"
 
@@ -22,6 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Pages of a relation file mapped at a time, as a restore worker maps them
+ * (restore/rebuild.c): 256 KiB of sources whatever the file's size. */
+#define VFY_MAP_WINDOW 32768u
 
 static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress_hook *hook,
                       rs_stats *stats, pb_error *err)
@@ -119,47 +124,58 @@ static size_t chain_of(vfy_run *v, const loaded *l, size_t b, mf_backup *out, si
     return n;
 }
 
-/* As the restore plans a file (rebuild.c map_sources): newest backup first, until a
- * backup does not hold the file as a relation. recs[0..n) are the chain's records of the
- * file, oldest first (idx: their backups). Pages an older backup of the chain holds in a
- * failed frame make this backup unrestorable too: named once per file. */
+/* The newest backup of the chain below the verified one whose damaged frame the map's
+ * window takes a page from, or bad_in when it is newer (SIZE_MAX: none yet). */
+static size_t bad_source(const vfy_run *v, const mf_file *const *recs, const size_t *idx,
+                         size_t n, const rs_srcmap *m, size_t bad_in)
+{
+    const mf_file *f = recs[n - 1];
+    for (size_t i = n - 1; i-- > 0 && (bad_in == SIZE_MAX || i > bad_in);) {
+        const mf_file *fi = recs[i];
+        for (uint32_t r = 0; fi && r < fi->nruns; r++)
+            if (vfy_is_bad(v, idx[i], &fi->runs[r]) &&
+                rs_srcmap_needs(m, &fi->runs[r], f, (uint32_t)i))
+                return i;
+    }
+    return bad_in;
+}
+
+/* Every page has a source, as the restore maps a file (restore/srcmap.c), a window at a
+ * time. recs[0..n) are the chain's records of the file, oldest first (idx: their
+ * backups). Pages an older backup of the chain holds in a failed frame make this backup
+ * unrestorable too: named once per file. */
 static int rel_covered(vfy_run *v, const mf_file *const *recs, const mf_backup *ch,
                        const size_t *idx, size_t n)
 {
     const char *id = ch[n - 1].id;
     const mf_file *f = recs[n - 1];
-    uint8_t *seen = calloc(f->npages ? f->npages : 1, 1);
-    if (!seen)
+    uint32_t wpages = f->npages < VFY_MAP_WINDOW ? f->npages : VFY_MAP_WINDOW;
+    rs_src *src = calloc(wpages ? wpages : 1, sizeof(*src));
+    if (!src)
         return PB_ENOMEM;
-    uint32_t missing = f->npages, first = 0;
+    uint32_t missing = 0, first = UINT32_MAX;
     size_t bad_in = SIZE_MAX;
-    for (size_t i = n; i-- > 0 && missing;) {
-        const mf_file *fi = recs[i];
-        if (!fi || fi->kind != MF_REL)
-            break;
-        for (uint32_t r = 0; r < fi->nruns; r++) {
-            bool bad = i + 1 < n && v->nbad && vfy_is_bad(v, idx[i], &fi->runs[r]);
-            for (uint32_t k = 0; k < fi->runs[r].count; k++) {
-                uint32_t p = fi->runs[r].first + k;
-                if (p < f->npages && !seen[p]) {
-                    seen[p] = 1;
-                    missing--;
-                    bad_in = bad && bad_in == SIZE_MAX ? i : bad_in;
-                }
-            }
-        }
+    for (uint64_t lo = 0; lo < f->npages; lo += wpages) {
+        uint64_t hi = lo + wpages < f->npages ? lo + wpages : f->npages;
+        rs_srcmap m = {src, {(uint32_t)lo, (uint32_t)hi}, 0};
+        uint32_t left = rs_srcmap_fill(&m, recs, n);
+        for (uint32_t p = m.w.first; left && first == UINT32_MAX && p < m.w.end; p++)
+            if (src[p - m.w.first].backup == RS_NO_SOURCE)
+                first = p;
+        missing += left;
+        if (v->nbad)
+            bad_in = bad_source(v, recs, idx, n, &m, bad_in);
     }
-    while (missing && first < f->npages && seen[first])
-        first++;
     if (missing)
         vfy_problem(v, id, "%s block %u has no source in its chain (%u blocks missing)",
                     f->path, first, missing);
     if (bad_in != SIZE_MAX)
         vfy_problem(v, id, "%s: its restore needs a damaged frame of backup %s", f->path,
                     ch[bad_in].id);
-    free(seen);
+    free(src);
     return 0;
 }
+
 /* A whole file: its stored copy is the record of the backup it names, in the chain. */
 static void whole_covered(vfy_run *v, const mf_file *const *recs, const mf_backup *ch,
                           const size_t *idx, size_t n)
