@@ -64,6 +64,7 @@ typedef struct rs_wal_seen {
     rs_spc_event *spc;
     size_t nspc, spccap;
 } rs_wal_seen;
+/* Was segment name decoded whole by this command? (wal_view.c, with the listing) */
 bool rs_seen_checked(const rs_wal_seen *s, const char *name);
 void rs_seen_free(rs_wal_seen *s); /* accepts NULL */
 

@@ -314,25 +314,6 @@ static void cache_save(const rs_events *s, const char *name, uint64_t hash, cons
 
 /* ---- what the command has seen -------------------------------------------------------- */
 
-bool rs_seen_checked(const rs_wal_seen *s, const char *name)
-{
-    for (size_t i = 0; s && i < s->nchecked; i++)
-        if (!strcmp(s->checked[i], name))
-            return true;
-    return false;
-}
-
-void rs_seen_free(rs_wal_seen *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->nspc; i++)
-        free(s->spc[i].path);
-    free(s->spc);
-    free(s->checked);
-    free(s);
-}
-
 /* The tablespace creations of segment name into the view's record (once each); a
  * segment decoded whole without a fault is remembered as checked. */
 static int remember(rs_events *s, const char *name, findings *f, bool checked)

@@ -35,6 +35,27 @@ static int cmp_seg(const void *a, const void *b)
     return memcmp(a, b, 24);
 }
 
+/* What the command's scans have seen (wal_events.c records it): kept with the listing,
+ * so every copy of the view shares it and rs_view_free frees it. */
+bool rs_seen_checked(const rs_wal_seen *s, const char *name)
+{
+    for (size_t i = 0; s && i < s->nchecked; i++)
+        if (!strcmp(s->checked[i], name))
+            return true;
+    return false;
+}
+
+void rs_seen_free(rs_wal_seen *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nspc; i++)
+        free(s->spc[i].path);
+    free(s->spc);
+    free(s->checked);
+    free(s);
+}
+
 int rs_view_load(rs_wal_view *v, repo *r, unsigned kinds, pb_error *err)
 {
     memset(v, 0, sizeof(*v));
