@@ -196,3 +196,32 @@ void rs_outline_free(rs_outline *o)
     mf_free(o->m);
     o->m = NULL;
 }
+
+int rs_set_open(repo *r, const rs_opts *opts, unsigned how, const char *doing, rs_plan **p,
+                rs_outline *ol, pb_error *err)
+{
+    int rc = rs_plan_build(r, opts, how & RS_OPEN_WAL ? RS_PLAN_WAL : 0, p, err);
+    if (rc)
+        return rc;
+    rs_plan *pl = *p;
+    if (doing)
+        pb_info("%s backup %s: %s", doing, pl->id, pl->why);
+    if (how & RS_OPEN_WAL) {
+        rc = rs_plan_check(pl, opts, err);
+        if (rc == 0) /* the WAL replay needs read whole, and the tablespaces it creates */
+            rc = rs_check_replay(&pl->wal, &pl->tv, rs_plan_header(pl), opts,
+                                 (how & RS_OPEN_TABLESPACES) != 0, err);
+    }
+    if (rc == 0 && (how & RS_OPEN_OUTLINE))
+        rc = rs_plan_outline(r, pl, (how & RS_OPEN_ENTRIES) != 0, ol, err);
+    return rc;
+}
+
+void rs_ctx_init(rs_ctx *ctx, repo *r, const rs_plan *p, rs_stats *stats)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->repo = r;
+    ctx->hdrs = p->hdrs;
+    ctx->nchain = p->nchain;
+    ctx->stats = stats;
+}

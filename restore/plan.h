@@ -142,4 +142,21 @@ int rs_db_list_check(repo *r, const char *id, pb_error *err);
  * pg_tblspc/<oid> and pg_wal with a bounded target. PB_ECORRUPT names the path. */
 int rs_check_entry(const mf_file *f, pb_error *err);
 
+/* ---- opening the set: what restore, verify --set and rebase do first (plan.c) ---- */
+#define RS_OPEN_WAL 1u         /* list wal/ and check the WAL the restore of the set needs:
+                                * listed (rs_plan_check), then read whole (rs_check_replay) */
+#define RS_OPEN_TABLESPACES 2u /* and refuse a tablespace replay creates in a non-empty
+                                * directory of this host (a restore writes) */
+#define RS_OPEN_OUTLINE 4u     /* read the chosen manifest's outline into *ol */
+#define RS_OPEN_ENTRIES 8u     /* the outline keeps every entry (a delta restore prunes) */
+/* Build the plan for opts (*p, the caller's to rs_plan_free: set as soon as it is built,
+ * so a later step's failure can name the backup), say "<doing> backup <id>: <why>" when
+ * doing is not NULL, then the checks and the outline that how asks for, in that order,
+ * before anything is read from a pack or written. */
+int rs_set_open(repo *r, const rs_opts *opts, unsigned how, const char *doing, rs_plan **p,
+                rs_outline *ol, pb_error *err);
+/* A rebuild context for the plan's chain (repository, headers, statistics; the rest
+ * zero): the caller sets where the pages go, then rs_ctx_buffers. */
+void rs_ctx_init(rs_ctx *ctx, repo *r, const rs_plan *p, rs_stats *stats);
+
 #endif

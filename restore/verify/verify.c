@@ -40,21 +40,14 @@ static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress
     rs_opts o = RS_OPTS_INIT;
     o.set = set;
     double t0 = pb_now();
-    int rc = rs_plan_build(r, &o, RS_PLAN_WAL, &p, err);
-    if (rc)
+    /* WAL start..stop (one listing, every segment read and decoded) and the manifest's
+     * entries, as a restore checks them */
+    int rc = rs_set_open(r, &o, RS_OPEN_WAL | RS_OPEN_OUTLINE, NULL, &p, &ol, err);
+    if (!p)
         return rc;
-    ctx.repo = r;
-    ctx.hdrs = p->hdrs;
-    ctx.nchain = p->nchain;
-    ctx.stats = stats;
+    rs_ctx_init(&ctx, r, p, stats);
     ctx.progress = hook ? hook->fn : NULL; /* file by file, as a restore */
     ctx.progress_ctx = hook ? hook->ctx : NULL;
-    rc = rs_plan_check(p, &o, err); /* WAL start..stop: one listing */
-    if (rc == 0) /* and every segment of it read and decoded */
-        rc = rs_check_replay(&p->wal, &p->tv, rs_plan_header(p), &o, false,
-                             err);
-    if (rc == 0) /* the manifest's entries, as a restore checks them */
-        rc = rs_plan_outline(r, p, false, &ol, err);
     if (rc == 0)
         rc = rs_merge_open(r, p->hdrs, p->nchain, &mg, err);
     if (rc == 0)
