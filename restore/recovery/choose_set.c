@@ -9,7 +9,7 @@
  * (wal_target.c) and then chosen for as an LSN; only when it could not be placed (no
  * backup on the timeline path) is the newest backup named, with what to do if
  * PostgreSQL finds the target inside the backup's window. The timeline each backup would recover along
- * is rs_follow_timeline's (wal_view.c).
+ * is rs_follow_timeline's (timeline.c).
  */
 #include "restore/recovery/recovery.h"
 

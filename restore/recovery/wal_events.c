@@ -1,11 +1,11 @@
 /*
- * restore/recovery/wal_events.c — what the archived WAL holds for recovery targets: restore points
- * (XLOG_RESTORE_POINT) and transaction ends (commit, abort, and their prepared forms),
- * read segment by segment along the timeline path recovery will follow, with what each
- * segment held cached in the local state directory. Tablespace creations
+ * restore/recovery/wal_events.c — what the archived WAL holds for recovery targets:
+ * restore points (XLOG_RESTORE_POINT) and transaction ends (commit, abort, and their
+ * prepared forms), read segment by segment along the timeline path recovery will follow,
+ * with what each segment held cached in the local state directory. Tablespace creations
  * (XLOG_TBLSPC_CREATE) are gathered into the view's record (rs_wal_seen) by every scan,
- * with the segments decoded whole; check mode (rs_events_check, restore/wal_check.c) reads
- * every segment of a range, none answered from the cache.
+ * with the segments decoded whole; check mode (rs_events_check, wal_check.c) reads every
+ * segment of a range, none answered from the cache.
  *
  * The cache is one small text file per archived segment, "<state>/walscan/<segment>",
  * whose first line carries the hash of the segment's content as its archive envelope

@@ -1,5 +1,6 @@
 /*
- * tests/unit/restore/recovery/wal_events_test.c — restore/recovery/wal_events.c over the real PostgreSQL 15 WAL of
+ * tests/unit/restore/recovery/wal_events_test.c — restore/recovery/wal_events.c over
+ * the real PostgreSQL 15 WAL of
  * tests/fixtures/wal/ pushed into a posix repository: the restore point, the commit and
  * the abort the fixture's workload wrote are found with their xids and LSNs; a second
  * scan is answered from the state directory's cache without decoding; a cache file whose
