@@ -98,8 +98,8 @@ static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_p
     if (rc == 0)
         rc = rs_place_target(r, opts, &p->wal, &hist, &p->tv, err);
     if (rc == 0)
-        rc = rs_choose_in(r, opts, &p->tv, &p->wal, &hist, p->id, p->why, sizeof(p->why),
-                          err);
+        rc = rs_choose_in(r, opts, &p->tv, &p->wal, &hist, p->id, &p->tl, p->why,
+                          sizeof(p->why), err);
     if (rc == 0)
         rc = resolve_headers(r, &hist, p, err);
     chain_history_free(&hist);
@@ -134,6 +134,9 @@ void rs_plan_free(rs_plan *p)
 
 int rs_plan_check(rs_plan *p, const rs_opts *opts, pb_error *err)
 {
+    /* the timeline the choice followed for the chosen backup is kept, not followed again */
+    if (p->tl.setting[0])
+        return rs_check_wal_on_path(&p->wal, opts, &p->tv, rs_plan_header(p), err);
     return rs_check_wal_in(&p->wal, opts, &p->tv, rs_plan_header(p), &p->tl, err);
 }
 

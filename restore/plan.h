@@ -26,7 +26,8 @@ typedef struct rs_plan {
     char why[512];      /* why it was chosen (for the log) */
     mf_backup *hdrs;    /* its chain's manifest headers, full backup first, id last */
     size_t nchain;
-    rs_timeline tl;     /* after rs_plan_check: the timeline recovery follows */
+    rs_timeline tl;     /* the timeline recovery follows: computed once, by the choice
+                         * when it had to follow it, else by rs_plan_check */
 } rs_plan;
 
 /* Build the plan for opts (opts->set, the target and timeline; the directory options are

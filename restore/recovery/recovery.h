@@ -108,10 +108,12 @@ int rs_check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err)
 int rs_order_history(repo *r, const rs_opts *opts, chain_history *hist, pb_error *err);
 /* Pick from hist (history order) the newest backup whose stop point precedes the target
  * (opts->set: that one, if it can reach it); v is used only for a target other than
- * immediate or an explicit --target-timeline. why says why it was chosen. */
+ * immediate or an explicit --target-timeline. why says why it was chosen. *tl is the
+ * timeline recovery from it follows when the choice had to follow it (v->tl then holds
+ * its history), else zero (tl->setting ""). */
 int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_view *v,
-                 const chain_history *hist, char out_id[MF_ID_LEN], char *why,
-                 size_t why_len, pb_error *err);
+                 const chain_history *hist, char out_id[MF_ID_LEN], rs_timeline *tl,
+                 char *why, size_t why_len, pb_error *err);
 
 /* The timeline recovery from a backup on backup_tli will follow by the options alone
  * (latest, current or an id), with v->tl loaded with its history: the path a target is
@@ -185,6 +187,9 @@ int rs_place_target(repo *r, const rs_opts *opts, rs_wal_view *v, const chain_hi
  * target it parsed. */
 int rs_check_wal_in(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
                     const mf_backup *h, rs_timeline *tl, pb_error *err);
+/* rs_check_wal_in on the path v->tl already holds: the timeline h's recovery follows. */
+int rs_check_wal_on_path(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                         const mf_backup *h, pb_error *err);
 
 /* Check, before anything is written, that the repository holds the WAL the restore of
  * backup h needs for this target: start to stop on the timeline path recovery will

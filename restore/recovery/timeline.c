@@ -287,13 +287,20 @@ static void report_reach(const rs_wal_view *v, const mf_backup *h, uint64_t last
 int rs_check_wal_in(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
                     const mf_backup *h, rs_timeline *tl, pb_error *err)
 {
+    if (!arch_valid_seg_size(h->wal_segment_size))
+        return pb_fail(err, PB_ECORRUPT, "backup %s records an impossible WAL segment size "
+                       "%u", h->id, h->wal_segment_size);
+    int rc = rs_follow_timeline(v, opts, tv, h, tl, err);
+    return rc ? rc : rs_check_wal_on_path(v, opts, tv, h, err);
+}
+
+int rs_check_wal_on_path(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                         const mf_backup *h, pb_error *err)
+{
     uint32_t seg = h->wal_segment_size;
     if (!arch_valid_seg_size(seg))
         return pb_fail(err, PB_ECORRUPT, "backup %s records an impossible WAL segment size "
                        "%u", h->id, seg);
-    int rc = rs_follow_timeline(v, opts, tv, h, tl, err);
-    if (rc)
-        return rc;
     uint64_t first = h->start_lsn / seg, need = (h->stop_lsn - 1) / seg, last = need;
     if (opts->target == RS_TARGET_LSN && tv->lsn / seg > last)
         last = tv->lsn / seg;
