@@ -13,12 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A relation file is mapped and rebuilt this many pages at a time: the source map of a
- * 1 GiB segment held whole took 1 MiB in every worker (docs/DESIGN.md, "Memory"); one
- * window takes 256 KiB, and a file of up to 256 MiB is still one window (one read plan
- * per backup, as before). */
-#define MAP_WINDOW 32768u
-
 /* The window's sources (restore/srcmap.c); a page no backup of the chain holds is
  * PB_ECORRUPT naming the first. */
 static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, rs_srcmap *map,
@@ -208,7 +202,7 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_
 static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
-    uint32_t wpages = f->npages < MAP_WINDOW ? f->npages : MAP_WINDOW;
+    uint32_t wpages = f->npages < RS_SRCMAP_WINDOW ? f->npages : RS_SRCMAP_WINDOW;
     rs_src *src = calloc(wpages ? wpages : 1, sizeof(*src));
     if (!src)
         return pb_fail(err, PB_ENOMEM, "out of memory planning %s", f->path);

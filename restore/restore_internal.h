@@ -1,4 +1,6 @@
-/* restore/restore_internal.h — shared by the files of restore/. */
+/* restore/restore_internal.h — the rebuild core's own (restore/, not its rooms below):
+ * the target directory, the checks before writing, durability and --db-include. What
+ * verify/ may use of the core is restore/plan.h. */
 #ifndef PB_RESTORE_INTERNAL_H
 #define PB_RESTORE_INTERNAL_H
 

@@ -13,6 +13,12 @@
 
 #include "manifest/manifest.h"
 
+/* A relation file is mapped (and rebuilt) this many pages at a time: the source map of a
+ * 1 GiB segment held whole took 1 MiB in every restore worker (docs/DESIGN.md,
+ * "Memory"); one window takes 256 KiB, and a file of up to 256 MiB is still one window
+ * (one read plan per backup). */
+#define RS_SRCMAP_WINDOW 32768u
+
 /* A page without a source yet (rs_src.backup). */
 #define RS_NO_SOURCE UINT32_MAX
 

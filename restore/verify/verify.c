@@ -24,10 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Pages of a relation file mapped at a time, as a restore worker maps them
- * (restore/rebuild.c): 256 KiB of sources whatever the file's size. */
-#define VFY_MAP_WINDOW 32768u
-
 static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress_hook *hook,
                       rs_stats *stats, pb_error *err)
 {
@@ -142,7 +138,7 @@ static int rel_covered(vfy_run *v, const mf_file *const *recs, const mf_backup *
 {
     const char *id = ch[n - 1].id;
     const mf_file *f = recs[n - 1];
-    uint32_t wpages = f->npages < VFY_MAP_WINDOW ? f->npages : VFY_MAP_WINDOW;
+    uint32_t wpages = f->npages < RS_SRCMAP_WINDOW ? f->npages : RS_SRCMAP_WINDOW;
     rs_src *src = calloc(wpages ? wpages : 1, sizeof(*src));
     if (!src)
         return PB_ENOMEM;
