@@ -27,7 +27,7 @@
 
 /* One backup's part of the window: its needed runs in page order, the next one not
  * yet used up, and the frame it decoded last. */
-typedef struct bk_cursor {
+typedef struct rb_cursor {
     uint32_t bidx;
     const mf_run **runs;
     size_t n, next;
@@ -38,10 +38,10 @@ typedef struct bk_cursor {
     uint64_t offset;
     uint32_t key_pack;
     char key[256];
-} bk_cursor;
+} rb_cursor;
 
 typedef struct assembly {
-    bk_cursor *cur;
+    rb_cursor *cur;
     size_t ncur;
     const mf_run **runs;
     uint8_t *out; /* the region being assembled */
@@ -65,7 +65,7 @@ static void assembly_free(assembly *a)
 
 /* The needed runs of every backup, one cursor per backup that has some. *fits false
  * when fewer than two or more backups supply the window than it may hold frames of. */
-static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map *map,
+static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const rs_srcmap *map,
                          assembly *a, bool *fits, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
@@ -82,10 +82,10 @@ static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map
     size_t used = 0;
     for (size_t i = 0; i < ctx->nchain; i++) {
         const mf_file *fi = recs[i];
-        bk_cursor *c = &a->cur[a->ncur];
+        rb_cursor *c = &a->cur[a->ncur];
         c->runs = a->runs + used;
         for (uint32_t r = 0; fi && fi->kind == MF_REL && r < fi->nruns; r++)
-            if (rb_run_needed(&fi->runs[r], f, map, (uint32_t)i))
+            if (rs_srcmap_needs(map, &fi->runs[r], f, (uint32_t)i))
                 c->runs[c->n++] = &fi->runs[r];
         if (c->n == 0)
             continue;
@@ -108,7 +108,7 @@ static int assembly_init(rs_ctx *ctx, const mf_file *const *recs, const page_map
 /* c's frame buffer at least len bytes: sized to the frames it really decodes, not to
  * PACK_MAX_FRAME_RAW. An incremental's frames are mostly far smaller, and 31 backups each
  * holding 1 MiB per worker was most of a chain restore's peak memory. */
-static int cursor_reserve(rs_ctx *ctx, assembly *a, bk_cursor *c, uint32_t len,
+static int cursor_reserve(rs_ctx *ctx, assembly *a, rb_cursor *c, uint32_t len,
                           const mf_file *f, pb_error *err)
 {
     if (len <= c->cap)
@@ -125,7 +125,7 @@ static int cursor_reserve(rs_ctx *ctx, assembly *a, bk_cursor *c, uint32_t len,
 }
 
 /* c's runs are used up: no later region needs its frame, so the window does not hold it. */
-static void cursor_release(assembly *a, bk_cursor *c)
+static void cursor_release(assembly *a, rb_cursor *c)
 {
     a->held -= c->cap;
     free(c->frame);
@@ -135,7 +135,7 @@ static void cursor_release(assembly *a, bk_cursor *c)
 }
 
 /* The frame of run in c->frame: decoded now unless it is the one decoded last. */
-static int load_frame(rs_ctx *ctx, assembly *a, const mf_file *f, bk_cursor *c,
+static int load_frame(rs_ctx *ctx, assembly *a, const mf_file *f, rb_cursor *c,
                       const mf_run *run, pb_error *err)
 {
     const char *id = ctx->hdrs[c->bidx].id;
@@ -176,8 +176,8 @@ static int load_frame(rs_ctx *ctx, assembly *a, const mf_file *f, bk_cursor *c,
 }
 
 /* Backup c's pages of region [lo, hi), checked, into a->out; *filled counts them. */
-static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, bk_cursor *c,
-                     const page_map *map, assembly *a, uint32_t lo, uint32_t hi,
+static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, rb_cursor *c,
+                     const rs_srcmap *map, assembly *a, uint32_t lo, uint32_t hi,
                      uint32_t *filled, pb_error *err)
 {
     for (; c->next < c->n; c->next++) {
@@ -192,7 +192,7 @@ static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, bk_cursor
             uint32_t from = run->first > lo ? run->first : lo;
             uint32_t to = end < hi ? (uint32_t)end : hi;
             for (uint32_t p = from; p < to; p++) {
-                const page_src *ps = rb_source_of(map, p, c->bidx);
+                const rs_src *ps = rs_src_of(map, p, c->bidx);
                 if (!ps)
                     continue;
                 const uint8_t *page = c->frame + ((size_t)run->frame_page + (p - run->first)) *
@@ -213,12 +213,12 @@ static int fill_from(rs_ctx *ctx, const mf_file *f, const mf_file *fi, bk_cursor
 
 /* Region [lo, hi): every page from its source, then one write. */
 static int assemble_region(rs_ctx *ctx, int fd, const mf_file *const *recs, assembly *a,
-                           const page_map *map, uint32_t lo, uint32_t hi, pb_error *err)
+                           const rs_srcmap *map, uint32_t lo, uint32_t hi, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
     uint32_t filled = 0;
     for (size_t i = 0; i < a->ncur; i++) {
-        bk_cursor *c = &a->cur[i];
+        rb_cursor *c = &a->cur[i];
         int rc = fill_from(ctx, f, recs[c->bidx], c, map, a, lo, hi, &filled, err);
         if (rc)
             return rc;
@@ -233,7 +233,7 @@ static int assemble_region(rs_ctx *ctx, int fd, const mf_file *const *recs, asse
                          (size_t)(hi - lo) * PB_PAGE_SIZE, err);
 }
 
-bool rb_assemble_window(rs_ctx *ctx, int fd, const mf_file *const *recs, const page_map *map,
+bool rb_assemble_window(rs_ctx *ctx, int fd, const mf_file *const *recs, const rs_srcmap *map,
                         int *rc, pb_error *err)
 {
     /* On object storage every frame the cursors fetch out of pack order is a round

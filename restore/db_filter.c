@@ -11,7 +11,8 @@
  * file out of the backup would need its tuple visibility, which a backup cannot judge.
  * Everything here is decided before anything is written; an unknown name is refused.
  */
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
+#include "restore/restore_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,6 +8,7 @@
  * 5.8, does not report writeback errors; an fsync result names the path at fault.
  * (docs/DESIGN.md rule 8: everything written reaches stable storage first.)
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 
 #include <errno.h>

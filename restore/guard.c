@@ -4,6 +4,7 @@
  * has them, docs/DESIGN.md "Invariants of what is stored"), and no server is running
  * in the target directory (docs/DESIGN.md rule 8).
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 
 #include <errno.h>

@@ -6,6 +6,7 @@
  * each small pack once for all of them (engine/pack.h). With object storage the time of
  * a restore is mostly request latency, which workers overlap.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 
 #include <pthread.h>

@@ -11,7 +11,7 @@
  * wherever they are read. The WAL archive is listed once, segments and history files
  * together, and only when the choice or the checks need it.
  */
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
 
 #include "engine/wal/wal.h"
 
@@ -98,8 +98,8 @@ static int choose_and_resolve(repo *r, const rs_opts *opts, unsigned needs, rs_p
     if (rc == 0)
         rc = rs_place_target(r, opts, &p->wal, &hist, &p->tv, err);
     if (rc == 0)
-        rc = rs_choose_in(r, opts, &p->tv, &p->wal, &hist, p->id, p->why, sizeof(p->why),
-                          err);
+        rc = rs_choose_in(r, opts, &p->tv, &p->wal, &hist, p->id, &p->tl, p->why,
+                          sizeof(p->why), err);
     if (rc == 0)
         rc = resolve_headers(r, &hist, p, err);
     chain_history_free(&hist);
@@ -134,6 +134,9 @@ void rs_plan_free(rs_plan *p)
 
 int rs_plan_check(rs_plan *p, const rs_opts *opts, pb_error *err)
 {
+    /* the timeline the choice followed for the chosen backup is kept, not followed again */
+    if (p->tl.setting[0])
+        return rs_check_wal_on_path(&p->wal, opts, &p->tv, rs_plan_header(p), err);
     return rs_check_wal_in(&p->wal, opts, &p->tv, rs_plan_header(p), &p->tl, err);
 }
 
@@ -197,15 +200,31 @@ void rs_outline_free(rs_outline *o)
     o->m = NULL;
 }
 
-int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
-                  size_t why_len, pb_error *err)
+int rs_set_open(repo *r, const rs_opts *opts, unsigned how, const char *doing, rs_plan **p,
+                rs_outline *ol, pb_error *err)
 {
-    rs_plan *p = NULL;
-    int rc = rs_plan_build(r, opts, 0, &p, err);
-    if (rc == 0) {
-        snprintf(out_id, MF_ID_LEN, "%s", p->id);
-        snprintf(why, why_len, "%s", p->why);
+    int rc = rs_plan_build(r, opts, how & RS_OPEN_WAL ? RS_PLAN_WAL : 0, p, err);
+    if (rc)
+        return rc;
+    rs_plan *pl = *p;
+    if (doing)
+        pb_info("%s backup %s: %s", doing, pl->id, pl->why);
+    if (how & RS_OPEN_WAL) {
+        rc = rs_plan_check(pl, opts, err);
+        if (rc == 0) /* the WAL replay needs read whole, and the tablespaces it creates */
+            rc = rs_check_replay(&pl->wal, &pl->tv, rs_plan_header(pl), opts,
+                                 (how & RS_OPEN_TABLESPACES) != 0, err);
     }
-    rs_plan_free(p);
+    if (rc == 0 && (how & RS_OPEN_OUTLINE))
+        rc = rs_plan_outline(r, pl, (how & RS_OPEN_ENTRIES) != 0, ol, err);
     return rc;
+}
+
+void rs_ctx_init(rs_ctx *ctx, repo *r, const rs_plan *p, rs_stats *stats)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->repo = r;
+    ctx->hdrs = p->hdrs;
+    ctx->nchain = p->nchain;
+    ctx->stats = stats;
 }

@@ -7,6 +7,7 @@
  * the records of the files being rebuilt, whatever the number of files (docs/MANIFEST.md,
  * "Streaming"). A version 1 manifest cannot be range-read: it is read whole.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 
 #include <stdlib.h>

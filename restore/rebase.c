@@ -5,7 +5,8 @@
  * chain is read as merged manifest streams and the new manifest written through the
  * streaming writer, file by file, so a rebase holds no manifest whole.
  */
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
+#include "restore/restore_internal.h"
 #include "common/fault.h"
 #include "engine/wal/wal.h"
 
@@ -240,7 +241,8 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     memset(&hdr, 0, sizeof(hdr));
     rs_outline ol = {0};
     out_id[0] = '\0';
-    int rc = rs_plan_build(r, &o, 0, &p, err); /* no WAL: a rebase reads only the chain */
+    /* no WAL: a rebase reads only the chain */
+    int rc = rs_set_open(r, &o, 0, NULL, &p, NULL, err);
     if (rc)
         return rc;
     const mf_backup *chosen = rs_plan_header(p);
@@ -263,10 +265,7 @@ int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
     chain_backup_dir(dir, sizeof(dir), hdr.id);
     if (rc == 0)
         rc = pack_writer_open(&sink.packs, r, dir, 256ull << 20, zstd_level, err);
-    ctx.repo = r;
-    ctx.hdrs = p->hdrs;
-    ctx.nchain = p->nchain;
-    ctx.stats = &stats;
+    rs_ctx_init(&ctx, r, p, &stats);
     ctx.sink = sink_span;
     ctx.sink_ctx = &sink;
     ctx.source_budget = RS_DEFAULT_SOURCE; /* as a restore worker's (docs/DESIGN.md, memory) */

@@ -13,50 +13,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define NO_SOURCE UINT32_MAX
-/* A relation file is mapped and rebuilt this many pages at a time: the source map of a
- * 1 GiB segment held whole took 1 MiB in every worker (docs/DESIGN.md, "Memory"); one
- * window takes 256 KiB, and a file of up to 256 MiB is still one window (one read plan
- * per backup, as before). */
-#define MAP_WINDOW 32768u
-
-/* Newest-first walk of the chain until every page of the window has a source; counts
- * the backups that supply one (map->nsources). */
-static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *src,
-                       page_map *map, pb_error *err)
+/* The window's sources (restore/srcmap.c); a page no backup of the chain holds is
+ * PB_ECORRUPT naming the first. */
+static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, rs_srcmap *map,
+                       pb_error *err)
 {
-    page_window w = map->w;
+    rs_window w = map->w;
     const mf_file *f = recs[ctx->nchain - 1];
-    uint32_t missing = w.end - w.first;
-    for (uint32_t p = 0; p < missing; p++)
-        src[p].backup = NO_SOURCE;
-    map->nsources = 0;
-    for (size_t i = ctx->nchain; i-- > 0 && missing;) {
-        const mf_file *fi = recs[i];
-        if (!fi || fi->kind != MF_REL)
-            break;
-        uint32_t h = 0, before = missing;
-        for (uint32_t r = 0; r < fi->nruns; r++) {
-            const mf_run *run = &fi->runs[r];
-            if (run->first >= w.end || (uint64_t)run->first + run->count <= w.first) {
-                h += run->count;
-                continue;
-            }
-            for (uint32_t k = 0; k < run->count; k++, h++) {
-                uint32_t p = run->first + k;
-                if (p >= w.first && p < w.end && src[p - w.first].backup == NO_SOURCE) {
-                    src[p - w.first].backup = (uint32_t)i;
-                    src[p - w.first].hash_index = h;
-                    missing--;
-                }
-            }
-        }
-        map->nsources += missing < before;
-    }
+    uint32_t missing = rs_srcmap_fill(map, recs, ctx->nchain);
     if (missing == 0)
         return 0;
     for (uint32_t p = w.first; p < w.end; p++)
-        if (src[p - w.first].backup == NO_SOURCE)
+        if (map->src[p - w.first].backup == RS_NO_SOURCE)
             return pb_fail(err, PB_ECORRUPT,
                            "%s block %u has no source in the chain of backup %s "
                            "(%u blocks missing from blocks %u to %u)",
@@ -65,28 +33,16 @@ static int map_sources(const rs_ctx *ctx, const mf_file *const *recs, page_src *
     return 0;
 }
 
-int rb_check_page(const rs_ctx *ctx, const mf_file *f, const mf_file *fi, const mf_run *run,
-                  uint32_t bidx, uint32_t p, const page_src *ps, const uint8_t *page,
-                  pb_error *err)
-{
-    if (pb_hash64(page, PB_PAGE_SIZE) == fi->page_hashes[ps->hash_index])
-        return 0;
-    return pb_fail(err, PB_ECORRUPT,
-                   "%s block %u from backup %s (pack %u, frame at %llu) fails its hash check",
-                   f->path, p, ctx->hdrs[bidx].id, run->pack_no,
-                   (unsigned long long)run->offset);
-}
-
-/* Verify and write the pages of run that page_src selects, coalescing spans. The run's
+/* Verify and write the pages of run that the map takes from backup bidx, coalescing spans. The run's
  * pages start at page run->frame_page of the decoded frame (0 unless runs share it). */
 static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
-                       const mf_run *run, uint32_t bidx, const page_map *map, pb_error *err)
+                       const mf_run *run, uint32_t bidx, const rs_srcmap *map, pb_error *err)
 {
     const uint8_t *pages = ctx->frame + (size_t)run->frame_page * PB_PAGE_SIZE;
     uint32_t span_start = 0, span_len = 0;
     for (uint32_t k = 0; k <= run->count; k++) {
         uint32_t p = run->first + k;
-        const page_src *ps = k < run->count && p < f->npages ? rb_source_of(map, p, bidx) : NULL;
+        const rs_src *ps = k < run->count && p < f->npages ? rs_src_of(map, p, bidx) : NULL;
         if (ps) {
             int rc = rb_check_page(ctx, f, fi, run, bidx, p, ps,
                                    pages + (size_t)k * PB_PAGE_SIZE, err);
@@ -107,27 +63,6 @@ static int apply_frame(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
         }
     }
     return 0;
-}
-
-bool rb_run_needed(const mf_run *run, const mf_file *f, const page_map *map, uint32_t bidx)
-{
-    if (run->first >= map->w.end || (uint64_t)run->first + run->count <= map->w.first)
-        return false;
-    for (uint32_t k = 0; k < run->count; k++) {
-        uint32_t p = run->first + k;
-        if (p < f->npages && rb_source_of(map, p, bidx))
-            return true;
-    }
-    return false;
-}
-
-int rb_fetch_span(rs_ctx *ctx, const char *key, uint64_t start, size_t span,
-                  const uint8_t **out, pb_error *err)
-{
-    uint64_t before = pack_source_fetched(ctx->source);
-    int rc = pack_source_fetch(ctx->source, key, start, span, out, err);
-    ctx->stats->bytes_fetched += pack_source_fetched(ctx->source) - before;
-    return rc;
 }
 
 /* Decode the stored frame at base into ctx->frame, unless it is there already (runs
@@ -184,24 +119,10 @@ static int fetch_frame(rs_ctx *ctx, uint32_t bidx, const mf_run *run, pb_error *
     return rc;
 }
 
-int rb_check_fit(const rs_ctx *ctx, const mf_file *f, const char *key, uint32_t bidx,
-                 const mf_run *run, size_t got, pb_error *err)
-{
-    if (got % PB_PAGE_SIZE == 0 &&
-        ((uint64_t)run->frame_page + run->count) * PB_PAGE_SIZE <= got)
-        return 0;
-    return pb_fail(err, PB_ECORRUPT,
-                   "%s in backup %s: run of %u pages from page %u of the frame at offset %llu "
-                   "of %s, which holds %zu bytes (%zu pages)",
-                   f->path, ctx->hdrs[bidx].id, run->count,
-                   run->frame_page, (unsigned long long)run->offset, key, got,
-                   got / PB_PAGE_SIZE);
-}
-
 /* The frames of one range of a plan: read once, each decoded once, runs applied. */
 static int apply_range(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                        const mf_run **runs, const pack_range *rg, const char *key,
-                       uint32_t bidx, const page_map *map, pb_error *err)
+                       uint32_t bidx, const rs_srcmap *map, pb_error *err)
 {
     const uint8_t *base = NULL;
     int rc = rb_fetch_span(ctx, key, rg->start, (size_t)rg->len, &base, err);
@@ -230,7 +151,7 @@ static int cmp_run(const void *a, const void *b)
 /* The needed runs of one pack (runs[0..n), sorted by offset): plan, then read. */
 static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
                       const mf_run **runs, size_t n, pack_loc *locs, pack_range *ranges,
-                      uint32_t bidx, const page_map *map, pb_error *err)
+                      uint32_t bidx, const rs_srcmap *map, pb_error *err)
 {
     const char *id = ctx->hdrs[bidx].id;
     char dir[128], key[256];
@@ -250,7 +171,7 @@ static int apply_pack(rs_ctx *ctx, int fd, const mf_file *f, const mf_file *fi,
 
 /* Every frame of backup bidx that f needs, one read plan per pack. */
 static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_t bidx,
-                        const page_map *map, pb_error *err)
+                        const rs_srcmap *map, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1], *fi = recs[bidx];
     if (!fi || fi->kind != MF_REL || fi->nruns == 0)
@@ -263,7 +184,7 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_
                                               f->path);
     size_t n = 0;
     for (uint32_t r = 0; rc == 0 && r < fi->nruns; r++)
-        if (rb_run_needed(&fi->runs[r], f, map, bidx))
+        if (rs_srcmap_needs(map, &fi->runs[r], f, bidx))
             need[n++] = &fi->runs[r];
     if (rc == 0)
         qsort(need, n, sizeof(*need), cmp_run);
@@ -281,8 +202,8 @@ static int rebuild_from(rs_ctx *ctx, int fd, const mf_file *const *recs, uint32_
 static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error *err)
 {
     const mf_file *f = recs[ctx->nchain - 1];
-    uint32_t wpages = f->npages < MAP_WINDOW ? f->npages : MAP_WINDOW;
-    page_src *src = calloc(wpages ? wpages : 1, sizeof(*src));
+    uint32_t wpages = f->npages < RS_SRCMAP_WINDOW ? f->npages : RS_SRCMAP_WINDOW;
+    rs_src *src = calloc(wpages ? wpages : 1, sizeof(*src));
     if (!src)
         return pb_fail(err, PB_ENOMEM, "out of memory planning %s", f->path);
     int rc = 0;
@@ -290,8 +211,8 @@ static int rebuild_rel(rs_ctx *ctx, int fd, const mf_file *const *recs, pb_error
      * frame is read once (a frame across a window's end may be decoded once more). */
     for (uint64_t first = 0; rc == 0 && first < f->npages; first += wpages) {
         uint64_t end = first + wpages < f->npages ? first + wpages : f->npages;
-        page_map map = {src, {(uint32_t)first, (uint32_t)end}, 0};
-        rc = map_sources(ctx, recs, src, &map, err);
+        rs_srcmap map = {src, {(uint32_t)first, (uint32_t)end}, 0};
+        rc = map_sources(ctx, recs, &map, err);
         /* region by region, each written once (assemble.c); backup by backup, writing
          * each backup's pages as its frames come, when that takes more frames at once
          * than a worker may hold */

@@ -1,34 +1,12 @@
-/* restore/rebuild_internal.h — what rebuild.c and assemble.c share: a window's source
- * map of a relation file and the steps that read, check and write its pages. */
+/* restore/rebuild_internal.h — what rebuild.c and assemble.c share: the steps that read
+ * (frame_check.c), check and write (write_target.c) a window's pages, and the region by
+ * region assembly (assemble.c) rebuild.c hands a window to. */
 #ifndef PB_RESTORE_REBUILD_INTERNAL_H
 #define PB_RESTORE_REBUILD_INTERNAL_H
 
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
-
-/* Pages [first, end) of the file being rebuilt: src[p - first] is page p's source. */
-typedef struct page_window {
-    uint32_t first, end;
-} page_window;
-
-typedef struct page_src {
-    uint32_t backup; /* index in the chain */
-    uint32_t hash_index;
-} page_src;
-
-/* The sources of one window's pages. */
-typedef struct page_map {
-    const page_src *src;
-    page_window w;
-    uint32_t nsources; /* backups that supply a page of the window */
-} page_map;
-
-/* The source of page p when backup bidx supplies it in this window, else NULL. */
-static inline const page_src *rb_source_of(const page_map *m, uint32_t p, uint32_t bidx)
-{
-    if (p < m->w.first || p >= m->w.end || m->src[p - m->w.first].backup != bidx)
-        return NULL;
-    return &m->src[p - m->w.first];
-}
+#include "restore/srcmap.h"
 
 /* ---- writing the target (write_target.c) ---- */
 /* Alignment of every buffer a relation file is written from: O_DIRECT's, 4096 on every
@@ -47,24 +25,24 @@ int rb_open_target(rs_ctx *ctx, const mf_file *f, int *fd, pb_error *err);
 /* Write (or hand to the sink, or in a delta restore skip when equal) len bytes at off. */
 int rb_write_span(rs_ctx *ctx, int fd, const mf_file *f, uint64_t off, const uint8_t *data,
                   size_t len, pb_error *err);
+/* ---- reading and checking frames (frame_check.c) ---- */
 /* Bytes of a pack through the context's source; counts what was read. */
 int rb_fetch_span(rs_ctx *ctx, const char *key, uint64_t start, size_t span,
                   const uint8_t **out, pb_error *err);
 /* The pages a run takes must lie inside its decoded frame of got bytes. */
 int rb_check_fit(const rs_ctx *ctx, const mf_file *f, const char *key, uint32_t bidx,
                  const mf_run *run, size_t got, pb_error *err);
-/* Whether backup bidx supplies a page of run in the map's window. */
-bool rb_run_needed(const mf_run *run, const mf_file *f, const page_map *map, uint32_t bidx);
 /* Page p (from backup bidx, frame of run) against its recorded hash. */
 int rb_check_page(const rs_ctx *ctx, const mf_file *f, const mf_file *fi, const mf_run *run,
-                  uint32_t bidx, uint32_t p, const page_src *ps, const uint8_t *page,
+                  uint32_t bidx, uint32_t p, const rs_src *ps, const uint8_t *page,
                   pb_error *err);
 
+/* ---- region by region (assemble.c) ---- */
 /* Rebuild the map's window of f region by region in page order, each region written
- * once (restore/assemble.c); *rc is its result. false when one backup alone supplies
+ * once; *rc is its result. false when one backup alone supplies
  * the window, or more than it may hold frames of: nothing was read or written, and the
  * caller goes backup by backup instead. */
-bool rb_assemble_window(rs_ctx *ctx, int fd, const mf_file *const *recs, const page_map *map,
+bool rb_assemble_window(rs_ctx *ctx, int fd, const mf_file *const *recs, const rs_srcmap *map,
                         int *rc, pb_error *err);
 
 #endif

@@ -6,7 +6,8 @@
  * beneath the target is resolved without following links (restore/target.c), as
  * docs/DESIGN.md rule 8 asks.
  */
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
+#include "restore/restore_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -485,16 +486,13 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
     /* What the state directory caches places xid and name targets: backup's checks. */
     if (rc == 0 && opts->state_dir)
         rc = pb_state_dir_ready(opts->state_dir, err);
+    /* a delta restore prunes what the backup does not name: its outline keeps names */
+    unsigned how = RS_OPEN_WAL | RS_OPEN_TABLESPACES | RS_OPEN_OUTLINE |
+                   (opts->delta ? RS_OPEN_ENTRIES : 0);
     if (rc == 0)
-        rc = rs_plan_build(r, opts, RS_PLAN_WAL, &p, err);
-    if (rc)
+        rc = rs_set_open(r, opts, how, "restoring", &p, &ol, err);
+    if (!p)
         return rc;
-    pb_info("restoring backup %s: %s", p->id, p->why);
-    rc = rs_plan_check(p, opts, err);
-    if (rc == 0) /* the WAL replay needs read whole, and the tablespaces it creates */
-        rc = rs_check_replay(p, opts, true, err);
-    if (rc == 0) /* a delta restore prunes what the backup does not name: it keeps names */
-        rc = rs_plan_outline(r, p, opts->delta, &ol, err);
     const mf_manifest *m = ol.m;
     if (rc == 0)
         rc = rs_db_filter_build(r, opts, p->id, &dbf, err);
@@ -506,14 +504,11 @@ int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err)
         rc = lay_out(t, opts, m, err);
     if (rc)
         goto out;
-    ctx.repo = r;
-    ctx.hdrs = p->hdrs;
-    ctx.nchain = p->nchain;
+    rs_ctx_init(&ctx, r, p, stats);
     ctx.target_dir = opts->target_dir;
     ctx.target = t;
     ctx.delta = opts->delta;
     ctx.dbf = &dbf;
-    ctx.stats = stats;
     ctx.progress = opts->progress;
     ctx.progress_ctx = opts->progress_ctx;
     ctx.max_memory = opts->max_memory;

@@ -2,7 +2,8 @@
  * restore/restore.h — rebuilding a data directory from a backup chain (prefix rs_):
  * chain resolution, a one-pass rebuild of every file (each needed frame read once,
  * each page written once after its hash is verified), delta restore into an
- * existing directory, recovery configuration, verify, and rebase (synthetic full).
+ * existing directory, recovery configuration, and rebase (synthetic full); verify is
+ * restore/verify/verify.h.
  */
 #ifndef PB_RESTORE_H
 #define PB_RESTORE_H
@@ -99,44 +100,11 @@ int rs_check_target(const rs_opts *opts, pb_error *err);
 
 int rs_restore(repo *r, const rs_opts *opts, rs_stats *stats, pb_error *err);
 
-/* Read every frame a backup needs and check every page hash, without writing; set is an
- * id, "latest" or NULL (latest). Also checks the WAL from its start to its stop. */
-int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err);
-
-/* What rs_verify_repo found. */
-typedef struct rs_verify_stats {
-    size_t backups, backups_failed, problems;
-    uint64_t frames_read, wal_segments, wal_history;
-    double seconds;
-    uint64_t manifest_peak; /* most manifest bytes one step held (a stream, a window, a merge) */
-} rs_verify_stats;
-
-/* One line of a verify report about backup id (NULL: the WAL archive): a problem (naming
- * the object), or, when problem is false, the summary of one backup. */
-typedef void (*rs_verify_note)(void *ctx, const char *id, bool problem, const char *msg);
-
-/* Verify the repository without writing. set NULL: every backup (its manifest, every
- * frame it stored, read once in the whole run, every page hash, and that its chain is
- * complete: each page and file of a restore has a source) and the whole WAL archive
- * (every object's checksum, each backup's WAL, gaps on each timeline from the oldest
- * backup's start, history files). set = an id or "latest": that backup's chain and the
- * WAL it needs (rs_verify). Every problem goes to note; 0 when there was none,
- * PB_ECORRUPT when there were (stats->problems), another code when verify could not
- * run (err). */
-int rs_verify_repo(repo *r, const char *set, unsigned jobs, rs_verify_note note,
-                   void *note_ctx, const rs_progress_hook *progress, rs_verify_stats *stats,
-                   pb_error *err);
-
 /* Build a synthetic full backup from the chain ending at set (no database read). lock is
  * the writer lock the caller holds, renewed file by file (NULL: nothing to renew). When
  * that backup is a full or synthetic full already, nothing is written: out_id is "". */
 int rs_rebase(repo *r, const char *set, int zstd_level, repo_lock *lock,
               const rs_progress_hook *progress, char out_id[MF_ID_LEN], pb_error *err);
-
-/* Pick the backup for a point-in-time target: the newest whose stop point precedes it
- * (the restore plan's choice, restore/plan.c: its chain is resolved too). */
-int rs_choose_set(repo *r, const rs_opts *opts, char out_id[MF_ID_LEN], char *why,
-                  size_t why_len, pb_error *err);
 
 /* A restore point found in the archived WAL (XLOG_RESTORE_POINT). */
 typedef struct rs_restore_point {
@@ -151,21 +119,5 @@ typedef void (*rs_restore_point_cb)(void *ctx, const rs_restore_point *p);
  * segment on. state_dir: where what each segment holds is cached (NULL: nowhere). */
 int rs_list_restore_points(repo *r, uint32_t seg_size, const char *state_dir,
                            rs_restore_point_cb cb, void *ctx, uint32_t *tli, pb_error *err);
-
-/* ---- planning over manifest streams (restore/plan_stream.c) ----
- * Bounded memory: one chunk and one record per manifest plus one file's source map. */
-typedef struct rs_stream_stats {
-    uint64_t files, rel_files; /* files of the restored backup (verify: of the manifest) */
-    uint64_t pages;            /* pages to restore (verify: shipped pages) */
-    uint64_t frames, bytes;    /* frames to read and their stored bytes */
-    uint64_t peak_held;        /* high-water of manifest bytes held (mf_stream_peak) */
-} rs_stream_stats;
-/* Restore planning: chain[] oldest first, the restored backup last (n < 65535), merged as
- * sorted streams; per file of the restored backup, each page from the newest backup that
- * shipped it. A page no backup holds is PB_ECORRUPT naming the file. Takes the streams. */
-int rs_plan_chain_stream(mf_stream **chain, size_t n, rs_stream_stats *st, pb_error *err);
-/* Verify planning of one manifest: the frames and bytes to read and check; adds to *st
- * (peak_held is the largest of the streams'). The stream stays the caller's. */
-int rs_plan_verify_stream(mf_stream *s, rs_stream_stats *st, pb_error *err);
 
 #endif

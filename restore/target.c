@@ -13,6 +13,7 @@
  * (docs/DESIGN.md rule 8: only beneath the target, no link followed.)
  */
 
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 
 #include <dirent.h>

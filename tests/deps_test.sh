@@ -25,8 +25,18 @@ engine/pgver/pgver.h" ;;
         # restore/ may use the repository (storage), pack reading, the chain and the
         # WAL archive; never the backup path (walk, scan, page, backup, pgconn).
         restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack.h \
-engine/envelope.h engine/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
-        tools) echo "common/ manifest/ engine/ restore/restore.h" ;;
+engine/envelope.h engine/chain.h engine/wal/wal.h engine/pgver/pgver.h \
+restore/recovery/recovery.h" ;;
+        # restore/'s rooms: recovery/ stands on the engine and the module's public types
+        # alone; the rebuild core (restore/) on recovery/; verify/ on both, through the
+        # core's plan.h. Nothing below includes verify/.
+        restore/recovery) echo "common/ manifest/manifest.h engine/storage/storage.h \
+engine/chain.h engine/envelope.h engine/wal/wal.h engine/pgver/pgver.h restore/restore.h" ;;
+        restore/verify) echo "$(allowed_for restore) restore/restore.h restore/plan.h restore/srcmap.h \
+restore/recovery/recovery.h" ;;
+        tools) echo "common/ manifest/ engine/ restore/restore.h restore/verify/verify.h" ;;
+        # a benchmark of restore planning measures the tests' model of it
+        tools/bench) echo "$(allowed_for tools) tests/unit/restore/plan_stream.h" ;;
     esac
 }
 
@@ -36,6 +46,9 @@ room_of() {
         engine/storage/*) echo "engine/storage" ;;
         engine/wal/*) echo "engine/wal" ;;
         engine/pgver/*) echo "engine/pgver" ;;
+        restore/recovery/*) echo "restore/recovery" ;;
+        restore/verify/*) echo "restore/verify" ;;
+        tools/bench/*) echo "tools/bench" ;;
         *) echo "${1%%/*}" ;;
     esac
 }
@@ -75,6 +88,10 @@ check_project_include() {
     # (engine/storage/s3/ implements engine/storage/storage_internal.h's vtable).
     case $inc in
         *_internal.h) case "$(dirname "$file")/" in "$(dirname "$inc")/"*) ;; *) ok=0 ;; esac ;;
+    esac
+    # ... and never for another room's files, even one in a folder below it (restore/'s).
+    case $inc in
+        restore/*_internal.h) [ "$(room_of "$inc")" = "$room" ] || ok=0 ;;
     esac
     if [ $ok = 1 ]; then passed=$((passed + 1)); else fail "$file includes \"$inc\" ($room/ may not)"; fi
 }

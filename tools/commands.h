@@ -2,6 +2,7 @@
 #ifndef PB_TOOLS_COMMANDS_H
 #define PB_TOOLS_COMMANDS_H
 
+#include "restore/verify/verify.h"
 #include "tools/options.h"
 #include <stdio.h>
 

@@ -13,7 +13,7 @@
  * on an idle machine, a smoke run uses --segments 20.
  */
 #include "engine/chain.h"
-#include "restore/restore.h"
+#include "tests/unit/restore/plan_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,6 +7,7 @@
  * as restore merges them; rs_recs_batch hands every file out once, in path order, and no
  * batch holds more than two segments' records. The old batch (closed at 4 MiB) held four.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/pbtest.h"
 

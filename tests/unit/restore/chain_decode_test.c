@@ -5,6 +5,7 @@
  * of it is written (docs/DESIGN.md rule 8) and decoded again to be written; a file whose
  * content fails its hash gives nothing to its writer.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/restore/rebuild_fixtures.h"

@@ -4,6 +4,7 @@
  * (restore/db_filter.c: names mapped with a backup's list, unknown names and a missing
  * list refused, which files become stubs).
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/pbtest.h"
 

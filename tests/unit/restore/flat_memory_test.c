@@ -12,6 +12,7 @@
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/restore.h"
+#include "restore/verify/verify.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/pbtest.h"
 

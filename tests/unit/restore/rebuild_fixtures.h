@@ -3,6 +3,7 @@
 #ifndef PB_TEST_REBUILD_FIXTURES_H
 #define PB_TEST_REBUILD_FIXTURES_H
 
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 
 #include <string.h>

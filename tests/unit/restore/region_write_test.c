@@ -6,6 +6,7 @@
  * every page, and decodes each frame once; a page failing its hash is named with its
  * block and backup, and nothing of its region is written.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/restore/rebuild_fixtures.h"

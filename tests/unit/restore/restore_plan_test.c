@@ -10,7 +10,9 @@
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
 #include "engine/pack.h"
-#include "restore/plan_internal.h"
+#include "restore/plan.h"
+#include "restore/verify/verify.h"
+#include "tests/unit/restore/plan_stream.h"
 #include "tests/unit/fixtures.h"
 
 #include <fcntl.h>

@@ -10,6 +10,7 @@
 #include "engine/chain.h"
 #include "engine/pack.h"
 #include "restore/restore.h"
+#include "restore/verify/verify.h"
 #include "manifest/v2_internal.h" /* mf_serialize_v1: the hostile object is version 1 */
 #include "tests/unit/fixtures.h"
 

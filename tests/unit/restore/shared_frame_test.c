@@ -5,6 +5,7 @@
  * shared frame once; a run whose frame_page + count passes the frame's pages is
  * refused as corruption naming the file and the pack, before anything is written.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/restore/rebuild_fixtures.h"

@@ -4,6 +4,7 @@
  * that stands in for it on older kernels; link replacement; registered links; the
  * manifest entry check.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/pbtest.h"
 

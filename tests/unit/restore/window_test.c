@@ -6,6 +6,7 @@
  * sides of the first end and the last page of the file. Every page reaches the sink once,
  * with the newest content; a page missing from the chain is named with its window.
  */
+#include "restore/plan.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/restore/rebuild_fixtures.h"

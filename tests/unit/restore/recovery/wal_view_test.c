@@ -1,5 +1,6 @@
 /*
- * tests/unit/restore/wal_view_test.c — restore/wal_view.c: the timeline a restore follows when a
+ * tests/unit/restore/recovery/wal_view_test.c — restore/recovery/timeline.c: the
+ * timeline a restore follows when a
  * newer timeline branched off the backup's (a promoted test restore that archived into
  * the repository). Synthetic segments with real page headers: timeline 1 goes on past
  * the branch at 0/2000100, timeline 2 holds a little WAL after it. LSN targets follow
@@ -11,7 +12,7 @@
  */
 #include "engine/wal/wal.h"
 #include "engine/chain.h"
-#include "restore/restore_internal.h"
+#include "restore/recovery/recovery.h"
 #include "tests/unit/fixtures.h"
 
 #include <fcntl.h>

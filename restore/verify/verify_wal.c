@@ -1,5 +1,5 @@
 /*
- * restore/verify_wal.c — the WAL archive part of verify (rs_verify_repo with no set):
+ * restore/verify/verify_wal.c — the WAL archive part of verify (rs_verify_repo with no set):
  * every archived object read and its checksum checked, each backup's own WAL (start to
  * stop on its timeline, the rule a backup is completed by: present, and decoded as a
  * restore decodes it before writing, record CRCs included), gaps on each timeline from
@@ -7,7 +7,7 @@
  * extend their parent's history. Reading every segment is what checking every checksum
  * costs: it is one pass, one object at a time.
  */
-#include "restore/verify_internal.h"
+#include "restore/verify/verify_internal.h"
 
 #include "engine/chain.h"
 #include "engine/wal/wal.h"
@@ -59,10 +59,10 @@ static void decode_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup 
     bv.tl = &own;
     bv.ntl = 1;
     bv.seen = NULL;
-    rs_scan s;
+    rs_events s;
     pb_error e = PB_ERROR_INIT;
-    rs_scan_init(&s, v->r, &bv, seg, NULL);
-    int rc = rs_scan_check(&s, h->start_lsn, h->stop_lsn, false, no_event, NULL, &e);
+    rs_events_init(&s, v->r, &bv, seg, NULL);
+    int rc = rs_events_check(&s, h->start_lsn, h->stop_lsn, false, no_event, NULL, &e);
     char name[25], at[32];
     arch_segment_name(name, h->timeline, rc ? s.failed_segno : s.valid_end / seg, seg);
     pb_lsn_format(s.valid_end, at);
@@ -72,7 +72,7 @@ static void decode_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup 
     else if (s.at_end && s.valid_end < h->stop_lsn)
         vfy_problem(v, h->id, "WAL segment %s, needed to make backup %s consistent, is "
                     "damaged: its valid WAL ends at %s", name, h->id, at);
-    rs_scan_free(&s);
+    rs_events_free(&s);
 }
 
 void vfy_backup_wal(vfy_run *v, const rs_wal_view *w, const mf_backup *h)

@@ -1,5 +1,5 @@
 /*
- * restore/verify_frames.c — the frames one backup stored, each read once: every run its
+ * restore/verify/verify_frames.c — the frames one backup stored, each read once: every run its
  * manifest lists lives in its own packs (backup/<id>/pack/NNNNNN), so reading them all
  * for every backup reads every referenced frame of the repository exactly once. The
  * manifest is read as a stream, and its relation records are taken a window at a time
@@ -12,7 +12,7 @@
  * files are read frame by frame in file order, as their one hash covers the whole
  * content.
  */
-#include "restore/verify_internal.h"
+#include "restore/verify/verify_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,23 +20,6 @@
 
 #define WINDOW_FILES 256u
 #define WINDOW_BYTES (4u << 20)
-
-int vfy_add_bad(vfy_run *v, size_t b, const mf_run *run)
-{
-    if (PB_GROW(v->bad, &v->bad_cap, v->nbad + 1))
-        return PB_ENOMEM;
-    v->bad[v->nbad++] = (vfy_bad){b, run->pack_no, run->offset};
-    return 0;
-}
-
-bool vfy_is_bad(const vfy_run *v, size_t b, const mf_run *run)
-{
-    for (size_t i = 0; i < v->nbad; i++)
-        if (v->bad[i].b == b && v->bad[i].pack_no == run->pack_no &&
-            v->bad[i].offset == run->offset)
-            return true;
-    return false;
-}
 
 typedef struct frame_ref {
     const mf_file *f;

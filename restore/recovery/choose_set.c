@@ -1,5 +1,5 @@
 /*
- * restore/choose_set.c — which backup a restore starts from.
+ * restore/recovery/choose_set.c — which backup a restore starts from.
  *
  * A backup can reach a target when replay from it becomes consistent (at its stop LSN)
  * before the target: PostgreSQL refuses a stop point before the consistent point. For
@@ -9,9 +9,9 @@
  * (wal_target.c) and then chosen for as an LSN; only when it could not be placed (no
  * backup on the timeline path) is the newest backup named, with what to do if
  * PostgreSQL finds the target inside the backup's window. The timeline each backup would recover along
- * is rs_follow_timeline's (wal_view.c).
+ * is rs_follow_timeline's (timeline.c).
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include "engine/wal/wal.h"
 
@@ -20,13 +20,14 @@
 #include <string.h>
 #include <time.h>
 
-/* 1 when backup h can reach the target, 0 (with the reason in why) when not. */
+/* 1 when backup h can reach the target, 0 (with the reason in why) when not. *tl is the
+ * timeline recovery from h follows when it had to be followed to tell (else untouched). */
 static int can_reach(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
-                     const mf_backup *h, char *why, size_t why_len, pb_error *err)
+                     const mf_backup *h, rs_timeline *tl, char *why, size_t why_len,
+                     pb_error *err)
 {
     if (opts->target != RS_TARGET_IMMEDIATE || opts->target_timeline) {
-        rs_timeline tl;
-        int rc = rs_follow_timeline(v, opts, tv, h, &tl, err);
+        int rc = rs_follow_timeline(v, opts, tv, h, tl, err);
         if (rc)
             return rc;
         if (!rs_on_path(v, h, why, why_len))
@@ -155,9 +156,10 @@ int rs_order_history(repo *r, const rs_opts *opts, chain_history *hist, pb_error
 /* Backups are tried newest state first (history order, never id order: a rebase's
  * synthetic full of an older state has the last id). */
 int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_view *v,
-                 const chain_history *hist, char out_id[MF_ID_LEN], char *why,
-                 size_t why_len, pb_error *err)
+                 const chain_history *hist, char out_id[MF_ID_LEN], rs_timeline *tl,
+                 char *why, size_t why_len, pb_error *err)
 {
+    memset(tl, 0, sizeof(*tl));
     bool explicit = rs_names_set(opts);
     if (hist->count == 0)
         return pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
@@ -175,9 +177,11 @@ int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_v
         if (explicit && strcmp(h->id, opts->set) != 0)
             continue;
         char skip[400] = "";
-        int ok = can_reach(v, opts, tv, h, skip, sizeof(skip), err);
+        rs_timeline htl = {0};
+        int ok = can_reach(v, opts, tv, h, &htl, skip, sizeof(skip), err);
         if (ok == 1) {
             snprintf(out_id, MF_ID_LEN, "%s", h->id);
+            *tl = htl;
             explain_choice(opts, tv, h, i > 0 ? hist->items[i - 1].id : NULL, explicit, why,
                            why_len);
             rc = 0;

@@ -1,6 +1,6 @@
 /*
- * restore/wal_target.c — transaction-id and restore-point-name targets, placed by
- * reading the archived WAL (wal_scan.c) so that the backup is chosen for them exactly
+ * restore/recovery/wal_target.c — transaction-id and restore-point-name targets, placed by
+ * reading the archived WAL (wal_events.c) so that the backup is chosen for them exactly
  * as for an LSN target (choose_set.c).
  *
  * Replay from a backup starts at its start LSN and stops at the first record that
@@ -15,7 +15,7 @@
  * backup that can reach its match. A match before every backup's stop is still placed:
  * the choice then refuses, naming why (docs/DESIGN.md, rule 9: history follows LSNs).
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -91,7 +91,7 @@ static size_t on_path(rs_wal_view *v, const chain_history *hist, const mf_backup
 }
 
 /* Search newest backup first; *lo_out: where the searched WAL began. */
-static int search(rs_scan *s, const mf_backup **b, size_t n, match_ctx *m, uint64_t *lo_out,
+static int search(rs_events *s, const mf_backup **b, size_t n, match_ctx *m, uint64_t *lo_out,
                   pb_error *err)
 {
     uint64_t hi = UINT64_MAX; /* everything from hi on was searched already */
@@ -101,7 +101,7 @@ static int search(rs_scan *s, const mf_backup **b, size_t n, match_ctx *m, uint6
         if (lo < hi) {
             match_ctx region = *m;
             region.found = false, region.count = 0;
-            int rc = rs_scan_range(s, lo, hi, on_event, &region, err);
+            int rc = rs_events_range(s, lo, hi, on_event, &region, err);
             if (rc)
                 return rc;
             if (region.found) {
@@ -137,7 +137,7 @@ static uint64_t first_on_path(const rs_wal_view *v, uint32_t seg)
 
 /* Not found from the oldest backup's start on: look before it, so that a target older
  * than every backup is refused as unreachable rather than as absent. */
-static int search_before(rs_scan *s, uint64_t oldest_start, match_ctx *m, uint64_t *lo,
+static int search_before(rs_events *s, uint64_t oldest_start, match_ctx *m, uint64_t *lo,
                          pb_error *err)
 {
     uint64_t first = first_on_path(s->v, s->seg_size), end = s->end_lsn;
@@ -146,7 +146,7 @@ static int search_before(rs_scan *s, uint64_t oldest_start, match_ctx *m, uint64
     if (first == UINT64_MAX || first * s->seg_size >= oldest_start)
         return 0;
     *lo = first * s->seg_size;
-    int rc = rs_scan_range(s, *lo, oldest_start, on_event, m, err);
+    int rc = rs_events_range(s, *lo, oldest_start, on_event, m, err);
     s->end_lsn = end; /* the message names where the whole search ended */
     s->valid_end = valid_end;
     s->at_end = at_end;
@@ -156,13 +156,13 @@ static int search_before(rs_scan *s, uint64_t oldest_start, match_ctx *m, uint64
 /* Where the search ended: at the end of the archived WAL, where its last valid record
  * ends (a record running into a segment not archived yet cannot be read), not the
  * boundary of the segment holding it. */
-static uint64_t searched_to(const rs_scan *s)
+static uint64_t searched_to(const rs_events *s)
 {
     return s->at_end && s->valid_end ? s->valid_end : s->end_lsn;
 }
 
 static int not_found(repo *r, const rs_opts *opts, const rs_wal_view *v, uint64_t lo,
-                     const rs_scan *s, pb_error *err)
+                     const rs_events *s, pb_error *err)
 {
     char a[32], b[32];
     pb_lsn_format(lo, a);
@@ -197,8 +197,8 @@ int rs_place_target(repo *r, const rs_opts *opts, rs_wal_view *v, const chain_hi
         return 0;
     }
     match_ctx m = {opts, (uint32_t)strtoull(opts->target_value, NULL, 10), false, {0}, 0, 0};
-    rs_scan s;
-    rs_scan_init(&s, r, v, seg, opts->state_dir);
+    rs_events s;
+    rs_events_init(&s, r, v, seg, opts->state_dir);
     uint64_t lo = newest->start_lsn;
     rc = search(&s, b, n, &m, &lo, err);
     if (rc == 0 && !m.found)
@@ -226,7 +226,7 @@ int rs_place_target(repo *r, const rs_opts *opts, rs_wal_view *v, const chain_hi
                     opts->target_value, m.count, c, tv->placed_desc);
         }
     }
-    rs_scan_free(&s);
+    rs_events_free(&s);
     free(b);
     return rc;
 }
@@ -280,11 +280,11 @@ int rs_list_restore_points(repo *r, uint32_t seg_size, const char *state_dir,
     uint64_t first = rc ? UINT64_MAX : first_on_path(&v, seg_size);
     *tli_out = tli;
     if (rc == 0 && first != UINT64_MAX) {
-        rs_scan s;
+        rs_events s;
         list_ctx l = {&v, cb, ctx};
-        rs_scan_init(&s, r, &v, seg_size, state_dir);
-        rc = rs_scan_range(&s, first * seg_size, UINT64_MAX, list_event, &l, err);
-        rs_scan_free(&s);
+        rs_events_init(&s, r, &v, seg_size, state_dir);
+        rc = rs_events_range(&s, first * seg_size, UINT64_MAX, list_event, &l, err);
+        rs_events_free(&s);
     }
     rs_view_free(&v);
     return rc;

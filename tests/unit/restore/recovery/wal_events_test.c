@@ -1,5 +1,6 @@
 /*
- * tests/unit/restore/wal_scan_test.c — restore/wal_scan.c over the real PostgreSQL 15 WAL of
+ * tests/unit/restore/recovery/wal_events_test.c — restore/recovery/wal_events.c over
+ * the real PostgreSQL 15 WAL of
  * tests/fixtures/wal/ pushed into a posix repository: the restore point, the commit and
  * the abort the fixture's workload wrote are found with their xids and LSNs; a second
  * scan is answered from the state directory's cache without decoding; a cache file whose
@@ -9,7 +10,7 @@
  * CREATE TABLESPACE record in a made-up segment is found and kept through the cache.
  */
 #include "engine/wal/wal.h"
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>
@@ -89,17 +90,17 @@ static seen scan(repo *r, rs_wal_view *v, const char *state, uint64_t *decoded,
                  uint64_t *cached)
 {
     seen s = {0, 0, 0, 0, 0, 725, 726, 0, true};
-    rs_scan sc;
+    rs_events sc;
     pb_error err = PB_ERROR_INIT;
-    rs_scan_init(&sc, r, v, SEG, state);
-    int rc = rs_scan_range(&sc, 9ull * SEG, UINT64_MAX, on_event, &s, &err);
+    rs_events_init(&sc, r, v, SEG, state);
+    int rc = rs_events_range(&sc, 9ull * SEG, UINT64_MAX, on_event, &s, &err);
     if (rc)
         fprintf(stderr, "%s\n", err.msg);
     PBT_CHECK(rc == 0);
     PBT_CHECK(sc.at_end && sc.end_lsn == 11ull * SEG);
     *decoded = sc.decoded;
     *cached = sc.from_cache;
-    rs_scan_free(&sc);
+    rs_events_free(&sc);
     return s;
 }
 
@@ -191,13 +192,13 @@ static void test_tblspc(repo *r, const char *state)
     pb_error err = PB_ERROR_INIT;
     for (int pass = 0; pass < 3; pass++) {
         rs_wal_view v;
-        rs_scan s;
+        rs_events s;
         PBT_CHECK(rs_view_load(&v, r, ARCH_LIST_SEGMENTS | ARCH_LIST_HISTORY, &err) == 0);
         PBT_CHECK(rs_view_history(&v, 1, &err) == 0);
-        rs_scan_init(&s, r, &v, SEG, state);
+        rs_events_init(&s, r, &v, SEG, state);
         uint64_t lo = segno * SEG, hi = lo + SEG;
-        int rc = pass == 1 ? rs_scan_range(&s, lo, hi, no_event, NULL, &err)
-                           : rs_scan_check(&s, lo, hi, false, no_event, NULL, &err);
+        int rc = pass == 1 ? rs_events_range(&s, lo, hi, no_event, NULL, &err)
+                           : rs_events_check(&s, lo, hi, false, no_event, NULL, &err);
         PBT_CHECK(rc == 0);
         PBT_CHECK(pass == 1 ? s.from_cache == 1 && s.decoded == 0 : s.decoded == 1);
         PBT_CHECK(v.seen && v.seen->nspc == 1);
@@ -207,7 +208,7 @@ static void test_tblspc(repo *r, const char *state)
                       v.seen->spc[0].lsn == segno * SEG + 40);
         }
         PBT_CHECK(rs_seen_checked(v.seen, name) == (pass != 1));
-        rs_scan_free(&s);
+        rs_events_free(&s);
         rs_view_free(&v);
     }
     printf("ok   a CREATE TABLESPACE record is found, cached and read back\n");

@@ -1,8 +1,12 @@
-/* restore/verify_internal.h — shared by verify.c (backups) and verify_wal.c (archive). */
+/* restore/verify/verify_internal.h — the verify room's own: a run's state (notes.c),
+ * each backup's own frames (verify_frames.c) and the WAL archive (verify_wal.c), which
+ * verify.c puts together. */
 #ifndef PB_RESTORE_VERIFY_INTERNAL_H
 #define PB_RESTORE_VERIFY_INTERNAL_H
 
-#include "restore/recovery_internal.h"
+#include "engine/pack.h"
+#include "restore/recovery/recovery.h"
+#include "restore/verify/verify.h"
 
 /* Problems noted per backup before the rest are only counted. */
 #define VFY_NOTES_PER_SUBJECT 10
@@ -31,6 +35,7 @@ typedef struct vfy_run {
     rs_progress prog;                 /* backups and their own frames' stored bytes */
 } vfy_run;
 
+/* ---- the run's state (notes.c) ---- */
 /* bytes more of stored frames were read and checked: tell the progress hook. */
 void vfy_progress(vfy_run *v, uint64_t bytes);
 
@@ -39,7 +44,7 @@ void vfy_progress(vfy_run *v, uint64_t bytes);
 void vfy_problem(vfy_run *v, const char *id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Remember a failed frame of backup b / ask whether one failed (verify_frames.c). */
+/* Remember a failed frame of backup b / ask whether one failed. */
 int vfy_add_bad(vfy_run *v, size_t b, const mf_run *run);
 bool vfy_is_bad(const vfy_run *v, size_t b, const mf_run *run);
 

@@ -1,5 +1,5 @@
 /*
- * restore/verify.c — verify backups without writing anything.
+ * restore/verify/verify.c — verify backups without writing anything.
  *
  * rs_verify checks one backup as its restore would read it: the whole chain rebuilt
  * through the restore path (every needed frame read once, every page hash checked) and
@@ -13,13 +13,13 @@
  * (plan_merge.c). A restore reads only frames of its chain, so together these cover
  * what any restore of any listed backup would read. The WAL archive is verify_wal.c.
  */
-#include "restore/verify_internal.h"
-#include "restore/plan_internal.h"
+#include "restore/verify/verify_internal.h"
+#include "restore/plan.h"
+#include "restore/srcmap.h"
 
 #include "engine/wal/wal.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,20 +36,14 @@ static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress
     rs_opts o = RS_OPTS_INIT;
     o.set = set;
     double t0 = pb_now();
-    int rc = rs_plan_build(r, &o, RS_PLAN_WAL, &p, err);
-    if (rc)
+    /* WAL start..stop (one listing, every segment read and decoded) and the manifest's
+     * entries, as a restore checks them */
+    int rc = rs_set_open(r, &o, RS_OPEN_WAL | RS_OPEN_OUTLINE, NULL, &p, &ol, err);
+    if (!p)
         return rc;
-    ctx.repo = r;
-    ctx.hdrs = p->hdrs;
-    ctx.nchain = p->nchain;
-    ctx.stats = stats;
+    rs_ctx_init(&ctx, r, p, stats);
     ctx.progress = hook ? hook->fn : NULL; /* file by file, as a restore */
     ctx.progress_ctx = hook ? hook->ctx : NULL;
-    rc = rs_plan_check(p, &o, err); /* WAL start..stop: one listing */
-    if (rc == 0) /* and every segment of it read and decoded */
-        rc = rs_check_replay(p, &o, false, err);
-    if (rc == 0) /* the manifest's entries, as a restore checks them */
-        rc = rs_plan_outline(r, p, false, &ol, err);
     if (rc == 0)
         rc = rs_merge_open(r, p->hdrs, p->nchain, &mg, err);
     if (rc == 0)
@@ -70,26 +64,6 @@ static int verify_set(repo *r, const char *set, unsigned jobs, const rs_progress
 int rs_verify(repo *r, const char *set, unsigned jobs, rs_stats *stats, pb_error *err)
 {
     return verify_set(r, set, jobs, NULL, stats, err);
-}
-
-void vfy_progress(vfy_run *v, uint64_t bytes)
-{
-    if (!v->progress || !v->progress->fn)
-        return;
-    v->prog.bytes_done += bytes;
-    v->progress->fn(v->progress->ctx, &v->prog);
-}
-
-void vfy_problem(vfy_run *v, const char *id, const char *fmt, ...)
-{
-    char msg[1200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    v->stats->problems++;
-    if (++v->subject_problems <= VFY_NOTES_PER_SUBJECT)
-        v->note(v->note_ctx, id, true, msg);
 }
 
 /* ---- each chain complete ------------------------------------------------------------ */
@@ -139,47 +113,58 @@ static size_t chain_of(vfy_run *v, const loaded *l, size_t b, mf_backup *out, si
     return n;
 }
 
-/* As the restore plans a file (rebuild.c map_sources): newest backup first, until a
- * backup does not hold the file as a relation. recs[0..n) are the chain's records of the
- * file, oldest first (idx: their backups). Pages an older backup of the chain holds in a
- * failed frame make this backup unrestorable too: named once per file. */
+/* The newest backup of the chain below the verified one whose damaged frame the map's
+ * window takes a page from, or bad_in when it is newer (SIZE_MAX: none yet). */
+static size_t bad_source(const vfy_run *v, const mf_file *const *recs, const size_t *idx,
+                         size_t n, const rs_srcmap *m, size_t bad_in)
+{
+    const mf_file *f = recs[n - 1];
+    for (size_t i = n - 1; i-- > 0 && (bad_in == SIZE_MAX || i > bad_in);) {
+        const mf_file *fi = recs[i];
+        for (uint32_t r = 0; fi && r < fi->nruns; r++)
+            if (vfy_is_bad(v, idx[i], &fi->runs[r]) &&
+                rs_srcmap_needs(m, &fi->runs[r], f, (uint32_t)i))
+                return i;
+    }
+    return bad_in;
+}
+
+/* Every page has a source, as the restore maps a file (restore/srcmap.c), a window at a
+ * time. recs[0..n) are the chain's records of the file, oldest first (idx: their
+ * backups). Pages an older backup of the chain holds in a failed frame make this backup
+ * unrestorable too: named once per file. */
 static int rel_covered(vfy_run *v, const mf_file *const *recs, const mf_backup *ch,
                        const size_t *idx, size_t n)
 {
     const char *id = ch[n - 1].id;
     const mf_file *f = recs[n - 1];
-    uint8_t *seen = calloc(f->npages ? f->npages : 1, 1);
-    if (!seen)
+    uint32_t wpages = f->npages < RS_SRCMAP_WINDOW ? f->npages : RS_SRCMAP_WINDOW;
+    rs_src *src = calloc(wpages ? wpages : 1, sizeof(*src));
+    if (!src)
         return PB_ENOMEM;
-    uint32_t missing = f->npages, first = 0;
+    uint32_t missing = 0, first = UINT32_MAX;
     size_t bad_in = SIZE_MAX;
-    for (size_t i = n; i-- > 0 && missing;) {
-        const mf_file *fi = recs[i];
-        if (!fi || fi->kind != MF_REL)
-            break;
-        for (uint32_t r = 0; r < fi->nruns; r++) {
-            bool bad = i + 1 < n && v->nbad && vfy_is_bad(v, idx[i], &fi->runs[r]);
-            for (uint32_t k = 0; k < fi->runs[r].count; k++) {
-                uint32_t p = fi->runs[r].first + k;
-                if (p < f->npages && !seen[p]) {
-                    seen[p] = 1;
-                    missing--;
-                    bad_in = bad && bad_in == SIZE_MAX ? i : bad_in;
-                }
-            }
-        }
+    for (uint64_t lo = 0; lo < f->npages; lo += wpages) {
+        uint64_t hi = lo + wpages < f->npages ? lo + wpages : f->npages;
+        rs_srcmap m = {src, {(uint32_t)lo, (uint32_t)hi}, 0};
+        uint32_t left = rs_srcmap_fill(&m, recs, n);
+        for (uint32_t p = m.w.first; left && first == UINT32_MAX && p < m.w.end; p++)
+            if (src[p - m.w.first].backup == RS_NO_SOURCE)
+                first = p;
+        missing += left;
+        if (v->nbad)
+            bad_in = bad_source(v, recs, idx, n, &m, bad_in);
     }
-    while (missing && first < f->npages && seen[first])
-        first++;
     if (missing)
         vfy_problem(v, id, "%s block %u has no source in its chain (%u blocks missing)",
                     f->path, first, missing);
     if (bad_in != SIZE_MAX)
         vfy_problem(v, id, "%s: its restore needs a damaged frame of backup %s", f->path,
                     ch[bad_in].id);
-    free(seen);
+    free(src);
     return 0;
 }
+
 /* A whole file: its stored copy is the record of the backup it names, in the chain. */
 static void whole_covered(vfy_run *v, const mf_file *const *recs, const mf_backup *ch,
                           const size_t *idx, size_t n)

@@ -1,12 +1,12 @@
 /*
- * restore/wal_check.c — the WAL a restore's recovery will replay, read and checked
+ * restore/recovery/wal_check.c — the WAL a restore's recovery will replay, read and checked
  * before anything is written (docs/DESIGN.md, rules 4 and 8: the WAL makes the restored
  * backup usable, and a restore fails naming what is corrupt before it writes).
  *
  * rs_check_wal_in only lists the archive: a segment that is there but damaged (a flipped
  * byte, half of it) passed, and the restored cluster then stopped short of consistency.
  * Here every segment recovery needs is read and decoded as the target scans decode them
- * (wal_scan.c): the object's envelope checksum and raw hash (arch_read), each page header,
+ * (wal_events.c): the object's envelope checksum and raw hash (arch_read), each page header,
  * the records' continuity across pages and segments and their CRCs (engine/wal/reader.c).
  * The range is the backup's start to its stop (where replay becomes consistent) and, for
  * a target, on to where replay will stop: the target LSN, the placed xid or restore
@@ -20,7 +20,7 @@
  * tablespace, which the restored copy would then write into and delete from. Such a
  * restore is refused while that location exists here and is not empty.
  */
-#include "restore/plan_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +30,14 @@
 
 /* Replay stops (a time target): before the first transaction end past the target time
  * at or after the backup's stop (recoveryStopsBefore; earlier ones the choice handled). */
+/* What one check reads: the plan's listing (its records of what was decoded go on in
+ * w->seen), the parsed target and the chosen backup. */
+typedef struct replay {
+    rs_wal_view *wal;
+    const rs_target_val *tv;
+    const mf_backup *h;
+} replay;
+
 typedef struct reach_ctx {
     const rs_opts *opts;
     const rs_target_val *tv;
@@ -78,15 +86,15 @@ static void describe_need(const rs_opts *opts, const mf_backup *h, uint64_t lsn,
 
 /* After the read: valid WAL that ends before must, or inside a segment while later WAL
  * of the path is archived (replay would end there short of it), is a damaged segment. */
-static int check_end(const rs_plan *p, const rs_opts *opts, const rs_scan *s, uint64_t must,
+static int check_end(const replay *p, const rs_opts *opts, const rs_events *s, uint64_t must,
                      pb_error *err)
 {
-    const mf_backup *h = rs_plan_header(p);
+    const mf_backup *h = p->h;
     uint32_t seg = h->wal_segment_size;
     uint64_t at = s->valid_end, segno = at / seg;
     char name[25], next[25], lsn[32], need[300];
-    bool archived = rs_segment_for(&p->wal, segno, seg, name);
-    bool later = rs_segment_for(&p->wal, segno + 1, seg, next);
+    bool archived = rs_segment_for(p->wal, segno, seg, name);
+    bool later = rs_segment_for(p->wal, segno + 1, seg, next);
     /* at a segment's start: the scan found it missing, or its first page holds no WAL
      * of this position (zeroed, or another segment's content under its name) */
     if (!s->at_end || (at >= must && (!archived || !later)))
@@ -95,7 +103,7 @@ static int check_end(const rs_plan *p, const rs_opts *opts, const rs_scan *s, ui
     describe_need(opts, h, at < must ? at : h->stop_lsn + 1, need, sizeof(need));
     if (!archived)
         return pb_fail(err, PB_ENOENT, "WAL segment %s, %s, is missing from repository %s; "
-                       "nothing was written", name, need, repo_location(p->wal.r));
+                       "nothing was written", name, need, repo_location(p->wal->r));
     return pb_fail(err, PB_ECORRUPT, "WAL segment %s, %s, is damaged: its valid WAL ends at %s%s"
                    "%s, so recovery would stop there; nothing was written", name, need, lsn,
                    at % seg ? " inside the segment" : ", the segment's start",
@@ -103,19 +111,19 @@ static int check_end(const rs_plan *p, const rs_opts *opts, const rs_scan *s, ui
 }
 
 /* Read [lo, hi) along the timeline recovery follows; *reach: where replay will stop. */
-static int read_range(rs_plan *p, const rs_opts *opts, uint64_t *reach, pb_error *err)
+static int read_range(const replay *p, const rs_opts *opts, uint64_t *reach, pb_error *err)
 {
-    const mf_backup *h = rs_plan_header(p);
+    const mf_backup *h = p->h;
     uint64_t lo, hi, must;
-    replay_range(opts, &p->tv, h, &lo, &hi, &must);
-    reach_ctx c = {opts, &p->tv, h->stop_lsn, false, 0};
-    rs_scan s;
-    rs_scan_init(&s, p->wal.r, &p->wal, h->wal_segment_size, opts->state_dir);
+    replay_range(opts, p->tv, h, &lo, &hi, &must);
+    reach_ctx c = {opts, p->tv, h->stop_lsn, false, 0};
+    rs_events s;
+    rs_events_init(&s, p->wal->r, p->wal, h->wal_segment_size, opts->state_dir);
     /* a time target needs the events of every segment: none is skipped */
-    int rc = rs_scan_check(&s, lo, hi, opts->target != RS_TARGET_TIME, on_event, &c, err);
+    int rc = rs_events_check(&s, lo, hi, opts->target != RS_TARGET_TIME, on_event, &c, err);
     if (rc) {
         char name[25], need[300];
-        rs_segment_for(&p->wal, s.failed_segno, h->wal_segment_size, name);
+        rs_segment_for(p->wal, s.failed_segno, h->wal_segment_size, name);
         describe_need(opts, h, s.failed_segno * (uint64_t)h->wal_segment_size, need,
                       sizeof(need));
         pb_error_wrap(err, "WAL segment %s, %s, cannot be read whole (nothing was written)",
@@ -135,7 +143,7 @@ static int read_range(rs_plan *p, const rs_opts *opts, uint64_t *reach, pb_error
         pb_info("read and checked the WAL recovery replays, %s to %s: %" PRIu64 " segments%s",
                 a, b, s.decoded, also);
     }
-    rs_scan_free(&s);
+    rs_events_free(&s);
     return rc;
 }
 
@@ -189,28 +197,30 @@ static int check_spc(const rs_opts *opts, const rs_spc_event *t, pb_error *err)
 }
 
 /* Every tablespace creation on the path in [lo, reach). */
-static int check_spcs(const rs_plan *p, const rs_opts *opts, uint64_t reach, pb_error *err)
+static int check_spcs(const replay *p, const rs_opts *opts, uint64_t reach, pb_error *err)
 {
-    const mf_backup *h = rs_plan_header(p);
-    const rs_wal_seen *w = p->wal.seen;
+    const mf_backup *h = p->h;
+    const rs_wal_seen *w = p->wal->seen;
     uint32_t seg = h->wal_segment_size;
     int rc = 0;
     for (size_t i = 0; w && rc == 0 && i < w->nspc; i++) {
         const rs_spc_event *t = &w->spc[i];
         char name[25];
         if (t->lsn < h->start_lsn || t->lsn >= reach ||
-            !rs_segment_for(&p->wal, t->lsn / seg, seg, name) || strcmp(name, t->seg))
+            !rs_segment_for(p->wal, t->lsn / seg, seg, name) || strcmp(name, t->seg))
             continue;
         rc = check_spc(opts, t, err);
     }
     return rc;
 }
 
-int rs_check_replay(rs_plan *p, const rs_opts *opts, bool restoring, pb_error *err)
+int rs_check_replay(rs_wal_view *w, const rs_target_val *tv, const mf_backup *h,
+                    const rs_opts *opts, bool restoring, pb_error *err)
 {
+    const replay rp = {w, tv, h};
     uint64_t reach = 0;
-    int rc = read_range(p, opts, &reach, err);
+    int rc = read_range(&rp, opts, &reach, err);
     if (rc == 0 && restoring)
-        rc = check_spcs(p, opts, reach, err);
+        rc = check_spcs(&rp, opts, reach, err);
     return rc;
 }

@@ -1,10 +1,10 @@
 /*
- * restore/recovery.c — point-in-time targets as the user gives them (time, LSN, xid,
- * restore point name) and the recovery settings of the restored cluster. Which backup
- * can reach a target is restore/choose_set.c; whether the WAL to get there is archived,
- * and along which timeline, is restore/wal_view.c.
+ * restore/recovery/settings.c — point-in-time targets as the user gives them (time, LSN,
+ * xid, restore point name) and the recovery settings of the restored cluster. Which
+ * backup can reach a target is choose_set.c; whether the WAL to get there is archived,
+ * and along which timeline, is timeline.c.
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <ctype.h>
 #include <errno.h>

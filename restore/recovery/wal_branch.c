@@ -1,15 +1,15 @@
 /*
- * restore/wal_branch.c — a --target-time past the point where the target timeline
+ * restore/recovery/wal_branch.c — a --target-time past the point where the target timeline
  * branched off the backup's timeline, when that timeline went on after the branch too
  * (its next segment is archived): placed by reading the transaction ends of both
- * timelines' archived WAL after the branch (wal_scan.c, with its cache), deciding as
+ * timelines' archived WAL after the branch (wal_events.c, with its cache), deciding as
  * PostgreSQL's recovery would (docs/DESIGN.md, rule 9: history follows LSNs).
  *
  * Only one side holding the target: recovery follows it. Both: refused, naming both
  * stops. Neither: "latest", as PostgreSQL. A gap in the old timeline's archived WAL or a
  * record that does not decode: refused, as the side cannot be judged.
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +58,10 @@ static void describe_stop(const time_reach *t, uint32_t tli, char *out, size_t c
 static int scan_side(rs_wal_view *pv, const rs_opts *opts, uint32_t seg, uint64_t branch,
                      uint32_t gap_tli, time_reach *t, pb_error *err)
 {
-    rs_scan s;
-    rs_scan_init(&s, pv->r, pv, seg, opts->state_dir);
-    int rc = rs_scan_range(&s, branch, UINT64_MAX, on_xact_end, t, err);
-    rs_scan_free(&s);
+    rs_events s;
+    rs_events_init(&s, pv->r, pv, seg, opts->state_dir);
+    int rc = rs_events_range(&s, branch, UINT64_MAX, on_xact_end, t, err);
+    rs_events_free(&s);
     if (rc || t->reached || !gap_tli)
         return rc;
     for (size_t i = 0; i < pv->nsegs; i++) {

@@ -1,14 +1,24 @@
 /*
- * restore/recovery_internal.h — shared by the point-in-time files of restore/:
- * recovery.c (targets, recovery settings), wal_view.c (the WAL archive as recovery will
- * read it, the timeline it will follow), choose_set.c (which backup can reach a target)
- * and verify.c (the archive's consistency).
+ * restore/recovery/recovery.h — the recovery room (prefix rs_): the WAL archive as
+ * recovery will read it (wal_view.c), the timeline it follows and the WAL a restore
+ * needs (timeline.c), targets and the recovery settings (settings.c), which backup can
+ * reach a target (choose_set.c), what the archived WAL holds (wal_events.c, wal_target.c,
+ * wal_branch.c) and the replayed WAL read and checked (wal_check.c). It stands on the
+ * engine and the module's public types (restore/restore.h), never on the rebuild core:
+ * the restore plan and verify use it.
  */
-#ifndef PB_RESTORE_RECOVERY_INTERNAL_H
-#define PB_RESTORE_RECOVERY_INTERNAL_H
+#ifndef PB_RESTORE_RECOVERY_H
+#define PB_RESTORE_RECOVERY_H
 
-#include "restore/restore_internal.h"
+#include "engine/chain.h"
 #include "engine/wal/wal.h"
+#include "restore/restore.h"
+
+/* The timeline recovery will follow, and the recovery_target_timeline that says so. */
+typedef struct rs_timeline {
+    uint32_t tli;
+    char setting[16]; /* "latest", "current" or a timeline id */
+} rs_timeline;
 
 typedef struct rs_target_val {
     int64_t time;      /* RS_TARGET_TIME: unix seconds (fraction dropped) */
@@ -45,7 +55,7 @@ typedef struct rs_spc_event {
     char *path;   /* owned; "" for an in-place tablespace */
 } rs_spc_event;
 
-/* What the scans of one command learned beyond their events (wal_scan.c), shared by
+/* What the scans of one command learned beyond their events (wal_events.c), shared by
  * every copy of the view that points at it: the segments decoded whole without a fault
  * (a later check need not read them again) and the tablespaces created in them. */
 typedef struct rs_wal_seen {
@@ -54,6 +64,7 @@ typedef struct rs_wal_seen {
     rs_spc_event *spc;
     size_t nspc, spccap;
 } rs_wal_seen;
+/* Was segment name decoded whole by this command? (wal_view.c, with the listing) */
 bool rs_seen_checked(const rs_wal_seen *s, const char *name);
 void rs_seen_free(rs_wal_seen *s); /* accepts NULL */
 
@@ -83,7 +94,7 @@ bool rs_segment_for(const rs_wal_view *v, uint64_t segno, uint32_t seg_size, cha
 /* Is backup h on the loaded history, ending before its timeline branched off? */
 bool rs_on_path(const rs_wal_view *v, const mf_backup *h, char *why, size_t why_len);
 
-/* The timeline recovery from backup h follows for this target (see wal_view.c), with
+/* The timeline recovery from backup h follows for this target (see timeline.c), with
  * v->tl loaded for it. A target that cannot be placed on one timeline is refused. */
 int rs_follow_timeline(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
                        const mf_backup *h, rs_timeline *out, pb_error *err);
@@ -97,10 +108,12 @@ int rs_check_future(const rs_opts *opts, const rs_target_val *tv, pb_error *err)
 int rs_order_history(repo *r, const rs_opts *opts, chain_history *hist, pb_error *err);
 /* Pick from hist (history order) the newest backup whose stop point precedes the target
  * (opts->set: that one, if it can reach it); v is used only for a target other than
- * immediate or an explicit --target-timeline. why says why it was chosen. */
+ * immediate or an explicit --target-timeline. why says why it was chosen. *tl is the
+ * timeline recovery from it follows when the choice had to follow it (v->tl then holds
+ * its history), else zero (tl->setting ""). */
 int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_view *v,
-                 const chain_history *hist, char out_id[MF_ID_LEN], char *why,
-                 size_t why_len, pb_error *err);
+                 const chain_history *hist, char out_id[MF_ID_LEN], rs_timeline *tl,
+                 char *why, size_t why_len, pb_error *err);
 
 /* The timeline recovery from a backup on backup_tli will follow by the options alone
  * (latest, current or an id), with v->tl loaded with its history: the path a target is
@@ -108,7 +121,7 @@ int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_v
 int rs_timeline_path(rs_wal_view *v, const rs_opts *opts, uint32_t backup_tli, uint32_t *tli,
                    pb_error *err);
 
-/* ---- what the archived WAL holds (wal_scan.c) ---- */
+/* ---- what the archived WAL holds (wal_events.c) ---- */
 typedef struct rs_wal_event {
     uint64_t lsn;   /* the record's */
     int64_t time;   /* unix seconds: the restore point's or the transaction end's */
@@ -119,7 +132,7 @@ typedef struct rs_wal_event {
 } rs_wal_event;
 /* Called for each event in LSN order; non-zero: stop after the current segment. */
 typedef int (*rs_event_fn)(void *ctx, const rs_wal_event *e);
-typedef struct rs_scan {
+typedef struct rs_events {
     repo *r;
     rs_wal_view *v;        /* the listing, v->tl the timeline path */
     uint32_t seg_size;
@@ -132,26 +145,26 @@ typedef struct rs_scan {
     uint64_t decoded, from_cache, skipped; /* segments (skipped: check mode, read before) */
     uint64_t end_lsn;      /* where the last scan stopped */
     bool at_end;           /* because the archived WAL on the path ends there */
-    /* check mode (rs_scan_check): every segment read and decoded, none from the cache,
+    /* check mode (rs_events_check): every segment read and decoded, none from the cache,
      * records starting at or after check_hi not read; segments in v->seen->checked are
      * skipped when skip_checked */
     bool check, skip_checked;
     uint64_t check_lo, check_hi;
     uint64_t valid_end;    /* at_end: where valid WAL ended (a record's start) */
     uint64_t failed_segno; /* the segment whose reading failed (set with an error) */
-} rs_scan;
-void rs_scan_init(rs_scan *s, repo *r, rs_wal_view *v, uint32_t seg_size,
+} rs_events;
+void rs_events_init(rs_events *s, repo *r, rs_wal_view *v, uint32_t seg_size,
                   const char *state_dir);
-void rs_scan_free(rs_scan *s);
+void rs_events_free(rs_events *s);
 /* Hand fn the events of [lo, hi) on the path, segment by segment (each from the cache
  * in state_dir/walscan when it holds the segment's content hash, else decoded and
  * cached). Stops after the segment where fn asked to, or where archived WAL ends. */
-int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
+int rs_events_range(rs_events *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
                   pb_error *err);
-/* rs_scan_range in check mode over [lo, hi): each segment read and decoded whole (not
+/* rs_events_range in check mode over [lo, hi): each segment read and decoded whole (not
  * answered from the cache), errors carried with s->failed_segno; skip_checked: segments
  * this command already decoded whole are not read again (no events are given for them). */
-int rs_scan_check(rs_scan *s, uint64_t lo, uint64_t hi, bool skip_checked, rs_event_fn fn,
+int rs_events_check(rs_events *s, uint64_t lo, uint64_t hi, bool skip_checked, rs_event_fn fn,
                   void *ctx, pb_error *err);
 
 /* ---- a time target past a branch point (wal_branch.c) ---- */
@@ -174,5 +187,24 @@ int rs_place_target(repo *r, const rs_opts *opts, rs_wal_view *v, const chain_hi
  * target it parsed. */
 int rs_check_wal_in(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
                     const mf_backup *h, rs_timeline *tl, pb_error *err);
+/* rs_check_wal_in on the path v->tl already holds: the timeline h's recovery follows. */
+int rs_check_wal_on_path(rs_wal_view *v, const rs_opts *opts, const rs_target_val *tv,
+                         const mf_backup *h, pb_error *err);
+
+/* Check, before anything is written, that the repository holds the WAL the restore of
+ * backup h needs for this target: start to stop on the timeline path recovery will
+ * follow, and on to the target LSN for an LSN target. Names the first missing segment.
+ * For other targets, reports how far the archived WAL runs without a gap. *tl is the
+ * timeline followed (a target past a timeline branch is placed or refused here). */
+int rs_check_wal(repo *r, const rs_opts *opts, const mf_backup *h, rs_timeline *tl,
+                 pb_error *err);
+
+/* After rs_check_wal_in, before anything is written: read and check every segment
+ * recovery replays from h's start to consistency and on to the target tv (envelope, page
+ * headers, continuity, record CRCs; wal_check.c) along the history loaded in w, naming
+ * the first damaged one. restoring: also refuse a tablespace replay would create in a
+ * non-empty directory of this host (replay links it whatever --tablespace-map says). */
+int rs_check_replay(rs_wal_view *w, const rs_target_val *tv, const mf_backup *h,
+                    const rs_opts *opts, bool restoring, pb_error *err);
 
 #endif

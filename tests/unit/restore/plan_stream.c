@@ -1,12 +1,13 @@
 /*
- * restore/plan_stream.c — restore and verify planning over manifests read as streams
- * (docs/MANIFEST.md, "Streaming"): the chain's manifests are merged as sorted streams
- * and each file of the restored backup gets its per-page source map (which backup of
- * the chain holds each page, as pg_combinebackup's reconstruct.c decides per block),
- * then is dropped. Memory: one chunk and one record per manifest, plus one source map
- * (2 bytes a page, at most MF_REL_MAX_PAGES pages), whatever the number of files.
+ * tests/unit/restore/plan_stream.c — a model of restore and verify planning over
+ * manifests read as streams (docs/MANIFEST.md, "Streaming"): the chain's manifests are
+ * merged as sorted streams and each file of the restored backup gets its per-page source
+ * map (which backup of the chain holds each page, as pg_combinebackup's reconstruct.c
+ * decides per block), then is dropped. Memory: one chunk and one record per manifest,
+ * plus one source map (2 bytes a page, at most MF_REL_MAX_PAGES pages), whatever the
+ * number of files.
  */
-#include "restore/restore.h"
+#include "tests/unit/restore/plan_stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,11 +1,11 @@
 /*
- * restore/wal_scan.c — what the archived WAL holds for recovery targets: restore points
- * (XLOG_RESTORE_POINT) and transaction ends (commit, abort, and their prepared forms),
- * read segment by segment along the timeline path recovery will follow, with what each
- * segment held cached in the local state directory. Tablespace creations
+ * restore/recovery/wal_events.c — what the archived WAL holds for recovery targets:
+ * restore points (XLOG_RESTORE_POINT) and transaction ends (commit, abort, and their
+ * prepared forms), read segment by segment along the timeline path recovery will follow,
+ * with what each segment held cached in the local state directory. Tablespace creations
  * (XLOG_TBLSPC_CREATE) are gathered into the view's record (rs_wal_seen) by every scan,
- * with the segments decoded whole; check mode (rs_scan_check, restore/wal_check.c) reads
- * every segment of a range, none answered from the cache.
+ * with the segments decoded whole; check mode (rs_events_check, wal_check.c) reads every
+ * segment of a range, none answered from the cache.
  *
  * The cache is one small text file per archived segment, "<state>/walscan/<segment>",
  * whose first line carries the hash of the segment's content as its archive envelope
@@ -20,7 +20,7 @@
  * XLOG_XACT_HAS_INFO, by xinfo and the parts it announces, in ParseCommitRecord's and
  * ParseAbortRecord's order (access/rmgrdesc/xactdesc.c).
  */
-#include "restore/recovery_internal.h"
+#include "restore/recovery/recovery.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -214,7 +214,7 @@ static bool unhex(const char *hex, char *out, size_t cap)
     return true;
 }
 
-static void cache_path(const rs_scan *s, const char *name, char *out, size_t cap)
+static void cache_path(const rs_events *s, const char *name, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/walscan/%s", s->state_dir, name);
 }
@@ -243,7 +243,7 @@ static bool cache_line(const char *line, findings *f)
 }
 
 /* 0 with f filled when the cache holds segment name with this content hash; 1 when not. */
-static int cache_load(const rs_scan *s, const char *name, uint64_t hash, findings *f)
+static int cache_load(const rs_events *s, const char *name, uint64_t hash, findings *f)
 {
     char path[4200], line[LINE_MAX_LEN];
     cache_path(s, name, path, sizeof(path));
@@ -287,7 +287,7 @@ static void cache_write(FILE *fp, uint64_t hash, const findings *f)
 }
 
 /* Write the findings of segment name atomically; a failure only costs a later decode. */
-static void cache_save(const rs_scan *s, const char *name, uint64_t hash, const findings *f)
+static void cache_save(const rs_events *s, const char *name, uint64_t hash, const findings *f)
 {
     char dir[4200], path[4200], tmp[4300];
     pb_error e = PB_ERROR_INIT;
@@ -314,28 +314,9 @@ static void cache_save(const rs_scan *s, const char *name, uint64_t hash, const 
 
 /* ---- what the command has seen -------------------------------------------------------- */
 
-bool rs_seen_checked(const rs_wal_seen *s, const char *name)
-{
-    for (size_t i = 0; s && i < s->nchecked; i++)
-        if (!strcmp(s->checked[i], name))
-            return true;
-    return false;
-}
-
-void rs_seen_free(rs_wal_seen *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->nspc; i++)
-        free(s->spc[i].path);
-    free(s->spc);
-    free(s->checked);
-    free(s);
-}
-
 /* The tablespace creations of segment name into the view's record (once each); a
  * segment decoded whole without a fault is remembered as checked. */
-static int remember(rs_scan *s, const char *name, findings *f, bool checked)
+static int remember(rs_events *s, const char *name, findings *f, bool checked)
 {
     rs_wal_seen *w = s->v->seen;
     if (!w)
@@ -368,7 +349,7 @@ static int remember(rs_scan *s, const char *name, findings *f, bool checked)
 static int scan_get(void *ctx, uint64_t segno, const uint8_t **data, size_t *len,
                     pb_error *err)
 {
-    rs_scan *s = ctx;
+    rs_events *s = ctx;
     if (s->held && s->held_segno == segno) {
         *data = s->held_data;
         *len = s->held_len;
@@ -391,7 +372,7 @@ static int scan_get(void *ctx, uint64_t segno, const uint8_t **data, size_t *len
  * the last one runs into a segment not archived); *wal_end: valid WAL ends inside it.
  * In check mode only records in [check_lo, check_hi) are read (*whole says whether that
  * was the whole segment). */
-static int decode_segment(rs_scan *s, uint64_t segno, findings *f, bool *complete,
+static int decode_segment(rs_events *s, uint64_t segno, findings *f, bool *complete,
                           bool *wal_end, bool *whole, pb_error *err)
 {
     uint64_t lo = segno * s->seg_size, hi = lo + s->seg_size;
@@ -437,7 +418,7 @@ static int decode_segment(rs_scan *s, uint64_t segno, findings *f, bool *complet
 
 /* The findings of segment segno (archived as name): from the cache, else decoded (and
  * cached when complete). Check mode: always decoded. */
-static int segment_findings(rs_scan *s, uint64_t segno, const char *name, findings *f,
+static int segment_findings(rs_events *s, uint64_t segno, const char *name, findings *f,
                             bool *wal_end, pb_error *err)
 {
     uint64_t hash = 0;
@@ -460,7 +441,7 @@ static int segment_findings(rs_scan *s, uint64_t segno, const char *name, findin
     return rc;
 }
 
-void rs_scan_init(rs_scan *s, repo *r, rs_wal_view *v, uint32_t seg_size,
+void rs_events_init(rs_events *s, repo *r, rs_wal_view *v, uint32_t seg_size,
                   const char *state_dir)
 {
     memset(s, 0, sizeof(*s));
@@ -470,14 +451,14 @@ void rs_scan_init(rs_scan *s, repo *r, rs_wal_view *v, uint32_t seg_size,
     s->state_dir = state_dir;
 }
 
-void rs_scan_free(rs_scan *s)
+void rs_events_free(rs_events *s)
 {
     arch_walsource_close(s->src);
     s->src = NULL;
     s->held = false;
 }
 
-int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
+int rs_events_range(rs_events *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ctx,
                   pb_error *err)
 {
     for (uint64_t segno = lo / s->seg_size; segno * s->seg_size < hi; segno++) {
@@ -512,14 +493,14 @@ int rs_scan_range(rs_scan *s, uint64_t lo, uint64_t hi, rs_event_fn fn, void *ct
     return 0;
 }
 
-int rs_scan_check(rs_scan *s, uint64_t lo, uint64_t hi, bool skip_checked, rs_event_fn fn,
+int rs_events_check(rs_events *s, uint64_t lo, uint64_t hi, bool skip_checked, rs_event_fn fn,
                   void *ctx, pb_error *err)
 {
     s->check = true;
     s->skip_checked = skip_checked;
     s->check_lo = lo;
     s->check_hi = hi;
-    int rc = rs_scan_range(s, lo, hi, fn, ctx, err);
+    int rc = rs_events_range(s, lo, hi, fn, ctx, err);
     s->check = s->skip_checked = false;
     return rc;
 }
