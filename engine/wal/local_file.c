@@ -71,6 +71,18 @@ static int write_all(int fd, const uint8_t *p, size_t len)
     return 0;
 }
 
+/* The temp file is created anew, never opened through what lies at its name: a file
+ * left by an earlier writer with the same pid is removed first, and a symlink planted
+ * there is removed, not followed into the file it points at. */
+static int create_temp(const char *tmp)
+{
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(tmp, flags, 0600);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, flags, 0600);
+    return fd;
+}
+
 /* PostgreSQL must never see a partial WAL file: temp file, fsync, rename, fsync dir.
  * durable == false (spool files, which are verified before use and cheap to fetch again)
  * skips the fsyncs. */
@@ -83,7 +95,7 @@ int arch_file_write_atomic(const char *dest, const uint8_t *data, size_t len, bo
     const char *slash = strrchr(dest, '/');
     snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - dest) + (slash == dest) : 1,
              slash ? dest : ".");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = create_temp(tmp);
     if (fd < 0)
         return pb_fail_errno(err, PB_EIO, "cannot create %s", tmp);
     int rc = 0;

@@ -430,6 +430,39 @@ static void test_pieces(void)
     pb_buf_free(&obj);
 }
 
+
+/* archive-get writes through a temp file beside its destination: a symlink planted at
+ * that temp name (a stale file of a reused pid, or someone else's link) must be replaced,
+ * never followed into the file it points at. */
+static void test_get_temp_symlink(void)
+{
+    repo *r = open_repo();
+    pb_error e = PB_ERROR_INIT;
+    uint8_t *seg = make_segment(1);
+    char src[700], dst[700], tmp[800], victim[700];
+    snprintf(src, sizeof(src), "%s/" SEG1, srcdir);
+    snprintf(dst, sizeof(dst), "%s/RECOVERYXLOG.link", dstdir);
+    snprintf(tmp, sizeof(tmp), "%s.pbtmp.%ld", dst, (long)getpid());
+    snprintf(victim, sizeof(victim), "%s/victim", tmpdir);
+    write_file(src, seg, SEG_SIZE);
+    write_file(victim, "keep", 4);
+    PBT_CHECK(symlink(victim, tmp) == 0);
+    char obj[800];
+    snprintf(obj, sizeof(obj), "%s/wal/00000001/" SEG1 ".zst", repodir);
+    unlink(obj); /* earlier tests left it damaged on purpose */
+    PBT_CHECK(arch_push(r, src, &e) == 0);
+    int rc = arch_get(r, SEG1, dst, &e);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "get: %s\n", e.msg);
+    PBT_CHECK(file_equals(dst, seg, SEG_SIZE));
+    PBT_CHECK(file_equals(victim, "keep", 4));
+    struct stat st;
+    PBT_CHECK(lstat(tmp, &st) != 0);
+    free(seg);
+    repo_free(r);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -451,6 +484,7 @@ int main(void)
     PBT_RUN(test_history_parse);
     PBT_RUN(test_stored_envelope);
     PBT_RUN(test_pieces);
+    PBT_RUN(test_get_temp_symlink);
     nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return PBT_DONE();
 }
