@@ -21,11 +21,11 @@ engine/pgver/pgver.h" ;;
         # The version layer: facts of each PostgreSQL major, on common/ alone.
         engine/pgver) echo "common/" ;;
         # The WAL room: storage and the object envelope, nothing of the backup path.
-        engine/wal) echo "common/ engine/storage/storage.h engine/envelope.h engine/pgver/pgver.h" ;;
+        engine/wal) echo "common/ engine/storage/storage.h engine/pack/envelope.h engine/pgver/pgver.h" ;;
         # restore/ may use the repository (storage), pack reading, the chain and the
         # WAL archive; never the backup path (walk, scan, page, backup, pgconn).
-        restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack.h \
-engine/envelope.h engine/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
+        restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack/pack.h \
+engine/pack/envelope.h engine/chain/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
         tools) echo "common/ manifest/ engine/ restore/restore.h" ;;
     esac
 }
@@ -45,9 +45,9 @@ owner_of() {
     case $1 in
         rocksdb/*) echo "manifest/catalog.c manifest/catalog_apply.c manifest/catalog_internal.h" ;;
         curl/*) echo "engine/storage/s3/" ;;
-        libpq-fe.h) echo "engine/pgconn.c engine/pgconn_summary.c engine/pgconn_internal.h" ;;
-        liburing.h) echo "engine/scan_queue_internal.h" ;;
-        zstd.h) echo "engine/pack.c engine/envelope.c" ;;
+        libpq-fe.h) echo "engine/pg/pgconn.c engine/pg/pgconn_summary.c engine/pg/pgconn_internal.h" ;;
+        liburing.h) echo "engine/scan/scan_queue_internal.h" ;;
+        zstd.h) echo "engine/pack/pack.c engine/pack/envelope.c" ;;
         xxhash.h) echo "common/util.c" ;;
         isa-l/*) echo "engine/wal/decode.c" ;;
         sodium.h|sodium/*) echo "engine/storage/crypt.c" ;;

@@ -12,7 +12,7 @@
 #include "tools/commands.h"
 
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -2,8 +2,8 @@
 #include "tools/commands.h"
 
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
-#include "engine/scan.h"
+#include "engine/chain/chain.h"
+#include "engine/scan/scan.h"
 
 #include <inttypes.h>
 #include <limits.h>

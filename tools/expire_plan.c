@@ -5,7 +5,7 @@
  * (--retain-full, repo-retention-full), a window of days (--retain-full-days,
  * repo-retention-full-type=time) and one backup given up by hand (--set, which takes
  * the incrementals built on it along, as pgBackRest's expire --set does). Whatever is
- * chosen, the newest backup of the newest timeline stays (engine/chain_order.c).
+ * chosen, the newest backup of the newest timeline stays (engine/chain/chain_order.c).
  * The time a window is measured from is the clock, or PAGEBACK_TEST_RETENTION_NOW (unix
  * seconds): a test cannot wait days, so it moves "now" instead of the backups.
  */

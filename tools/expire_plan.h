@@ -4,7 +4,7 @@
 #define PB_TOOLS_EXPIRE_PLAN_H
 
 #include "tools/options.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 
 /* A usage problem of expire's options in one line, or NULL when they are complete. */
 const char *expire_usage(const pb_options *o);

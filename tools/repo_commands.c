@@ -4,7 +4,7 @@
 #include "tools/annotations.h"
 
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "common/fault.h"
 
 #include <inttypes.h>

@@ -10,7 +10,7 @@
  * has no WAL after the branch's segment. Name targets are still refused there.
  */
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "restore/restore_internal.h"
 #include "tests/unit/fixtures.h"
 
