@@ -3,7 +3,6 @@
 #define PB_RESTORE_INTERNAL_H
 
 #include "engine/chain/chain.h"
-#include "engine/pack/envelope.h"
 #include "engine/pack/pack.h"
 #include "restore/restore.h"
 

@@ -21,11 +21,11 @@ engine/pgver/pgver.h" ;;
         # The version layer: facts of each PostgreSQL major, on common/ alone.
         engine/pgver) echo "common/" ;;
         # The WAL room: storage and the object envelope, nothing of the backup path.
-        engine/wal) echo "common/ engine/storage/storage.h engine/pack/envelope.h engine/pgver/pgver.h" ;;
+        engine/wal) echo "common/ engine/storage/storage.h engine/pack/pack.h engine/pgver/pgver.h" ;;
         # restore/ may use the repository (storage), pack reading, the chain and the
         # WAL archive; never the backup path (walk, scan, page, backup, pgconn).
         restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack/pack.h \
-engine/pack/envelope.h engine/chain/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
+engine/pack/pack.h engine/chain/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
         tools) echo "common/ manifest/ engine/ restore/restore.h" ;;
     esac
 }

@@ -1,13 +1,13 @@
 /*
  * tools/check_command.c — `pageback init` (the repository made for one cluster, by a
  * deliberate step: a mistyped --repo must not create a new repository) and `pageback
- * check` (engine/backup/check.h: would a backup succeed now?).
+ * check` (engine/backup/backup.h: would a backup succeed now?).
  */
 #include "tools/commands.h"
 
 #include "engine/chain/chain.h"
-#include "engine/backup/check.h"
-#include "engine/pg/pgconn.h"
+#include "engine/backup/backup.h"
+#include "engine/pg/pg.h"
 
 #include <errno.h>
 #include <inttypes.h>

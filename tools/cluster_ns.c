@@ -12,7 +12,7 @@
 #include "tools/cluster_ns.h"
 
 #include "engine/chain/chain.h"
-#include "engine/pg/pgconn.h"
+#include "engine/pg/pg.h"
 #include "tools/options_internal.h"
 
 #include <errno.h>

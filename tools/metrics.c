@@ -10,7 +10,7 @@
 #include "tools/commands.h"
 
 #include "engine/chain/chain.h"
-#include "engine/pg/pgconn.h"
+#include "engine/pg/pg.h"
 #include "engine/wal/wal.h"
 
 #include <inttypes.h>

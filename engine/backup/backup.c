@@ -11,7 +11,7 @@
 #include "engine/wal/wal.h"
 #include "engine/backup/backup_internal.h"
 #include "engine/chain/chain.h"
-#include "engine/pg/pgconn.h"
+#include "engine/pg/pg.h"
 #include "common/fault.h"
 
 #include <inttypes.h>

@@ -1,10 +1,10 @@
 /*
  * engine/backup/backup_adapt.c — the compression level policy and the stage accounting of a
- * backup (engine/backup/backup_pipe.h). Pure functions of what the pipe observed: the pipe calls
- * them under its lock, the unit test (tests/unit/engine/backup/backup_adapt_test.c) with made-up
- * observations.
+ * backup (engine/backup/backup_pipe_internal.h). Pure functions of what the pipe observed: the
+ * pipe calls them under its lock, the unit test (tests/unit/engine/backup/backup_adapt_test.c)
+ * with made-up observations.
  */
-#include "engine/backup/backup_pipe.h"
+#include "engine/backup/backup_pipe_internal.h"
 
 #include <string.h>
 

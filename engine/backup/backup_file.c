@@ -4,7 +4,7 @@
  * whole when their hash changed.
  */
 #include "engine/backup/backup_rel_internal.h"
-#include "engine/pack/page.h"
+#include "engine/pack/pack.h"
 #include "common/fault.h"
 
 #include <stdio.h>

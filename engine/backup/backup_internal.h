@@ -3,12 +3,11 @@
 #define PB_ENGINE_BACKUP_INTERNAL_H
 
 #include "engine/backup/backup.h"
-#include "engine/backup/backup_pipe.h"
+#include "engine/backup/backup_pipe_internal.h"
 #include "engine/chain/chain.h"
 #include "engine/pack/pack.h"
-#include "engine/pg/pgconn.h"
+#include "engine/pg/pg.h"
 #include "engine/scan/scan.h"
-#include "engine/pg/walk.h"
 #include "engine/backup/walguide_internal.h"
 
 #define BK_FRAME_PAGES 32u   /* pages per frame of bulk data (full runs): 256 KiB raw */
@@ -112,8 +111,9 @@ bool bk_verify_due(const chain *c, unsigned every, int64_t after_secs, int64_t n
                    char *why, size_t why_len);
 
 /* Choose how this backup reads (sets ctx->skip_on, ctx->verify, ctx->wal and the header's
- * read_mode) and log why; for WAL guidance it decodes the WAL window (walguide_read.c). Called after pg_backup_start, with ctx->parent, the catalog and the server
- * clock set; plan is the chain this incremental builds on (NULL for a full). */
+ * read_mode) and log why; for WAL guidance it decodes the WAL window (walguide_read.c). Called
+ * after pg_backup_start, with ctx->parent, the catalog and the server clock set; plan is the
+ * chain this incremental builds on (NULL for a full). */
 int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb_error *err);
 /* Log what the skip rule decided (files and bytes skipped, segments read and why) and, for a
  * verify scan, what it found. */

@@ -1,7 +1,7 @@
 /* engine/backup/backup_pipe.c — compression workers fed by the scanning thread; the level
  * follows the queue (bk_adapt, engine/backup/backup_adapt.c) and the waits on both sides are
  * timed for the backup's stage report. */
-#include "engine/backup/backup_pipe.h"
+#include "engine/backup/backup_pipe_internal.h"
 #include "engine/backup/backup.h"
 
 #include <errno.h>

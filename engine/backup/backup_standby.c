@@ -28,7 +28,7 @@
  *   is where a restore of the backup becomes consistent.
  */
 #include "engine/backup/backup_internal.h"
-#include "engine/pack/envelope.h"
+#include "engine/pack/pack.h"
 #include "common/fault.h"
 
 #include <inttypes.h>

@@ -1,15 +1,15 @@
 /*
- * engine/backup/check.c — `pageback check` (engine/backup/check.h): the server's side (data
+ * engine/backup/check.c — `pageback check` (engine/backup/backup.h): the server's side (data
  * directory, wal_level, archive_mode, archive_command, the archiver's failures), the
  * repository's (initialized for this cluster, writable, private) and the round trip of
  * one forced WAL segment, which is the proof the others only point at: a backup waits
  * for exactly that trip at its stop point.
  */
-#include "engine/backup/check.h"
+#include "engine/backup/backup.h"
 
 #include "engine/backup/backup_internal.h"
 #include "engine/chain/chain.h"
-#include "engine/pg/pgconn.h"
+#include "engine/pg/pg.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

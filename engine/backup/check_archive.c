@@ -7,7 +7,7 @@
  * % substitution. A word the shell would expand ($VAR, backticks) cannot be told from
  * the text: the verdict is then "cannot tell", never a guess.
  */
-#include "engine/backup/check.h"
+#include "engine/backup/backup.h"
 
 #include "engine/wal/wal.h"
 

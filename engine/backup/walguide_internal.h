@@ -1,6 +1,6 @@
 /*
- * engine/backup/walguide_internal.h — WAL-guided incrementals (reading less, prefix wg_): the blocks
- * that the archived WAL between the parent backup's start LSN and this backup's start LSN
+ * engine/backup/walguide_internal.h — WAL-guided incrementals (reading less, prefix wg_): the
+ * blocks that the archived WAL between the parent backup's start LSN and this backup's start LSN
  * names, per relation segment, and the relations and databases it cannot vouch for.
  * walguide.c holds the block set (bounded memory, spilled to the state directory beyond
  * a limit); walguide_read.c decodes the WAL window into it.

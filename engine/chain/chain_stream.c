@@ -6,7 +6,7 @@
  * with range reads; an older manifest (version 1, in the envelope) is read whole.
  */
 #include "engine/chain/chain.h"
-#include "engine/pack/envelope.h"
+#include "engine/pack/pack.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * Compression is zstd's one-shot API: objects are held in memory whole (a manifest, a
  * WAL segment of at most 1 GiB), which keeps this file simple.
  */
-#include "engine/pack/envelope.h"
+#include "engine/pack/pack.h"
 
 #include <inttypes.h>
 #include <stdbool.h>

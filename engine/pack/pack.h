@@ -4,18 +4,20 @@
  * a non-relation file) with its own header and checksum, so a restore can fetch any
  * frame with one range read without reading the pack from its start.
  * Format: docs/FORMAT.md.
+ *
+ * The one public header of the pack/ room, which also holds the envelope of whole
+ * objects and the page checks (each in its section below).
  */
 #ifndef PB_ENGINE_PACK_H
 #define PB_ENGINE_PACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/pb.h"
 #include "engine/storage/storage.h"
 #include "manifest/manifest.h"
-/* pack_object_encode / pack_object_decode, the envelope of whole objects (manifests). */
-#include "engine/pack/envelope.h"
 
 typedef struct pack_writer pack_writer;
 
@@ -203,5 +205,91 @@ void pack_cache_set_budget(pack_cache *c, uint64_t bytes);
 uint64_t pack_cache_held(pack_cache *c);
 /* s looks in c (which outlives s) before reading; NULL: no cache. */
 void pack_source_set_cache(pack_source *s, pack_cache *c);
+
+/*
+ * The envelope of whole compressed objects (prefix pack_, engine/pack/envelope.c):
+ * manifests ("PBZOBJ01") and archived WAL ("PBWAL001") are each one object of a 32-byte
+ * header and one zstd frame:
+ *
+ *   8 bytes magic, u64 raw length, u64 XXH3-64 of the raw bytes,
+ *   u64 XXH3-64 of the payload, then the payload (one zstd frame).
+ *
+ * Integers are little-endian (docs/FORMAT.md). The codec is parameterised by the magic
+ * and by the largest raw length its kind of object can have; it lives apart from
+ * pack.c (frames inside pack objects): the WAL room uses it without the pack writer.
+ */
+#define PACK_ENVELOPE_HEADER 32u
+#define PACK_OBJECT_MAGIC "PBZOBJ01"
+#define PACK_OBJECT_MAX_RAW (1ull << 34) /* 16 GiB: a manifest of ~2 billion pages */
+/* zstd cannot expand by more than this: a block yields at most 128 KiB and takes at
+ * least 4 bytes (3-byte header + 1 RLE byte). */
+#define PACK_ZSTD_MAX_RATIO 32768u
+
+/* Compress len raw bytes at zstd level into one object with this 8-byte magic and
+ * append it to out (out->len grows by the object's length; on failure out->len is
+ * unchanged). what names the object in messages (NULL: "a <len>-byte object").
+ * PB_ENOMEM, or PB_EIO when zstd fails. */
+int pack_envelope_encode(const void *raw, size_t len, const char *magic, int level,
+                         const char *what, pb_buf *out, pb_error *err);
+/* The same for raw bytes that come in pieces (a WAL segment read in chunks): read fills
+ * buf with up to cap bytes and sets *got (0 at the end). What is held is one piece and the
+ * object being built, which grows with the compressed bytes, not to the raw length
+ * (memory bounds). The raw length must be len exactly, else PB_EIO naming what (the source
+ * changed while it was read). */
+typedef int (*pack_piece_fn)(void *ctx, void *buf, size_t cap, size_t *got, pb_error *err);
+#define PACK_ENVELOPE_PIECE (1u << 20)
+int pack_envelope_encode_pieces(pack_piece_fn read, void *ctx, uint64_t len, const char *magic,
+                                int level, const char *what, pb_buf *out, pb_error *err);
+/* Verify an object with this magic and decompress it into *out (malloc'd, caller frees;
+ * NULL on failure). The raw length in the header is bounded by max_raw, by SIZE_MAX and
+ * by what the payload can expand to (PACK_ZSTD_MAX_RATIO), and memory grows with the
+ * bytes actually decompressed, so a crafted header cannot make it allocate much more
+ * than the real content. Every failure but PB_ENOMEM is PB_ECORRUPT naming what. */
+int pack_envelope_decode(const void *obj, size_t len, const char *magic, uint64_t max_raw,
+                         const char *what, void **out, size_t *out_len, pb_error *err);
+
+/* The manifest envelope: magic PACK_OBJECT_MAGIC, raw length at most PACK_OBJECT_MAX_RAW. */
+int pack_object_encode(const void *raw, size_t len, int level, pb_buf *out, pb_error *err);
+int pack_object_decode(const void *obj, size_t len, const char *what, void **out,
+                       size_t *out_len, pb_error *err);
+
+/* Manifest version 2 chunks (one zstd frame each, level 3): the mf_codec engine/chain/chain.c
+ * hands to manifest/. decompress fails with PB_ECORRUPT unless the frame yields exactly
+ * raw_len bytes into dst. */
+int pack_chunk_compress(const void *data, size_t len, pb_buf *out, pb_error *err);
+int pack_chunk_decompress(const void *data, size_t len, void *dst, size_t raw_len,
+                          pb_error *err);
+
+/*
+ * PostgreSQL page inspection (prefix page_, engine/pack/page.c): header fields, the
+ * page checksum algorithm (FNV-1a based, as in PostgreSQL's checksum_impl.h),
+ * and the verdict the scanner acts on.
+ */
+typedef struct page_header {
+    uint64_t lsn;      /* pd_lsn as a 64-bit LSN */
+    uint16_t checksum; /* pd_checksum */
+    uint16_t flags;
+    uint16_t lower, upper, special;
+    uint16_t pagesize_version;
+    uint32_t prune_xid;
+} page_header;
+
+/* Decode the header of an 8 kB page (little-endian host layout, as PostgreSQL writes it). */
+void page_read_header(const uint8_t *page, page_header *out);
+
+/* PostgreSQL's pg_checksum_page(): blkno is the block number within the relation
+ * (segment number * RELSEG_SIZE + block in segment). */
+uint16_t page_checksum(const uint8_t *page, uint32_t blkno);
+
+typedef enum page_verdict {
+    PAGE_OK = 0,           /* header sane, checksum matches (or checksums off) */
+    PAGE_NEW = 1,          /* all zeroes: valid, new page */
+    PAGE_BAD_HEADER = 2,   /* header fields impossible */
+    PAGE_BAD_CHECKSUM = 3, /* header sane, checksum mismatch */
+} page_verdict;
+
+/* Inspect one page. with_checksums: the cluster has data checksums on. */
+page_verdict page_verify(const uint8_t *page, uint32_t blkno, bool with_checksums);
+bool page_is_zero(const uint8_t *page);
 
 #endif

@@ -12,7 +12,7 @@
  * server does, because the page bytes were written by a server on this
  * architecture.
  */
-#include "engine/pack/page.h"
+#include "engine/pack/pack.h"
 
 #include <string.h>
 

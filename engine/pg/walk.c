@@ -25,7 +25,7 @@
  * the link. pg_wal is reported as a directory even when it is a symlink. Any other
  * symlink, socket, fifo or device is skipped with a warning, as pg_basebackup does.
  */
-#include "engine/pg/walk.h"
+#include "engine/pg/pg.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -8,14 +8,14 @@
  * name (two clusters archiving into one repository, a promoted standby on the wrong
  * timeline) must be refused loudly and never overwrite what is there.
  *
- * The object is the envelope of engine/pack/envelope.h under its own magic: one codec (and one
+ * The object is the envelope of engine/pack/pack.h under its own magic: one codec (and one
  * set of bounds against a hostile repository) for manifests and WAL. WAL files are at
  * most 1 GiB and usually 16 MiB: a push reads and compresses one in pieces and holds the
  * compressed object (repo_put_new takes it whole); a get holds one decoded whole.
  */
 #include "engine/wal/wal.h"
 #include "engine/wal/wal_internal.h"
-#include "engine/pack/envelope.h"
+#include "engine/pack/pack.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -2,7 +2,7 @@
  * engine/wal/wal.h — the WAL room (prefix arch_): the WAL archive in the repository,
  * WAL file names, timeline history files and the archive-get spool. Segments are stored
  * under "wal/<timeline>/<name>.zst" and history files under "wal/history/<name>.zst", each
- * in the object envelope (engine/pack/envelope.h, magic "PBWAL001") whose header carries the
+ * in the object envelope (engine/pack/pack.h, magic "PBWAL001") whose header carries the
  * raw size and hash, so a second push of the same segment is recognised as identical and
  * a different one is refused.
  *

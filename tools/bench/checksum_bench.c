@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "common/pb.h"
-#include "engine/pack/page.h"
+#include "engine/pack/pack.h"
 #include "tools/bench/checksum_ref.h"
 
 typedef uint16_t (*checksum_fn)(const uint8_t *page, uint32_t blkno);

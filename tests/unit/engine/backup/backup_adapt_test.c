@@ -1,7 +1,7 @@
 /* tests/unit/engine/backup/backup_adapt_test.c — the compression level policy (a pure function of
  * the queue's observations), the per-level and per-stage accounting, and a frame written at
  * a negative ("fast") level read back byte-exact. */
-#include "engine/backup/backup_pipe.h"
+#include "engine/backup/backup_pipe_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
- * tests/unit/engine/backup/backup_cache_test.c — engine/backup/backup_cache.c: mincore counts a file's
- * resident bytes (none after POSIX_FADV_DONTNEED, all after a buffered read, the short
+ * tests/unit/engine/backup/backup_cache_test.c — engine/backup/backup_cache.c: mincore counts
+ * a file's resident bytes (none after POSIX_FADV_DONTNEED, all after a buffered read, the short
  * last page by its bytes), and a read that leaves pages behind is counted once as left.
  */
 #include "engine/backup/backup_internal.h"

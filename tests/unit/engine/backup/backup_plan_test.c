@@ -1,6 +1,6 @@
 /*
- * tests/unit/engine/backup/backup_plan_test.c — engine/backup/backup_plan.c: full or incremental, from
- * synthetic manifests in a posix repository. Each rule (no backup, --type full, another
+ * tests/unit/engine/backup/backup_plan_test.c — engine/backup/backup_plan.c: full or
+ * incremental, from synthetic manifests in a posix repository. Each rule (no backup, --type full, another
  * cluster, --full-every, --full-after, a damaged head, a broken chain) plans a full
  * backup; otherwise an incremental on top of the chain head by history order (not the
  * last id: a rebase's synthetic full of an older state sorts last). A storage observer

@@ -1,6 +1,6 @@
 /*
- * tests/unit/engine/backup/backup_records_test.c — engine/backup/backup_records.c (memory bounds): a
- * backup's records go through the streaming writer and a spool, so what it holds at once
+ * tests/unit/engine/backup/backup_records_test.c — engine/backup/backup_records.c (memory
+ * bounds): a backup's records go through the streaming writer and a spool, so what it holds at once
  * is bounded by a chunk whatever the number of files. Drives the writer path with
  * synthetic relation records (300 and 30,000 files of 128 shipped pages: a 0.3 MB and a
  * 31 MB manifest) plus the records that come out of path order (pg_control, backup_label,

@@ -1,6 +1,6 @@
 /*
- * tests/unit/engine/backup/backup_skip_test.c — engine/backup/backup_skip.c: the file-level skip rule
- * (each reason to read, and the one way to skip) and when a verify scan is due, from
+ * tests/unit/engine/backup/backup_skip_test.c — engine/backup/backup_skip.c: the file-level
+ * skip rule (each reason to read, and the one way to skip) and when a verify scan is due, from
  * synthetic chains of manifest headers.
  */
 #include "engine/backup/backup_internal.h"

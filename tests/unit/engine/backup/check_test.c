@@ -1,9 +1,9 @@
 /*
- * tests/unit/engine/backup/check_test.c — engine/backup/check_archive.c: where archive_command sends
- * WAL, read from its text as the shell and PostgreSQL read it, and "cannot tell" when
+ * tests/unit/engine/backup/check_test.c — engine/backup/check_archive.c: where archive_command
+ * sends WAL, read from its text as the shell and PostgreSQL read it, and "cannot tell" when
  * the shell would decide at run time.
  */
-#include "engine/backup/check.h"
+#include "engine/backup/backup.h"
 #include "tests/unit/pbtest.h"
 
 #include <string.h>

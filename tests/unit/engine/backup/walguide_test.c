@@ -1,6 +1,6 @@
 /*
- * tests/unit/engine/backup/walguide_test.c — engine/backup/walguide.c: the WAL block set gives each
- * relation segment its named blocks sorted and distinct, the same whether it stayed in
+ * tests/unit/engine/backup/walguide_test.c — engine/backup/walguide.c: the WAL block set
+ * gives each relation segment its named blocks sorted and distinct, the same whether it stayed in
  * memory or spilled sorted runs to disk (a tiny memory limit forces many runs, with
  * duplicates across them); marked relations and databases are read whole; paths map to
  * the right keys.

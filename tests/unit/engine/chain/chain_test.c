@@ -1,6 +1,6 @@
 /*
- * tests/unit/engine/chain/chain_test.c — engine/chain/chain_order.c: history order (stop LSN, a synthetic
- * full after the real backup it copies, never id order), the chain head, and retention
+ * tests/unit/engine/chain/chain_test.c — engine/chain/chain_order.c: history order (stop LSN,
+ * a synthetic full after the real backup it copies, never id order), the chain head, and retention
  * that keeps every ancestor a kept backup needs. The rebase scenario: full, incr 1,
  * incr 2, then a synthetic full of incr 1 whose id sorts last. And engine/chain/chain.c's one
  * object deletion, used by chain_drop and by expire for WAL.

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/pb.h"
-#include "engine/pack/page.h"
+#include "engine/pack/pack.h"
 #include "tools/bench/checksum_ref.h"
 #include "tests/unit/pbtest.h"
 

@@ -5,7 +5,7 @@
  * Usage: pgconn_probe [CONNINFO] (else PB_TEST_CONNINFO). With PB_TEST_PGLOG set to the
  * server log (log_checkpoints = on), it also checks which kind of checkpoint each
  * pg_backup_start asked for. */
-#include "engine/pg/pgconn.h"
+#include "engine/pg/pg.h"
 #include "tests/unit/pbtest.h"
 
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* tests/unit/engine/pg/walk_test.c — exclusion and relation rules, and a walk over a synthetic
  * PGDATA with a tablespace, an unlogged relation and the usual excluded files. */
-#include "engine/pg/walk.h"
+#include "engine/pg/pg.h"
 #include "tests/unit/pbtest.h"
 
 #include <errno.h>

@@ -1,12 +1,12 @@
 /*
- * engine/backup/backup_pipe.h — compression off the reading thread (prefix bk_pipe_). The
- * scanning thread fills frame buffers taken from a bounded pool and submits them; a
- * worker compresses and appends them to the pack writer in submission order. The pool
- * bounds memory (BK_PIPE_JOBS x PACK_MAX_FRAME_RAW) and makes the reader wait when
+ * engine/backup/backup_pipe_internal.h — compression off the reading thread (prefix
+ * bk_pipe_). The scanning thread fills frame buffers taken from a bounded pool and submits
+ * them; a worker compresses and appends them to the pack writer in submission order. The
+ * pool bounds memory (BK_PIPE_JOBS x PACK_MAX_FRAME_RAW) and makes the reader wait when
  * compression falls behind. The frames submitted between two bk_pipe_file_end calls are
  * one file's: the reader goes on to the next file at once and takes a file's runs (their
- * locations) once its last frame is stored (engine/backup/backup_records.c, "pending records").
- * Private to engine/.
+ * locations) once its last frame is stored (engine/backup/backup_records.c, "pending
+ * records"). Private to engine/backup/.
  */
 #ifndef PB_ENGINE_BACKUP_PIPE_H
 #define PB_ENGINE_BACKUP_PIPE_H
