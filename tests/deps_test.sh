@@ -16,16 +16,24 @@ allowed_for() {
         manifest) echo "common/pb.h" ;;
         # The storage room (repo_*, posix and S3 drivers) stands on common/ alone.
         engine/storage) echo "common/" ;;
-        engine) echo "common/ manifest/manifest.h engine/storage/storage.h engine/wal/wal.h \
-engine/pgver/pgver.h" ;;
+        # engine/'s rooms (docs/DESIGN.md, "Rooms and arrows"): another room only through
+        # its one public header, engine/<room>/<room>.h, and only along these arrows.
+        engine/scan) echo "common/" ;;
+        engine/pack) echo "common/ manifest/manifest.h engine/storage/storage.h" ;;
+        engine/pg) echo "common/ manifest/manifest.h engine/pgver/pgver.h" ;;
+        engine/chain) echo "common/ manifest/manifest.h engine/storage/storage.h \
+engine/pack/pack.h engine/wal/wal.h" ;;
+        engine/backup) echo "common/ manifest/manifest.h engine/storage/storage.h \
+engine/wal/wal.h engine/pgver/pgver.h engine/scan/scan.h engine/pack/pack.h \
+engine/chain/chain.h engine/pg/pg.h" ;;
         # The version layer: facts of each PostgreSQL major, on common/ alone.
         engine/pgver) echo "common/" ;;
-        # The WAL room: storage and the object envelope, nothing of the backup path.
+        # The WAL room: storage and the object envelope (pack/), nothing of the backup path.
         engine/wal) echo "common/ engine/storage/storage.h engine/pack/pack.h engine/pgver/pgver.h" ;;
         # restore/ may use the repository (storage), pack reading, the chain and the
-        # WAL archive; never the backup path (walk, scan, page, backup, pgconn).
+        # WAL archive; never the backup path (backup/, scan/, pg/).
         restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack/pack.h \
-engine/pack/pack.h engine/chain/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
+engine/chain/chain.h engine/wal/wal.h engine/pgver/pgver.h" ;;
         tools) echo "common/ manifest/ engine/ restore/restore.h" ;;
     esac
 }
@@ -36,6 +44,7 @@ room_of() {
         engine/storage/*) echo "engine/storage" ;;
         engine/wal/*) echo "engine/wal" ;;
         engine/pgver/*) echo "engine/pgver" ;;
+        engine/*/*) echo "${1%/*}" | cut -d/ -f1-2 ;;
         *) echo "${1%%/*}" ;;
     esac
 }
@@ -75,6 +84,12 @@ check_project_include() {
     # (engine/storage/s3/ implements engine/storage/storage_internal.h's vtable).
     case $inc in
         *_internal.h) case "$(dirname "$file")/" in "$(dirname "$inc")/"*) ;; *) ok=0 ;; esac ;;
+    esac
+    # From outside an engine room, only its public header: engine/<room>/<room>.h.
+    local to
+    to=$(room_of "$inc")
+    case $to in
+        engine/*) [ "$to" != "$room" ] && [ "$inc" != "$to/${to#engine/}.h" ] && ok=0 ;;
     esac
     if [ $ok = 1 ]; then passed=$((passed + 1)); else fail "$file includes \"$inc\" ($room/ may not)"; fi
 }
