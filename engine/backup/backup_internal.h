@@ -206,16 +206,16 @@ int bk_records_apply(bk_ctx *ctx, mf_catalog *cat, pb_error *err);
  * walk's path order; *out is valid until the next call. */
 int bk_parent_find(bk_ctx *ctx, const char *path, const mf_file **out, pb_error *err);
 /* A cursor over the parent's records (bk_parent_find's, one per backup: the progress
- * plan reads none): a forward-only find. Start with BK_CURSOR_INIT. */
-typedef struct bk_cursor {
+ * plan reads none): a forward-only find. Start with BK_PARENT_CURSOR_INIT. */
+typedef struct bk_parent_cursor {
     mf_stream *s;
     mf_file cur;  /* the record at the cursor */
     int state;    /* 1: cur holds one; 0: past the end (or closed); -1: not opened */
-} bk_cursor;
-#define BK_CURSOR_INIT {NULL, {0}, -1}
-int bk_cursor_find(bk_ctx *ctx, bk_cursor *c, const char *path, const mf_file **out,
+} bk_parent_cursor;
+#define BK_PARENT_CURSOR_INIT {NULL, {0}, -1}
+int bk_parent_cursor_find(bk_ctx *ctx, bk_parent_cursor *c, const char *path, const mf_file **out,
                    pb_error *err);
-void bk_cursor_close(bk_cursor *c); /* what a cursor holds; it reads nothing more */
+void bk_parent_cursor_close(bk_parent_cursor *c); /* what a cursor holds; it reads nothing more */
 void bk_records_free(bk_records *rec); /* accepts NULL */
 
 /* Back up one walked entry into ctx->rec. A file that vanished is skipped (not an error). */

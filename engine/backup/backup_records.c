@@ -59,7 +59,7 @@ struct bk_records {
     mf_file late[BK_LATE_MAX];
     size_t nlate;
     uint64_t late_bytes;
-    bk_cursor prev;       /* the parent's records along the walk */
+    bk_parent_cursor prev;       /* the parent's records along the walk */
     uint64_t records_held, records_peak, bytes_peak;
     pending queue[BK_PENDING_FILES]; /* a ring: npending from qhead */
     size_t qhead, npending;
@@ -156,7 +156,7 @@ int bk_records_open(bk_ctx *ctx, pb_error *err)
     if (!rec)
         return pb_fail(err, PB_ENOMEM, "out of memory for the manifest writer");
     rec->a.fd = rec->b.fd = -1;
-    rec->prev = (bk_cursor)BK_CURSOR_INIT;
+    rec->prev = (bk_parent_cursor)BK_PARENT_CURSOR_INIT;
     ctx->rec = rec;
     const mf_backup *h = mf_header_c(ctx->m);
     int rc = spool_open(&rec->a, ctx->opts->state_dir, h->id, "records", err);
@@ -177,7 +177,7 @@ void bk_records_free(bk_records *rec)
         mf_file_clear(&rec->late[i]);
     for (size_t i = 0; i < rec->npending; i++)
         mf_file_clear(&rec->queue[(rec->qhead + i) % BK_PENDING_FILES].f);
-    bk_cursor_close(&rec->prev);
+    bk_parent_cursor_close(&rec->prev);
     free(rec);
 }
 
@@ -381,7 +381,7 @@ int bk_records_commit(bk_ctx *ctx, pb_error *err)
     chain_backup_dir(key, sizeof(key), h->id);
     strcat(key, "/manifest");
     /* The parent's stream is done with: the walk is over. */
-    bk_cursor_close(&rec->prev);
+    bk_parent_cursor_close(&rec->prev);
     if (rec->npending) /* the scan settles every record before the stop */
         return pb_fail(err, PB_ESTATE, "backup %s: %zu file records still wait for their "
                        "frames at the commit", h->id, rec->npending);
@@ -416,7 +416,7 @@ int bk_records_apply(bk_ctx *ctx, mf_catalog *cat, pb_error *err)
     return rc;
 }
 
-void bk_cursor_close(bk_cursor *c)
+void bk_parent_cursor_close(bk_parent_cursor *c)
 {
     mf_file_clear(&c->cur);
     mf_stream_close(c->s);
@@ -424,7 +424,7 @@ void bk_cursor_close(bk_cursor *c)
     c->state = 0;
 }
 
-int bk_cursor_find(bk_ctx *ctx, bk_cursor *c, const char *path, const mf_file **out,
+int bk_parent_cursor_find(bk_ctx *ctx, bk_parent_cursor *c, const char *path, const mf_file **out,
                    pb_error *err)
 {
     *out = NULL;
@@ -456,7 +456,7 @@ int bk_cursor_find(bk_ctx *ctx, bk_cursor *c, const char *path, const mf_file **
 
 int bk_parent_find(bk_ctx *ctx, const char *path, const mf_file **out, pb_error *err)
 {
-    int rc = bk_cursor_find(ctx, &ctx->rec->prev, path, out, err);
+    int rc = bk_parent_cursor_find(ctx, &ctx->rec->prev, path, out, err);
     note_held(ctx->rec, 0);
     return rc;
 }

@@ -24,7 +24,7 @@ typedef struct chain_ids {
 int chain_list(repo *r, chain_ids *out, pb_error *err);
 void chain_ids_free(chain_ids *ids);
 
-/* ---- history order (engine/chain/chain_order.c) ----------------------------------------
+/* ---- history order (engine/chain/chain_order.c, loading: chain_history.c) ---------------
  * Backups ordered by the state they hold, never by id (a rebase makes an id that sorts
  * last for an older state): stop LSN, then a synthetic full after a real backup with the
  * same stop point, then stop time, then id. Every "newest"/"latest"/"before the target"
@@ -32,8 +32,8 @@ void chain_ids_free(chain_ids *ids);
 typedef struct chain_history {
     mf_backup *items; /* manifest headers, oldest state first */
     size_t count;
-    /* Timelines (engine/chain/chain_timeline.c): the order is along the history of `timeline`
-     * (the newest in the archive, or the one asked for). items[0..off_path) lie on
+    /* Timelines (engine/chain/chain_timeline.c): the order is along the history of
+     * `timeline` (the newest in the archive, or the one asked for). items[0..off_path) lie on
      * branches that history left (their stop is past the switch point), each branch
      * older than everything on the path; items[off_path..count) are on it. compete:
      * `timeline` holds no backup of its own while another branch has one past the
@@ -45,7 +45,8 @@ typedef struct chain_history {
 
 /* < 0, 0, > 0 as a's state comes before, is, or comes after b's. */
 int chain_cmp_history(const mf_backup *a, const mf_backup *b);
-/* Load every committed backup's header in history order. A damaged manifest fails the
+/* Load every committed backup's header in history order (engine/chain/chain_history.c,
+ * with chain_history_load_on and chain_head). A damaged manifest fails the
  * load (PB_ECORRUPT naming it); one removed since the listing is skipped. Free with
  * chain_history_free (accepts NULL). */
 int chain_history_load(repo *r, chain_history *out, pb_error *err);

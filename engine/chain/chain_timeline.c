@@ -119,14 +119,6 @@ int chain_history_place(repo *r, uint32_t tli, chain_history *h, pb_error *err)
     return rc;
 }
 
-int chain_history_load_on(repo *r, uint32_t tli, chain_history *out, pb_error *err)
-{
-    int rc = chain_history_load_all(r, out, NULL, err);
-    if (rc == 0 && tli && (rc = chain_history_place(r, tli, out, err)) != 0)
-        chain_history_free(out);
-    return rc;
-}
-
 const mf_backup *chain_history_newest(const chain_history *h)
 {
     return h->count > h->off_path ? &h->items[h->count - 1] : NULL;

@@ -38,67 +38,6 @@
 #define METHOD_PREAD "pread+O_DIRECT"
 #define METHOD_BUFFERED "buffered+fadvise"
 
-/* ------------------------------------------------------------------ opening */
-
-static int open_flags(int flags, const char *path)
-{
-    int fd = open(path, flags);
-    if (fd < 0 && errno == EPERM && (flags & O_NOATIME))
-        fd = open(path, flags & ~O_NOATIME); /* O_NOATIME needs ownership or CAP_FOWNER */
-    return fd;
-}
-
-/* Open path for reading, O_DIRECT when wanted and possible. A file system that
- * refuses O_DIRECT (EINVAL: tmpfs before Linux 6.6, ramfs, some FUSE) gets buffered
- * reads; the caller drops what it read from the cache with fadvise. */
-static int open_for_scan(scanner *s, const char *path, bool warn, scan_fd *out, pb_error *err)
-{
-    const int base = O_RDONLY | O_CLOEXEC | O_NOATIME;
-    out->fd = -1;
-    out->direct = false;
-    out->spans = NULL;
-    out->nspans = 0;
-    if (s->direct) {
-        out->fd = open_flags(base | O_DIRECT, path);
-        if (out->fd >= 0) {
-            out->direct = true;
-        } else if (errno == EINVAL) {
-            if (warn && !s->warned) {
-                pb_warn("%s: O_DIRECT refused by the file system (EINVAL); reading buffered "
-                        "and dropping what was read from the page cache",
-                        path);
-                s->warned = true;
-            }
-        } else {
-            goto failed;
-        }
-    }
-    if (out->fd < 0)
-        out->fd = open_flags(base, path);
-    if (out->fd < 0)
-        goto failed;
-
-    struct stat st;
-    if (fstat(out->fd, &st) != 0) {
-        int rc = pb_fail_errno(err, PB_EIO, "fstat %s", path);
-        close(out->fd);
-        out->fd = -1;
-        return rc;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(out->fd);
-        out->fd = -1;
-        return pb_fail(err, PB_EINVAL, "%s: not a regular file", path);
-    }
-    out->size = (uint64_t)st.st_size;
-    return 0;
-
-failed:
-    if (errno == ENOENT)
-        return pb_fail_errno(err, PB_ENOENT, "open %s", path);
-    return pb_fail_errno(err, PB_EIO, "open %s", path);
-}
-
 /* ------------------------------------------------------------------ public */
 
 /* Register the read buffers with the ring so the kernel pins them once, not on every
@@ -240,28 +179,6 @@ void scan_free(scanner *s)
     free(s);
 }
 
-/* ------------------------------------------------------------------ reading ahead */
-
-bool scan_open_next(scanner *s, scan_fd *f)
-{
-    pb_error quiet = PB_ERROR_INIT;
-    if (!s->next_path || open_for_scan(s, s->next_path, false, f, &quiet) != 0)
-        return false;
-    if (f->direct && f->size > 0)
-        return true;
-    close(f->fd);
-    f->fd = -1;
-    return false;
-}
-
-void scan_carry_drop(scanner *s)
-{
-    if (s->carry.ready)
-        close(s->carry.f.fd);
-    free(s->carry.path);
-    memset(&s->carry, 0, sizeof(s->carry));
-}
-
 int scan_set_next(scanner *s, const char *path, pb_error *err)
 {
     free(s->next_path);
@@ -281,7 +198,7 @@ static int open_scanned(scanner *s, const char *path, scan_fd *f, pb_error *err)
         *f = s->carry.f;
         return 0;
     }
-    int rc = open_for_scan(s, path, true, f, err);
+    int rc = scan_open_fd(s, path, true, f, err);
     if (rc != 0 || f->size > 0)
         scan_carry_drop(s);
     return rc;
@@ -314,7 +231,7 @@ int scan_read_spans(scanner *s, const char *path, const scan_span *spans, size_t
             return pb_fail(err, PB_EINVAL, "%s: read request %zu is not page-aligned, in "
                            "order and within the read size", path, i);
     scan_fd f;
-    int rc = open_for_scan(s, path, true, &f, err);
+    int rc = scan_open_fd(s, path, true, &f, err);
     if (rc != 0)
         return rc;
     *size_at_open = f.size;
@@ -334,7 +251,7 @@ int scan_reread(scanner *s, const char *path, uint64_t offset, void *buf, size_t
 {
     scan_fd f;
     uint8_t *bounce = NULL;
-    int rc = open_for_scan(s, path, false, &f, err);
+    int rc = scan_open_fd(s, path, false, &f, err);
     if (rc != 0)
         return rc;
     /* Read the aligned range covering [offset, offset+len) into a bounce buffer: the

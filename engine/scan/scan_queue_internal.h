@@ -117,6 +117,9 @@ struct scanner {
 
 /* Open s->next_path for a carried read into *f (O_DIRECT only: false when it cannot be
  * carried; the scan of that file then opens it as usual and reports what is wrong). */
+/* Open path for reading (scan_open.c), O_DIRECT when s wants it and the file system takes
+ * it, else buffered (warn: say so once). Not a regular file: PB_EINVAL; absent: PB_ENOENT. */
+int scan_open_fd(scanner *s, const char *path, bool warn, scan_fd *out, pb_error *err);
 bool scan_open_next(scanner *s, scan_fd *f);
 /* Forget the carried read (its request is complete): close its file. */
 void scan_carry_drop(scanner *s);
