@@ -10,6 +10,13 @@
  */
 #include "engine/wal/wal.h"
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_file_internal.h"
+#include "engine/backup/backup_identity_internal.h"
+#include "engine/backup/backup_plan_internal.h"
+#include "engine/backup/backup_records_internal.h"
+#include "engine/backup/backup_skip_internal.h"
+#include "engine/backup/backup_standby_internal.h"
+#include "engine/backup/backup_throttle_internal.h"
 #include "engine/chain/chain.h"
 #include "engine/pg/pg.h"
 #include "common/fault.h"

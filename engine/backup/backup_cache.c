@@ -11,6 +11,7 @@
  * The cost is two mappings and one byte of vector per 4 KiB page, window by window.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_throttle_internal.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -4,6 +4,10 @@
  * whole when their hash changed.
  */
 #include "engine/backup/backup_rel_internal.h"
+#include "engine/backup/backup_file_internal.h"
+#include "engine/backup/backup_records_internal.h"
+#include "engine/backup/backup_skip_internal.h"
+#include "engine/backup/backup_throttle_internal.h"
 #include "engine/pack/pack.h"
 #include "common/fault.h"
 

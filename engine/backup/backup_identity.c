@@ -12,6 +12,7 @@
  *   the trace WAL does not have. A break reads every page by hash instead.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_identity_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

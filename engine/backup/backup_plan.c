@@ -9,6 +9,7 @@
  * database (memory bounds).
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_plan_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

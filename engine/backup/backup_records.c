@@ -24,6 +24,7 @@
  * same way: a stream over its manifest, advanced in path order along the walk.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_records_internal.h"
 #include "common/fault.h"
 
 #include <errno.h>

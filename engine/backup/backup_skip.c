@@ -16,6 +16,8 @@
  * (docs/DESIGN.md, "How the cost follows the change").
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_identity_internal.h"
+#include "engine/backup/backup_skip_internal.h"
 #include "common/fault.h"
 #include "engine/wal/wal.h"
 

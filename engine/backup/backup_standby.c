@@ -28,6 +28,7 @@
  *   is where a restore of the backup becomes consistent.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_standby_internal.h"
 #include "engine/pack/pack.h"
 #include "common/fault.h"
 

@@ -5,6 +5,7 @@
  * Split from backup.c so the backup's order of steps reads on one screen there.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_throttle_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -8,6 +8,7 @@
 #include "engine/backup/backup.h"
 
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_identity_internal.h"
 #include "engine/chain/chain.h"
 #include "engine/pg/pg.h"
 

@@ -1,5 +1,6 @@
 /* engine/pg/pgconn_internal.h — what engine/pg/pgconn.c shares with
- * engine/pg/pgconn_summary.c: the session and its query helpers. Only these two files include <libpq-fe.h>. */
+ * engine/pg/pgconn_summary.c: the session and its query helpers. Only these two files
+ * include <libpq-fe.h>. */
 #ifndef PB_ENGINE_PGCONN_INTERNAL_H
 #define PB_ENGINE_PGCONN_INTERNAL_H
 

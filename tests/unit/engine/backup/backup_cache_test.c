@@ -4,6 +4,7 @@
  * last page by its bytes), and a read that leaves pages behind is counted once as left.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_throttle_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>

@@ -10,6 +10,7 @@
  * fails the backup naming the file; the commit refuses while a record is pending.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_records_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <stdio.h>

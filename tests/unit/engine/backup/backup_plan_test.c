@@ -7,6 +7,7 @@
  * checks that no manifest is read whole (headers by range reads, records streamed).
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_plan_internal.h"
 #include "tests/unit/fixtures.h"
 
 #include <stdio.h>

@@ -10,6 +10,7 @@
  * records are found forward along the walk; nothing is left in the state directory.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_records_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <dirent.h>

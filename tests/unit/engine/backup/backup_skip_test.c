@@ -4,6 +4,8 @@
  * synthetic chains of manifest headers.
  */
 #include "engine/backup/backup_internal.h"
+#include "engine/backup/backup_identity_internal.h"
+#include "engine/backup/backup_skip_internal.h"
 #include "tests/unit/pbtest.h"
 
 #include <string.h>
