@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "common/pb.h"
 #include "engine/storage/storage.h"
@@ -198,5 +200,27 @@ void chain_new_id(char out[MF_ID_LEN], char type, const char *after);
 
 /* Key helpers. */
 void chain_backup_dir(char *out, size_t cap, const char *id);
+
+/* ---- expire (engine/chain/chain_expire.c) ------------------------------------------------ */
+/* What expire keeps: one of retain_full (a count of fulls), retain_full_days (a window
+ * measured back from now, unix s) or set (that backup and every incremental built on it
+ * go; refused when that would drop the newest backup of the newest timeline, or the
+ * newest of a competing branch). retain_archive N: WAL before the start of the newest N
+ * fulls goes too, except each older kept backup's own. out: where what goes is said
+ * (NULL: quiet). */
+typedef struct chain_expire_opts {
+    unsigned retain_full;
+    unsigned retain_full_days;
+    unsigned retain_archive;
+    const char *set;
+    bool dry_run; /* say what would go, remove nothing */
+    int64_t now;
+    FILE *out;
+} chain_expire_opts;
+/* Remove what o no longer keeps, with the repository's writer lock held: the record
+ * first, then the backups newest first (a kill leaves every listed backup with its whole
+ * chain), then the WAL no kept backup needs. A backup the record lists without a
+ * manifest stops it before anything is removed (PB_ESTATE naming it). */
+int chain_expire(repo *r, const chain_expire_opts *o, pb_error *err);
 
 #endif
