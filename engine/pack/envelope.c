@@ -1,5 +1,5 @@
 /*
- * engine/pack/envelope.c — the envelope of whole compressed objects (layout in envelope.h,
+ * engine/pack/envelope.c — the envelope of whole compressed objects (layout in pack.h,
  * docs/FORMAT.md). One codec for every kind, so the bounds that protect a reader from a
  * hostile repository (the raw length against the kind's maximum and against what the
  * payload can expand to; memory that follows the bytes really decompressed) are

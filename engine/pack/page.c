@@ -1,6 +1,6 @@
 /*
  * engine/pack/page.c — PostgreSQL page header decoding, the page checksum and the
- * verdict the backup acts on (see page.h).
+ * verdict the backup acts on (see pack.h).
  *
  * The checksum is PostgreSQL's pg_checksum_page() (src/include/storage/
  * checksum_impl.h), re-implemented here: the page is read as a 2-D array of
