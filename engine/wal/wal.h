@@ -65,7 +65,7 @@ int arch_list(repo *r, unsigned kinds, arch_list_cb cb, void *ctx, pb_error *err
 #define ARCH_LONG_PHD 40
 int arch_check_first_page(const uint8_t *page, uint64_t len, const char *name,
                           const char *what, pb_error *err);
-/* The WAL file at path (archive_command's %p, local_file.c) against its name: *segment
+/* The WAL file at path (archive_command's %p, archive.c) against its name: *segment
  * false for a file with no long header (history, .backup: nothing checked), else the page
  * magic and arch_check_first_page, PB_EINVAL naming the file when they do not match; on
  * success *sysid is the segment's xlp_sysid, the cluster it belongs to. */

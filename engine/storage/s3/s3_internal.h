@@ -112,7 +112,7 @@ void s3_writer_abort(void *wv);
 /* Abort the multipart upload upload_id of full_key (full: prefix included). */
 int s3_abort_upload(s3_repo *r, const char *full_key, const char *upload_id, pb_error *err);
 
-/* ---------- s3_ops.c ---------- */
+/* ---------- s3_http.c: keys and the one-request PUT ---------- */
 
 /* prefix + key, malloc'd; NULL when out of memory. */
 char *s3_full_key(const s3_repo *r, const char *key);
