@@ -418,9 +418,11 @@ static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
     return 0;
 }
 
-int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
+int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
 {
-    *out = NULL;
+    memset(res, 0, sizeof(*res));
+    repo_requests q0, q1;
+    repo_requests_get(r, &q0);
     pgc *conn = NULL;
     pgc_info info;
     bk_plan plan = {0};
@@ -429,6 +431,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
     memset(&ctx, 0, sizeof(ctx));
     ctx.opts = opts;
     ctx.repo = r;
+    ctx.report = &res->io;
     double t_begin = pb_now(), t_mark = t_begin; /* the steps' times (bk_stages) */
     /* Rule of politeness: a backup yields the CPU to the database it protects. */
     if (opts->nice && setpriority(PRIO_PROCESS, 0, opts->nice) != 0)
@@ -517,7 +520,7 @@ int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);
         PB_FAULT_POINT("backup.after-catalog-update");
-        *out = ctx.m; /* the committed manifest's header and counters: the caller's now */
+        res->manifest = ctx.m; /* the committed header and counters: the caller's now */
         ctx.m = NULL;
     }
 out:
@@ -548,20 +551,9 @@ out:
     /* After the report was taken (bk_finish_report): the steps' last two go in apart. */
     bk_stage_mark(&t_mark, &ctx.io.stages.exit_seconds);
     ctx.io.stages.total_seconds = t_mark - t_begin;
-    if (opts->report) {
-        opts->report->stages.exit_seconds = ctx.io.stages.exit_seconds;
-        opts->report->stages.total_seconds = ctx.io.stages.total_seconds;
-    }
+    res->io.stages.exit_seconds = ctx.io.stages.exit_seconds;
+    res->io.stages.total_seconds = ctx.io.stages.total_seconds;
     bk_log_fixed_costs(&ctx.io.stages);
-    return rc;
-}
-
-int bk_run_counted(repo *r, const bk_opts *opts, mf_manifest **out, bk_result *res,
-                   pb_error *err)
-{
-    repo_requests q0, q1;
-    repo_requests_get(r, &q0);
-    int rc = bk_run(r, opts, out, err);
     repo_requests_get(r, &q1);
     res->requests = repo_requests_since(&q1, &q0);
     return rc;

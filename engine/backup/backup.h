@@ -164,7 +164,6 @@ typedef struct bk_opts {
     unsigned cpu_weight;     /* --cpu-weight: a cgroup with this weight (0 = none) */
     bool checkpoint_fast;    /* --checkpoint fast; spread (false) is the default */
     uint64_t max_memory;     /* --max-memory: bound on the buffers (0 = unbounded) */
-    bk_io_report *report;    /* filled when not NULL (the caller's), on success and failure */
     bool compress_adapt;     /* --compress-adapt: step the level down while compression is
                               * behind the reads, back up to zstd_level when it idles */
     const char *annotations; /* --annotation: "key=value\n" lines for the manifest (NULL: none) */
@@ -172,20 +171,21 @@ typedef struct bk_opts {
 
 #define BK_OPTS_INIT {NULL, NULL, NULL, 0, 0, 0, true, true, BK_CHECKSUM_WARN, 1, 0, 0, \
                       300, 256ull << 20, 0, 10, BK_INCR_AUTO, 7, 7 * 86400, NULL, NULL, \
-                      SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, NULL, true, NULL}
+                      SCAN_IO_IDLE, 7, BK_CPU_IDLE, 0, false, 0, true, NULL}
 
-/* Run one backup into r. On success *out is the committed manifest's header and counters
- * without its file records (the caller's: free with mf_free), so a summary needs no second
- * download and the run never holds every record; NULL on failure. */
-int bk_run(repo *r, const bk_opts *opts, mf_manifest **out, pb_error *err);
-
-/* What a backup cost beyond what its manifest's header records. */
+/* What one backup hands back. */
 typedef struct bk_result {
-    repo_requests requests; /* object-store requests of this backup (storage.h) */
+    /* On success the committed manifest's header and counters without its file records
+     * (the caller's: free with mf_free), so a summary needs no second download and the
+     * run never holds every record; NULL on failure. */
+    mf_manifest *manifest;
+    bk_io_report io;        /* what was applied and counted (--report), also on failure */
+    repo_requests requests; /* object-store requests of this backup (storage.h), also on
+                             * failure */
 } bk_result;
-/* bk_run, and *res filled (also on failure) with what the run cost. */
-int bk_run_counted(repo *r, const bk_opts *opts, mf_manifest **out, bk_result *res,
-                   pb_error *err);
+
+/* Run one backup into r; *res is filled as bk_result says. */
+int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err);
 
 /*
  * What `pageback check` proves (engine/backup/check.c) before the first backup (prefix ck_):

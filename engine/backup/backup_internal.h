@@ -72,6 +72,7 @@ typedef struct bk_ctx {
     bk_progress progress; /* what opts->progress is shown */
     bk_io_report io;     /* what was applied and counted (backup_throttle.c) */
     pgc_control ctl_now; /* pg_control just after pg_backup_start (backup_identity.c) */
+    bk_io_report *report; /* the caller's copy (bk_result.io), taken by bk_finish_report */
 } bk_ctx;
 
 #endif

@@ -290,8 +290,8 @@ void bk_finish_report(bk_ctx *ctx)
             (double)io->peak_rss_bytes / 1048576.0, (double)io->buffer_bytes / 1048576.0);
     pb_detail("page cache: %.1f MiB of the %" PRIu64 " files read became resident while they "
             "were read", (double)io->page_cache_left_bytes / 1048576.0, io->page_cache_files);
-    if (ctx->opts->report)
-        *ctx->opts->report = *io;
+    if (ctx->report)
+        *ctx->report = *io;
 }
 
 void bk_stage_mark(double *mark, double *field)

@@ -17,7 +17,7 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err);
 void bk_apply_cpu_weight(const bk_opts *opts, bk_io_report *io);
 /* Leave and remove that cgroup (at the end of bk_run). */
 void bk_release_cpu_weight(bk_io_report *io);
-/* Log what was applied and counted; copy it to opts->report when given. */
+/* Log what was applied and counted; copy it to ctx->report when given. */
 void bk_finish_report(bk_ctx *ctx);
 
 /* Fixed costs (backup_throttle.c): add the time since *mark to *field and move *mark to
