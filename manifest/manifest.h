@@ -80,7 +80,7 @@ typedef struct mf_backup {
     uint64_t pages_missed;   /* verify scan: changed pages the cheaper method missed (a bug) */
     /* pg_control's latest checkpoint and data checksum version right after pg_backup_stop
      * (the stop point an incremental on top of this one must follow before it trusts WAL,
-     * engine/backup_identity.c). ctl_recorded false: an older manifest without them. */
+     * engine/backup/backup_identity.c). ctl_recorded false: an older manifest without them. */
     bool ctl_recorded;
     uint32_t ctl_checksum_version, ctl_timeline;
     uint64_t ctl_redo_lsn, ctl_checkpoint_lsn;

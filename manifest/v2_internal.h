@@ -24,7 +24,7 @@ enum {
     MF_T_STOP_TIME, MF_T_START_WAL, MF_T_STOP_WAL, MF_T_FILES, MF_T_SCANNED, MF_T_CHANGED,
     MF_T_IN_WINDOW, MF_T_BYTES_READ, MF_T_BYTES_STORED, MF_T_CSUM_ERRORS, MF_T_COLLISIONS,
     MF_T_SECONDS,
-    /* how the backup read (engine/backup_skip.c) */
+    /* how the backup read (engine/backup/backup_skip.c) */
     MF_T_READ_MODE, MF_T_VERIFY_SCAN, MF_T_MTIME_HORIZON, MF_T_FILES_SKIPPED,
     MF_T_BYTES_SKIPPED, MF_T_PAGES_MISSED,
     /* pg_control at the stop point, and why the backup read as it did (engine/

@@ -6,7 +6,7 @@
  * its full alone, and the calls, not the bytes, were what cost (docs/BENCHMARKS.md,
  * "Chain restore CPU", 2026-12-02). Each backup keeps the frame it decoded last: an
  * incremental's frame holds scattered pages of up to 128 MiB of the file
- * (engine/backup_internal.h), and the next regions need it again, so each frame is still
+ * (engine/backup/backup_internal.h), and the next regions need it again, so each frame is still
  * decoded once. That buffer is as long as the backup's largest frame and is freed once the
  * backup has no page left in the window (docs/DESIGN.md, "Memory"). Used on a local
  * repository only

@@ -3,7 +3,7 @@
  * buffers and zstd context and takes the next files from the chain's merged manifest
  * streams (restore/plan_merge.c), copying their records out under a lock; the repository
  * handle is shared (both drivers are thread-safe), and so is one pack cache, which reads
- * each small pack once for all of them (engine/pack.h). With object storage the time of
+ * each small pack once for all of them (engine/pack/pack.h). With object storage the time of
  * a restore is mostly request latency, which workers overlap.
  */
 #include "restore/plan.h"
@@ -26,9 +26,9 @@ typedef struct par_state {
     int rc;
     pb_error err;
     rs_progress progress; /* under mu */
-    pack_cache *cache;    /* small packs read once for all workers (engine/pack.h) */
+    pack_cache *cache;    /* small packs read once for all workers (engine/pack/pack.h) */
     uint64_t source_budget; /* each worker's pack source (split_memory; 0: default) */
-    pack_pool *pool;      /* what the sources hold beyond their floors, shared (engine/pack.h) */
+    pack_pool *pool;      /* what the sources hold beyond their floors, shared (engine/pack/pack.h) */
 } par_state;
 
 typedef struct par_worker {
@@ -124,7 +124,7 @@ static void *par_run(void *vw)
  * (rs_ctx_buffers). */
 #define WORKER_FIXED (2u * PACK_MAX_FRAME_RAW)
 #define RS_DEFAULT_CACHE (8u << 20)
-/* The workers' sources share what they hold beyond their floors (engine/pack.h, one
+/* The workers' sources share what they hold beyond their floors (engine/pack/pack.h, one
  * budget shared by several sources): by default as much as two sources take at their
  * full budget. A small database has at most two workers rebuilding large files at a
  * time; a large one has all of them, and with a budget each their sum was what grew

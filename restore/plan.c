@@ -3,7 +3,7 @@
  * verify --set and rebase (as pg_combinebackup's load_manifest.c loads each manifest
  * once and hands the array down).
  *
- * Choosing a backup needs every manifest's header in history order (engine/chain_order.c):
+ * Choosing a backup needs every manifest's header in history order (engine/chain/chain_order.c):
  * a version 2 manifest gives its header with two small reads, no file record, so the
  * choice holds no manifest, and the chosen chain is resolved from those headers too; the
  * files are read later, as merged streams (plan_merge.c), and the chosen manifest's

@@ -9,7 +9,7 @@
 #ifndef PB_RESTORE_PLAN_H
 #define PB_RESTORE_PLAN_H
 
-#include "engine/pack.h"
+#include "engine/pack/pack.h"
 #include "restore/recovery/recovery.h"
 
 struct rs_target;    /* restore_internal.h: a restore's target directory */

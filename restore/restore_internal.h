@@ -4,9 +4,8 @@
 #ifndef PB_RESTORE_INTERNAL_H
 #define PB_RESTORE_INTERNAL_H
 
-#include "engine/chain.h"
-#include "engine/envelope.h"
-#include "engine/pack.h"
+#include "engine/chain/chain.h"
+#include "engine/pack/pack.h"
 #include "restore/restore.h"
 
 #include <dirent.h>

@@ -16,22 +16,29 @@ allowed_for() {
         manifest) echo "common/pb.h" ;;
         # The storage room (repo_*, posix and S3 drivers) stands on common/ alone.
         engine/storage) echo "common/" ;;
-        engine) echo "common/ manifest/manifest.h engine/storage/storage.h engine/wal/wal.h \
-engine/pgver/pgver.h" ;;
+        # engine/'s rooms (docs/DESIGN.md, "Rooms and arrows"): another room only through
+        # its one public header, engine/<room>/<room>.h, and only along these arrows.
+        engine/scan) echo "common/" ;;
+        engine/pack) echo "common/ manifest/manifest.h engine/storage/storage.h" ;;
+        engine/pg) echo "common/ manifest/manifest.h engine/pgver/pgver.h" ;;
+        engine/chain) echo "common/ manifest/manifest.h engine/storage/storage.h \
+engine/pack/pack.h engine/wal/wal.h" ;;
+        engine/backup) echo "common/ manifest/manifest.h engine/storage/storage.h \
+engine/wal/wal.h engine/pgver/pgver.h engine/scan/scan.h engine/pack/pack.h \
+engine/chain/chain.h engine/pg/pg.h" ;;
         # The version layer: facts of each PostgreSQL major, on common/ alone.
         engine/pgver) echo "common/" ;;
-        # The WAL room: storage and the object envelope, nothing of the backup path.
-        engine/wal) echo "common/ engine/storage/storage.h engine/envelope.h engine/pgver/pgver.h" ;;
+        # The WAL room: storage and the object envelope (pack/), nothing of the backup path.
+        engine/wal) echo "common/ engine/storage/storage.h engine/pack/pack.h engine/pgver/pgver.h" ;;
         # restore/ may use the repository (storage), pack reading, the chain and the
-        # WAL archive; never the backup path (walk, scan, page, backup, pgconn).
-        restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack.h \
-engine/envelope.h engine/chain.h engine/wal/wal.h engine/pgver/pgver.h \
-restore/recovery/recovery.h" ;;
+        # WAL archive; never the backup path (backup/, scan/, pg/).
+        restore) echo "common/ manifest/manifest.h engine/storage/storage.h engine/pack/pack.h \
+engine/chain/chain.h engine/wal/wal.h engine/pgver/pgver.h restore/recovery/recovery.h" ;;
         # restore/'s rooms: recovery/ stands on the engine and the module's public types
         # alone; the rebuild core (restore/) on recovery/; verify/ on both, through the
         # core's plan.h. Nothing below includes verify/.
         restore/recovery) echo "common/ manifest/manifest.h engine/storage/storage.h \
-engine/chain.h engine/envelope.h engine/wal/wal.h engine/pgver/pgver.h restore/restore.h" ;;
+engine/chain/chain.h engine/pack/pack.h engine/wal/wal.h engine/pgver/pgver.h restore/restore.h" ;;
         restore/verify) echo "$(allowed_for restore) restore/restore.h restore/plan.h restore/srcmap.h \
 restore/recovery/recovery.h" ;;
         tools) echo "common/ manifest/ engine/ restore/restore.h restore/verify/verify.h" ;;
@@ -49,6 +56,7 @@ room_of() {
         restore/recovery/*) echo "restore/recovery" ;;
         restore/verify/*) echo "restore/verify" ;;
         tools/bench/*) echo "tools/bench" ;;
+        engine/*/*) echo "${1%/*}" | cut -d/ -f1-2 ;;
         *) echo "${1%%/*}" ;;
     esac
 }
@@ -58,9 +66,9 @@ owner_of() {
     case $1 in
         rocksdb/*) echo "manifest/catalog.c manifest/catalog_apply.c manifest/catalog_internal.h" ;;
         curl/*) echo "engine/storage/s3/" ;;
-        libpq-fe.h) echo "engine/pgconn.c engine/pgconn_summary.c engine/pgconn_internal.h" ;;
-        liburing.h) echo "engine/scan_queue_internal.h" ;;
-        zstd.h) echo "engine/pack.c engine/envelope.c" ;;
+        libpq-fe.h) echo "engine/pg/pgconn.c engine/pg/pgconn_summary.c engine/pg/pgconn_internal.h" ;;
+        liburing.h) echo "engine/scan/scan_queue_internal.h" ;;
+        zstd.h) echo "engine/pack/pack.c engine/pack/envelope.c" ;;
         xxhash.h) echo "common/util.c" ;;
         isa-l/*) echo "engine/wal/decode.c" ;;
         sodium.h|sodium/*) echo "engine/storage/crypt.c" ;;
@@ -92,6 +100,12 @@ check_project_include() {
     # ... and never for another room's files, even one in a folder below it (restore/'s).
     case $inc in
         restore/*_internal.h) [ "$(room_of "$inc")" = "$room" ] || ok=0 ;;
+    esac
+    # From outside an engine room, only its public header: engine/<room>/<room>.h.
+    local to
+    to=$(room_of "$inc")
+    case $to in
+        engine/*) [ "$to" != "$room" ] && [ "$inc" != "$to/${to#engine/}.h" ] && ok=0 ;;
     esac
     if [ $ok = 1 ]; then passed=$((passed + 1)); else fail "$file includes \"$inc\" ($room/ may not)"; fi
 }

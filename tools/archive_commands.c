@@ -12,7 +12,7 @@
 #include "tools/commands.h"
 
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -26,55 +26,19 @@
 #define PREFETCH_MAX 64u
 #define SPOOL_NAME "pageback-spool"
 
-/* The segment name of a WAL file name: a plain segment, or one ending in ".partial"
- * (a promoted standby's last segment of the old timeline, its full size). History and
- * .backup files carry no long header: false. */
-static bool segment_of(const char *name, char seg[25])
-{
-    size_t n = strlen(name);
-    if (n != 24 && !(n == 32 && !strcmp(name + 24, ".partial")))
-        return false;
-    memcpy(seg, name, 24);
-    seg[24] = '\0';
-    return strspn(seg, "0123456789ABCDEF") == 24;
-}
-
-/* What a WAL segment's first page (the long header) says must match its name before it
- * enters the repository: the page magic, the page address where the name puts the
- * segment (a recycled segment left in pg_wal under a future name still holds older WAL;
- * stored, it would block archiving of the real one for good), the timeline, the sizes
- * (arch_check_first_page, which archive-get applies too) and xlp_sysid (offset 24), the
- * cluster: a segment of another cluster must not enter this repository. The first
- * segment pushed to a new repository records the identity. */
+/* What a WAL segment's first page says must match its name before it enters the
+ * repository (arch_check_local_segment), and its xlp_sysid the cluster's: a segment of
+ * another cluster must not enter this repository. The first segment pushed to a new
+ * repository records the identity. */
 static int check_wal_identity(repo *r, const char *path, pb_error *err)
 {
     const char *name = strrchr(path, '/');
     name = name ? name + 1 : path;
-    char seg[25];
-    if (!segment_of(name, seg))
-        return 0;
-    uint8_t head[ARCH_LONG_PHD];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        int rc = pb_fail_errno(err, PB_EIO, "cannot read WAL file %s", path);
-        if (fd >= 0)
-            close(fd);
-        return rc;
-    }
-    ssize_t n = pread(fd, head, sizeof(head), 0);
-    close(fd);
-    char what[PATH_MAX + 16];
-    snprintf(what, sizeof(what), "WAL file %s", path);
-    int rc = 0;
-    if (n != (ssize_t)sizeof(head) || pb_get_u16(head) < 0xD000) /* PostgreSQL >= 9 */
-        rc = pb_fail(err, PB_EINVAL, "%s does not look like a WAL segment (page magic "
-                     "0x%04X, expected a PostgreSQL WAL page magic 0xD0xx or above)", what,
-                     n >= 2 ? pb_get_u16(head) : 0);
-    if (rc == 0 && arch_check_first_page(head, (uint64_t)st.st_size, seg, what, err))
-        rc = PB_EINVAL;
-    if (rc == 0)
-        rc = chain_check_identity(r, pb_get_u64(head + 24), true, err);
+    bool segment = false;
+    uint64_t sysid = 0;
+    int rc = arch_check_local_segment(path, &segment, &sysid, err);
+    if (rc == 0 && segment)
+        rc = chain_check_identity(r, sysid, true, err);
     return rc ? pb_error_wrap(err, "refusing to archive %s", name) : 0;
 }
 

@@ -1,13 +1,13 @@
 /*
  * tools/check_command.c — `pageback init` (the repository made for one cluster, by a
  * deliberate step: a mistyped --repo must not create a new repository) and `pageback
- * check` (engine/check.h: would a backup succeed now?).
+ * check` (engine/backup/backup.h: would a backup succeed now?).
  */
 #include "tools/commands.h"
 
-#include "engine/chain.h"
-#include "engine/check.h"
-#include "engine/pgconn.h"
+#include "engine/chain/chain.h"
+#include "engine/backup/backup.h"
+#include "engine/pg/pg.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -6,7 +6,7 @@
  */
 #include "tools/commands.h"
 
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 
 #include <inttypes.h>
 #include <limits.h>

@@ -11,8 +11,8 @@
  */
 #include "tools/cluster_ns.h"
 
-#include "engine/chain.h"
-#include "engine/pgconn.h"
+#include "engine/chain/chain.h"
+#include "engine/pg/pg.h"
 #include "tools/options.h"
 
 #include <errno.h>

@@ -2,8 +2,8 @@
 #include "tools/commands.h"
 
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
-#include "engine/scan.h"
+#include "engine/chain/chain.h"
+#include "engine/scan/scan.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -40,16 +40,15 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
     o->backup.progress = prog.enabled ? cmd_progress_backup : NULL;
     o->backup.progress_ctx = &prog;
     int rc = cmd_open_repo(&r, o, &err);
-    mf_manifest *m = NULL; /* the committed manifest bk_run hands back */
-    bk_result counted; /* the object-store requests of the run */
-    memset(&counted, 0, sizeof(counted));
-    o->backup.report = &res->io;
+    bk_result run; /* the committed manifest, the I/O report, the requests */
+    memset(&run, 0, sizeof(run));
     if (rc == 0) {
-        rc = bk_run_counted(r, &o->backup, &m, &counted, &err);
+        rc = bk_run(r, &o->backup, &run, &err);
+        res->io = run.io;
         res->have_io = true;
-        res->backup_requests = counted.requests;
+        res->backup_requests = run.requests;
     }
-    o->backup.report = NULL;
+    mf_manifest *m = run.manifest;
     if (rc == 0)
         cmd_progress_done(&prog);
     cmd_progress_end(&prog);
@@ -78,7 +77,7 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
                    h->pages_missed);
         }
         char q[256];
-        repo_requests_format(&counted.requests, q, sizeof(q));
+        repo_requests_format(&run.requests, q, sizeof(q));
         pb_detail("backup %s object-store requests: %s", h->id, q);
     }
     mf_free(m);

@@ -9,7 +9,7 @@
 #include "tools/annotations.h"
 
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
  */
 #include "tools/commands.h"
 
-#include "engine/chain.h"
-#include "engine/pgconn.h"
+#include "engine/chain/chain.h"
+#include "engine/pg/pg.h"
 #include "engine/wal/wal.h"
 
 #include <inttypes.h>

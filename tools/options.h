@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "engine/backup.h"
+#include "engine/backup/backup.h"
 #include "engine/storage/storage.h"
 #include "restore/restore.h"
 #include "tools/config.h"

@@ -163,7 +163,7 @@ static const rfield io_fields[] = {
     RF(bk_io_report, FT_U64, manifest_pending_peak),
     RF(bk_io_report, FT_STR, cpu_reader_applied),
 };
-/* Where the backup's time went (engine/backup.h, bk_stages). */
+/* Where the backup's time went (engine/backup/backup.h, bk_stages). */
 static const rfield stage_fields[] = {
     RF(bk_stages, FT_F64, scan_seconds), RF(bk_stages, FT_F64, read_wait_seconds),
     RF(bk_stages, FT_F64, pause_seconds), RF(bk_stages, FT_F64, queue_wait_seconds),
@@ -264,7 +264,7 @@ static void report_resources(jw *j, const cmd_outcome *res)
     jw_raw(j, "%.3f", (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
     jw_key(j, "peak_rss_bytes");
     jw_raw(j, "%" PRIu64, (uint64_t)ru.ru_maxrss * 1024); /* Linux: KiB */
-    jw_key(j, "page_cache_bytes_left"); /* measured by a backup (engine/backup_cache.c) */
+    jw_key(j, "page_cache_bytes_left"); /* measured by a backup (engine/backup/backup_cache.c) */
     if (res->have_io)
         jw_raw(j, "%" PRIu64, res->io.page_cache_left_bytes);
     else

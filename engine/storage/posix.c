@@ -35,118 +35,6 @@
 
 #define TMP_MARK POSIX_TMP_MARK
 
-/* ---- small helpers ---------------------------------------------------------- */
-
-int posix_write_all(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Splits "a/b/c" into the directory part "a/b" (or "." for a top-level key). */
-void posix_parent_of(const char *key, char *out, size_t cap)
-{
-    const char *slash = strrchr(key, '/');
-    if (!slash) {
-        snprintf(out, cap, ".");
-        return;
-    }
-    snprintf(out, cap, "%.*s", (int)(slash - key), key);
-}
-
-int posix_fsync_dir(posix_repo *pr, const char *dir, pb_error *err)
-{
-    int fd = openat(pr->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return pb_fail_errno(err, PB_EIO, "cannot open directory %s/%s to fsync it", pr->root,
-                             dir);
-    int rc = 0;
-    posix_count_flush(pr);
-    if (fsync(fd) < 0 && errno != EINVAL)
-        rc = pb_fail_errno(err, PB_EIO, "fsync of directory %s/%s failed", pr->root, dir);
-    close(fd);
-    return rc;
-}
-
-/* mkdir -p of the directories holding key; each new directory's parent is fsynced so
- * the directory entry survives a crash together with the object written into it. */
-static int make_parents(posix_repo *pr, const char *key, pb_error *err)
-{
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof(path), "%s", key) >= (int)sizeof(path))
-        return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
-    for (char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        if (mkdirat(pr->dirfd, path, POSIX_DIR_MODE) == 0) {
-            if (pr->give_away &&
-                fchownat(pr->dirfd, path, pr->owner_uid, pr->owner_gid, AT_SYMLINK_NOFOLLOW))
-                return pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root,
-                                     path, (unsigned)pr->owner_uid);
-            char parent[PATH_MAX];
-            posix_parent_of(path, parent, sizeof(parent));
-            int rc = posix_sync_entry(pr, parent, err);
-            if (rc)
-                return rc;
-        } else if (errno != EEXIST) {
-            return pb_fail_errno(err, PB_EIO, "cannot create directory %s/%s", pr->root, path);
-        }
-        *s = '/';
-    }
-    return 0;
-}
-
-/* Creates a fresh temp file beside key; fills tmp with its relative name. */
-int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
-                    pb_error *err)
-{
-    int rc = make_parents(pr, key, err);
-    if (rc)
-        return rc;
-    for (int attempt = 0; attempt < 8; attempt++) {
-        uint32_t rnd = 0;
-        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-            rnd = (uint32_t)time(NULL) ^ (uint32_t)attempt;
-        if (snprintf(tmp, cap, "%s" TMP_MARK "%ld.%08x", key, (long)getpid(), rnd) >= (int)cap)
-            return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
-        *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                     POSIX_FILE_MODE);
-        if (*fd >= 0) {
-            rc = posix_lock_tmp(pr, *fd, tmp, err);
-            if (rc == 0 && pr->give_away && fchown(*fd, pr->owner_uid, pr->owner_gid) != 0)
-                rc = pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root, tmp,
-                                   (unsigned)pr->owner_uid);
-            if (rc == 0)
-                return 0;
-            close(*fd);
-            *fd = -1;
-            if (rc == PB_ENOENT) {
-                rc = 0;
-                continue; /* a cleaner took it before our flock: another name */
-            }
-            (void)unlinkat(pr->dirfd, tmp, 0);
-            return rc;
-        }
-        if (errno == ENOENT && (rc = make_parents(pr, key, err)) == 0)
-            continue; /* a delete pruned the emptied directory meanwhile */
-        if (rc)
-            return rc;
-        if (errno != EEXIST)
-            return pb_fail_errno(err, PB_EIO, "cannot create %s/%s", pr->root, tmp);
-    }
-    return pb_fail(err, PB_EIO, "cannot create a unique temp file for %s/%s", pr->root, key);
-}
-
-static void prune_backup_dirs(posix_repo *pr, const char *dir);
 
 static int open_object(posix_repo *pr, const char *key, int *fd, pb_error *err)
 {
@@ -337,20 +225,6 @@ static int posix_stat(void *impl, const char *key, uint64_t *size, pb_error *err
     return 0;
 }
 
-/* A removed backup leaves no empty directories behind: remove dir and its parents while
- * empty, up to (not including) "backup". Only the writer-lock holder writes under
- * backup/, so no one can be creating a file in them meanwhile. WAL directories are left
- * alone: archive-push writes there without the lock. */
-static void prune_backup_dirs(posix_repo *pr, const char *dir)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s", dir);
-    while (strncmp(path, "backup/", 7) == 0 && unlinkat(pr->dirfd, path, AT_REMOVEDIR) == 0) {
-        char *slash = strrchr(path, '/');
-        *slash = '\0';
-    }
-}
-
 /* Unlink key; its directory is fsynced when durable (so the removal survives a power
  * loss), and emptied backup directories are pruned. */
 static int remove_object(posix_repo *pr, const char *key, bool durable, pb_error *err)
@@ -364,7 +238,7 @@ static int remove_object(posix_repo *pr, const char *key, bool durable, pb_error
     posix_parent_of(key, parent, sizeof(parent));
     int rc = durable ? posix_fsync_dir(pr, parent, err) : 0;
     if (rc == 0 && strncmp(key, "backup/", 7) == 0)
-        prune_backup_dirs(pr, parent);
+        posix_prune_backup_dirs(pr, parent);
     return rc;
 }
 
@@ -510,11 +384,6 @@ int posix_walk_tmp(posix_repo *pr, int (*cb)(posix_repo *pr, const char *tmp, vo
         rc = cb(pr, ws.v[i].key, ctx);
     walk_free(&ws);
     return rc;
-}
-
-void posix_prune_backup_dirs(posix_repo *pr, const char *dir)
-{
-    prune_backup_dirs(pr, dir);
 }
 
 const repo_driver repo_posix_driver = {

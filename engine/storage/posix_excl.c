@@ -40,13 +40,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-bool posix_same_file(posix_repo *pr, const char *key, int fd)
-{
-    struct stat a, b;
-    return fstat(fd, &a) == 0 && fstatat(pr->dirfd, key, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 int posix_put_new(void *impl, const char *key, const void *data, size_t len, int *hold_fd,
                   pb_error *err)
 {
@@ -134,20 +127,5 @@ int posix_lock_rewrite(void *impl, const char *key, int fd, const void *data, si
     }
     if (ftruncate(fd, (off_t)len) < 0) /* not flushed: see the head comment */
         return pb_fail_errno(err, PB_EIO, "cannot write lock %s/%s", pr->root, key);
-    return 0;
-}
-
-/* ---- temp files: the flock that proves a writer alive (posix_clean.c) ---------------- */
-
-int posix_lock_tmp(posix_repo *pr, int fd, const char *tmp, pb_error *err)
-{
-    while (flock(fd, LOCK_EX) < 0)
-        if (errno != EINTR)
-            return pb_fail_errno(err, PB_EIO, "cannot lock temp file %s/%s", pr->root, tmp);
-    /* Between our create and our flock the file was unlocked: a cleaner may have taken
-     * it for a dead writer's and removed it. Then the name is gone (or another file's). */
-    if (!posix_same_file(pr, tmp, fd))
-        return pb_fail(err, PB_ENOENT, "temp file %s/%s was removed as it was created",
-                       pr->root, tmp);
     return 0;
 }

@@ -30,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define WRITER_BUF (1u << 20) /* writer buffer: one write(2) per MiB */
@@ -246,11 +249,78 @@ int posix_writer_commit(void *wp, pb_error *err)
 }
 
 
-void posix_count_flush(posix_repo *pr) { atomic_fetch_add(&pr->flushes, 1); }
 
 void posix_io_counts(void *impl, uint64_t *flushes, uint64_t *bytes_written)
 {
     posix_repo *pr = impl;
     *flushes = atomic_load(&pr->flushes);
     *bytes_written = atomic_load(&pr->bytes_written);
+}
+
+/* ---- the temp file an object is written to ---------------------------------------- */
+
+static int make_parents(posix_repo *pr, const char *key, pb_error *err)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s", key) >= (int)sizeof(path))
+        return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
+    for (char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdirat(pr->dirfd, path, POSIX_DIR_MODE) == 0) {
+            if (pr->give_away &&
+                fchownat(pr->dirfd, path, pr->owner_uid, pr->owner_gid, AT_SYMLINK_NOFOLLOW))
+                return pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root,
+                                     path, (unsigned)pr->owner_uid);
+            char parent[PATH_MAX];
+            posix_parent_of(path, parent, sizeof(parent));
+            int rc = posix_sync_entry(pr, parent, err);
+            if (rc)
+                return rc;
+        } else if (errno != EEXIST) {
+            return pb_fail_errno(err, PB_EIO, "cannot create directory %s/%s", pr->root, path);
+        }
+        *s = '/';
+    }
+    return 0;
+}
+
+/* Creates a fresh temp file beside key; fills tmp with its relative name. */
+int posix_open_tmp(posix_repo *pr, const char *key, char *tmp, size_t cap, int *fd,
+                    pb_error *err)
+{
+    int rc = make_parents(pr, key, err);
+    if (rc)
+        return rc;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint32_t rnd = 0;
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+            rnd = (uint32_t)time(NULL) ^ (uint32_t)attempt;
+        if (snprintf(tmp, cap, "%s" POSIX_TMP_MARK "%ld.%08x", key, (long)getpid(), rnd) >= (int)cap)
+            return pb_fail(err, PB_EINVAL, "repository key too long: %s", key);
+        *fd = openat(pr->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                     POSIX_FILE_MODE);
+        if (*fd >= 0) {
+            rc = posix_lock_tmp(pr, *fd, tmp, err);
+            if (rc == 0 && pr->give_away && fchown(*fd, pr->owner_uid, pr->owner_gid) != 0)
+                rc = pb_fail_errno(err, PB_EIO, "cannot give %s/%s to uid %u", pr->root, tmp,
+                                   (unsigned)pr->owner_uid);
+            if (rc == 0)
+                return 0;
+            close(*fd);
+            *fd = -1;
+            if (rc == PB_ENOENT) {
+                rc = 0;
+                continue; /* a cleaner took it before our flock: another name */
+            }
+            (void)unlinkat(pr->dirfd, tmp, 0);
+            return rc;
+        }
+        if (errno == ENOENT && (rc = make_parents(pr, key, err)) == 0)
+            continue; /* a delete pruned the emptied directory meanwhile */
+        if (rc)
+            return rc;
+        if (errno != EEXIST)
+            return pb_fail_errno(err, PB_EIO, "cannot create %s/%s", pr->root, tmp);
+    }
+    return pb_fail(err, PB_EIO, "cannot create a unique temp file for %s/%s", pr->root, key);
 }

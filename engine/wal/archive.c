@@ -8,17 +8,18 @@
  * name (two clusters archiving into one repository, a promoted standby on the wrong
  * timeline) must be refused loudly and never overwrite what is there.
  *
- * The object is the envelope of engine/envelope.h under its own magic: one codec (and one
+ * The object is the envelope of engine/pack/pack.h under its own magic: one codec (and one
  * set of bounds against a hostile repository) for manifests and WAL. WAL files are at
  * most 1 GiB and usually 16 MiB: a push reads and compresses one in pieces and holds the
  * compressed object (repo_put_new takes it whole); a get holds one decoded whole.
  */
 #include "engine/wal/wal.h"
 #include "engine/wal/wal_internal.h"
-#include "engine/envelope.h"
+#include "engine/pack/pack.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,4 +356,54 @@ int arch_list(repo *r, unsigned kinds, arch_list_cb cb, void *ctx, pb_error *err
     /* History files have their own prefix; listing only them is one small request. */
     const char *prefix = kinds == ARCH_LIST_HISTORY ? "wal/history/" : "wal/";
     return repo_list(r, prefix, list_one, &lc, err);
+}
+
+/* The segment name of a WAL file name: a plain segment, or one ending in ".partial"
+ * (a promoted standby's last segment of the old timeline, its full size). History and
+ * .backup files carry no long header: false. */
+static bool segment_of(const char *name, char seg[25])
+{
+    size_t n = strlen(name);
+    if (n != 24 && !(n == 32 && !strcmp(name + 24, ".partial")))
+        return false;
+    memcpy(seg, name, 24);
+    seg[24] = '\0';
+    return strspn(seg, "0123456789ABCDEF") == 24;
+}
+
+/* The page magic of PostgreSQL 9 and later, the page address where the name puts the
+ * segment (a recycled segment left in pg_wal under a future name still holds older WAL;
+ * stored, it would block archiving of the real one for good), the timeline and the sizes
+ * (arch_check_first_page, which archive-get applies too). */
+int arch_check_local_segment(const char *path, bool *segment, uint64_t *sysid, pb_error *err)
+{
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    char seg[25];
+    *segment = segment_of(name, seg);
+    if (!*segment)
+        return 0;
+    uint8_t head[ARCH_LONG_PHD];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int rc = pb_fail_errno(err, PB_EIO, "cannot read WAL file %s", path);
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    ssize_t n = pread(fd, head, sizeof(head), 0);
+    close(fd);
+    char what[PATH_MAX + 16];
+    snprintf(what, sizeof(what), "WAL file %s", path);
+    int rc = 0;
+    if (n != (ssize_t)sizeof(head) || pb_get_u16(head) < 0xD000) /* PostgreSQL >= 9 */
+        rc = pb_fail(err, PB_EINVAL, "%s does not look like a WAL segment (page magic "
+                     "0x%04X, expected a PostgreSQL WAL page magic 0xD0xx or above)", what,
+                     n >= 2 ? pb_get_u16(head) : 0);
+    if (rc == 0 && arch_check_first_page(head, (uint64_t)st.st_size, seg, what, err))
+        rc = PB_EINVAL;
+    if (rc == 0)
+        *sysid = pb_get_u64(head + 24); /* xlp_sysid */
+    return rc;
 }

@@ -2,7 +2,7 @@
  * engine/wal/wal.h — the WAL room (prefix arch_): the WAL archive in the repository,
  * WAL file names, timeline history files and the archive-get spool. Segments are stored
  * under "wal/<timeline>/<name>.zst" and history files under "wal/history/<name>.zst", each
- * in the object envelope (engine/envelope.h, magic "PBWAL001") whose header carries the
+ * in the object envelope (engine/pack/pack.h, magic "PBWAL001") whose header carries the
  * raw size and hash, so a second push of the same segment is recognised as identical and
  * a different one is refused.
  *
@@ -65,6 +65,11 @@ int arch_list(repo *r, unsigned kinds, arch_list_cb cb, void *ctx, pb_error *err
 #define ARCH_LONG_PHD 40
 int arch_check_first_page(const uint8_t *page, uint64_t len, const char *name,
                           const char *what, pb_error *err);
+/* The WAL file at path (archive_command's %p, archive.c) against its name: *segment
+ * false for a file with no long header (history, .backup: nothing checked), else the page
+ * magic and arch_check_first_page, PB_EINVAL naming the file when they do not match; on
+ * success *sysid is the segment's xlp_sysid, the cluster it belongs to. */
+int arch_check_local_segment(const char *path, bool *segment, uint64_t *sysid, pb_error *err);
 
 /* ---- names (walname.c) ------------------------------------------------------------
  * Segment names <-> (timeline, segment number) for a wal_segment_size (a power of two

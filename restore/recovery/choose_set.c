@@ -4,7 +4,7 @@
  * A backup can reach a target when replay from it becomes consistent (at its stop LSN)
  * before the target: PostgreSQL refuses a stop point before the consistent point. For
  * time and LSN targets the manifest says where the backup ends, so the newest backup
- * (in history order: engine/chain_order.c) ending before the target is chosen. A
+ * (in history order: engine/chain/chain_order.c) ending before the target is chosen. A
  * transaction id or a restore point name is first placed by reading the archived WAL
  * (wal_target.c) and then chosen for as an LSN; only when it could not be placed (no
  * backup on the timeline path) is the newest backup named, with what to do if
@@ -164,7 +164,7 @@ int rs_choose_in(repo *r, const rs_opts *opts, const rs_target_val *tv, rs_wal_v
     if (hist->count == 0)
         return pb_fail(err, PB_ENOENT, "repository %s holds no backup", repo_location(r));
     /* The end of the newest backup: the newest on the newest timeline's history, unless
-     * another branch competes with it (engine/chain_timeline.c). */
+     * another branch competes with it (engine/chain/chain_timeline.c). */
     int crc = explicit || opts->target != RS_TARGET_IMMEDIATE || !latest_timeline(opts)
                   ? 0 : chain_history_check(hist, "the newest backup", err);
     if (crc)

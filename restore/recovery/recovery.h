@@ -10,7 +10,7 @@
 #ifndef PB_RESTORE_RECOVERY_H
 #define PB_RESTORE_RECOVERY_H
 
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "engine/wal/wal.h"
 #include "restore/restore.h"
 

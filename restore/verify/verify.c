@@ -259,7 +259,7 @@ static int cmp_id(const void *a, const void *b)
     return strcmp(a, b);
 }
 
-/* The record of committed backups (engine/chain_record.c) against the manifests listed:
+/* The record of committed backups (engine/chain/chain_record.c) against the manifests listed:
  * a listed backup without a manifest lost it to damage, a failed backup of the run; a
  * record copy that fails its check is a problem of the record. */
 static int check_record(vfy_run *v, const chain_ids *ids, pb_error *err)

@@ -5,7 +5,7 @@
  * manifest is read as a stream, and its relation records are taken a window at a time
  * (at most WINDOW_FILES records or WINDOW_BYTES of runs and page hashes), so what verify
  * holds does not grow with the backup. A window's frames are sorted by pack and offset
- * and read through the pack reader of engine/pack_read.c (pack_plan coalesces them into
+ * and read through the pack reader of engine/pack/pack_read.c (pack_plan coalesces them into
  * a few large range reads across small gaps, pack_source serves them), which is one
  * request per few megabytes on object storage instead of one per frame; each frame is
  * then decoded (its checksum checked) and every page hashed against the manifest. Whole

@@ -4,7 +4,7 @@
 #ifndef PB_RESTORE_VERIFY_INTERNAL_H
 #define PB_RESTORE_VERIFY_INTERNAL_H
 
-#include "engine/pack.h"
+#include "engine/pack/pack.h"
 #include "restore/recovery/recovery.h"
 #include "restore/verify/verify.h"
 
@@ -28,7 +28,7 @@ typedef struct vfy_run {
     size_t nbad, bad_cap;
     /* the repository pass's readers (verify.c makes them) */
     pack_reader *rd;         /* one zstd context for every frame */
-    pack_source *src;        /* planned, coalesced range reads (engine/pack_read.c) */
+    pack_source *src;        /* planned, coalesced range reads (engine/pack/pack_read.c) */
     uint8_t *frame;          /* PACK_MAX_FRAME_RAW */
     uint64_t manifest_peak;  /* most manifest bytes one step held (a stream, a window) */
     const rs_progress_hook *progress; /* NULL: none */

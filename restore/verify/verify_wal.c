@@ -9,7 +9,7 @@
  */
 #include "restore/verify/verify_internal.h"
 
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "engine/wal/wal.h"
 
 #include <inttypes.h>
@@ -106,7 +106,7 @@ static void note_gap(vfy_run *v, uint32_t tli, uint64_t from, uint64_t to, uint3
                 to - from + 1);
 }
 
-/* A gap before the mark expire --retain-archive left (engine/chain_retain.c) is the WAL
+/* A gap before the mark expire --retain-archive left (engine/chain/chain_retain.c) is the WAL
  * it removed on purpose: each older backup's own WAL is still checked (its start to its
  * stop), the continuity between them is not. */
 typedef struct vfy_gaps {

@@ -16,7 +16,8 @@ LIBS="$(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash libis
 mkdir -p "$OUT/obj"
 objs=()
 cd "$SRC"
-for f in common/*.c manifest/*.c engine/pack.c engine/envelope.c engine/wal/*.c engine/pgver/*.c \
+for f in common/*.c manifest/*.c engine/pack/pack.c engine/pack/envelope.c \
+         engine/wal/*.c engine/pgver/*.c \
          engine/storage/*.c engine/storage/s3/*.c \
          tools/options.c tools/options_ops.c tools/options_sources.c tools/config.c tools/help.c; do
     o=$OUT/obj/$(echo "$f" | tr / _).o

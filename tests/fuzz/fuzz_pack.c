@@ -1,11 +1,11 @@
 /*
- * tests/fuzz/fuzz_pack.c — libFuzzer target for pack decoding (engine/pack.c): whole
+ * tests/fuzz/fuzz_pack.c — libFuzzer target for pack decoding (engine/pack/pack.c): whole
  * objects (pack_object_decode, the manifest envelope) and frames (pack_decode_frame and
  * the reusable pack_reader_decode that restore, verify and rebase use), plus the frame
  * location check. The first byte picks the mode; the payload checksum is resealed so the
  * fuzzer reaches decompression and the length checks behind it.
  */
-#include "engine/pack.h"
+#include "engine/pack/pack.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * pack, wal) from pageback's own writers, so the seeds follow the formats. Built and run
  * by tests/fuzz/gen_corpus.sh; the text seeds (s3xml, options) are written there.
  */
-#include "engine/pack.h"
+#include "engine/pack/pack.h"
 #include "manifest/manifest.h"
 #include "manifest/v2_internal.h" /* mf_serialize_v1: the version 1 seeds */
 

@@ -77,7 +77,7 @@ pb_check "chain restore: $CHAIN_RANGED ranged GETs < $CHANGED changed pages / 4"
 pb_log "restore requests: full $FULL_REQ ($FULL_RANGED ranged), chain $CHAIN_REQ ($CHAIN_RANGED ranged)"
 # No HEAD: a read ahead learns where a pack ends from its own ranged GET, and a manifest
 # opens with one read of its first bytes. Each incremental's small packs are read once
-# for all workers (engine/pack_cache.c): a few requests per incremental, not per file.
+# for all workers (engine/pack/pack_cache.c): a few requests per incremental, not per file.
 HEADS=$(requests "$(grep 'object-store requests' "$PB_WORK/restore.out")" HEAD)
 pb_check "chain restore sends no HEAD (sent $HEADS)" test "${HEADS:-1}" = 0
 pb_check "chain restore: $CHAIN_REQ requests <= full's $FULL_REQ + 6 x $INCRS" \

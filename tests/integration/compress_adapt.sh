@@ -48,7 +48,7 @@ check "$R1" 'all(l["frames"] > 0 and l["raw_bytes"] > 0 and l["stored_bytes"] > 
     "each level has its frames, raw and stored bytes, and seconds"
 check "$R1" 'sum(l["raw_bytes"] for l in lv) >= d["backup"]["pages_changed"] * 8192' \
     "the levels account for every page shipped"
-# The page checks run on the scanner's check thread (engine/scan_check.c): its page work and
+# The page checks run on the scanner's check thread (engine/scan/scan_check.c): its page work and
 # queue waits add up to its time; the reading thread's waits fit in its scan time.
 check "$R1" 'st["scan_seconds"] > 0 and st["check_seconds"] > 0 and abs(st["queue_wait_seconds"] + st["page_work_seconds"] - st["check_seconds"]) <= 0.05 * st["check_seconds"] + 0.01 and st["read_wait_seconds"] + st["pause_seconds"] + st["check_wait_seconds"] <= 1.05 * st["scan_seconds"] + 0.01' \
     "stages: the check thread's page work and queue waits add up to its time; the reading thread's waits fit in its scan time"

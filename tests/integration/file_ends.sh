@@ -1,6 +1,6 @@
 #!/bin/bash
 # The reading thread does not wait at a file's end for that file's last frames (polite I/O):
-# a file's record waits for them in the pending queue (engine/backup_records.c) while the
+# a file's record waits for them in the pending queue (engine/backup/backup_records.c) while the
 # next files are read. A full backup of a pgbench cluster (about a thousand small files,
 # each ending in a frame still compressing) reports records that waited at once
 # (--report's io_applied.manifest_pending_peak, bounded by BK_PENDING_FILES = 64) and

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A backup's manifest memory does not grow with the cluster (memory bounds): the backup writes
-# its file records as it goes (engine/backup_records.c) and an incremental reads its
+# its file records as it goes (engine/backup/backup_records.c) and an incremental reads its
 # parent's records as a stream, so the records held at once (--report's
 # io_applied.manifest_records_peak) are the same few with a few hundred files and with
 # a few thousand, full and incremental alike, while the manifest itself grows. The

@@ -3,7 +3,7 @@
 # by the work. Two incrementals of one cluster (pgbench -s 5), one after an
 # update of 5,000 rows and one after an update of all 500,000: the WAL window of the
 # second names some 1.5 million block references, which the WAL-guided read collects in
-# a block set of fixed size (engine/walguide.c; a build that holds up to 2 Mi entries
+# a block set of fixed size (engine/backup/walguide.c; a build that holds up to 2 Mi entries
 # grows by tens of MiB), so the second's peak RSS (--report peak_rss_bytes) stays within
 # a few MiB of the first's. Both still restore to the source's contents. Also: an
 # incremental streams its parent's manifest once, progress on or off (--report
@@ -30,7 +30,7 @@ gets() { # NAME: plain and ranged GETs of the backup
 q "VACUUM FREEZE"
 q "CHECKPOINT"
 backup full --type full
-# The full's compression queue keeps its workers busy and no more (engine/backup_pipe.c,
+# The full's compression queue keeps its workers busy and no more (engine/backup/backup_pipe.c,
 # bk_pipe_jobs_for: 2 frames of 1 MiB per worker and the reader's; 12 before, which a
 # reader faster than compression fills whatever the database's size).
 jobs=$(pb_json "$OUT/full.json" '["io_applied"]["pipe_jobs"]') workers=$(pb_json "$OUT/full.json" '["stages"]["workers"]')

@@ -1,10 +1,10 @@
 #!/bin/bash
-# engine/pgconn.c against a real PostgreSQL 15: runs the pgconn_probe unit runner (every
+# engine/pg/pgconn.c against a real PostgreSQL 15: runs the pgconn_probe unit runner (every
 # public pgc_ function, each answer checked against SQL) on a fresh cluster. The
 # probe's own "N passed, N failed" is this script's result.
 source "$(dirname "$0")/lib.sh"
 : "${PB_BIN:?set PB_BIN to the pageback binary}"
-PROBE=$(dirname "$PB_BIN")/tests/unit/engine/pgconn_probe
+PROBE=$(dirname "$PB_BIN")/tests/unit/engine/pg/pgconn_probe
 [ -x "$PROBE" ] || { echo "FAIL no probe at $PROBE"; echo "0 passed, 1 failed"; exit 1; }
 pb_tmpdir
 PG=$PB_WORK/pg

@@ -87,7 +87,7 @@ for _ in $(seq 1 100); do
             [ "${39:-}" = 5 ] && MAIN_POLICY=idle
             [ "${39:-}" != 5 ] && [ "${17:-}" = 19 ] && MAIN_POLICY=nice19
         fi
-        # the scanner's check thread runs the page checks (engine/scan_check.c)
+        # the scanner's check thread runs the page checks (engine/scan/scan_check.c)
         if [ "$(cat "${st%/stat}/comm" 2>/dev/null)" = pb-check ]; then
             [ "${39:-}" = 5 ] && CHECK_POLICY=idle
             [ "${39:-}" != 5 ] && [ "${17:-}" = 19 ] && CHECK_POLICY=nice19

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/integration/read_overlap.sh — the reading thread only reads: the page checks,
-# checksums and hashing run on the scanner's check thread (engine/scan_check.c), so the next
+# checksums and hashing run on the scanner's check thread (engine/scan/scan_check.c), so the next
 # read is in flight while a chunk is checked. A full backup of a small pgbench cluster at a
 # pinned depth (no yielding pauses) has at least 90% of its chunks read while the chunk
 # before them was being checked (--report adaptive_io.overlapped of .chunks; a build whose

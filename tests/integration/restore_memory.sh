@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/integration/restore_memory.sh — a restore's memory is a fixed budget, not what
-# the data makes its buffers grow to (engine/pack.h, the source's budget).
+# the data makes its buffers grow to (engine/pack/pack.h, the source's budget).
 # pgbench -s 5 (~75 MB) and a 40 MB table of hex text, a full and two incrementals; the
 # chain is restored with --max-memory 24M (split into a 6 MiB pack cache, four workers'
 # 3 MiB of frames and source floor, and a 6 MiB pool the sources share; before

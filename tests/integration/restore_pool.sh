@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/integration/restore_pool.sh — a restore's workers share one read pool
-# (engine/pack.h, "one budget shared by several sources"). Eight databases,
+# (engine/pack/pack.h, "one budget shared by several sources"). Eight databases,
 # each with a 13 MB table of hex text after ~300 catalog files, so the big files land in
 # different workers' batches and are rebuilt at the same time, as the segments of a
 # large table are. Restored with --jobs 8: with a budget per worker the sources held up

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Scattered changed pages of an incremental share big frames: an UPDATE touching one row
 # on every few pages of pgbench_accounts (and its index) is stored in frames of up to
-# 128 pages each (engine/backup_internal.h, BK_SCATTERED_PAGES), not of 32, so the
+# 128 pages each (engine/backup/backup_internal.h, BK_SCATTERED_PAGES), not of 32, so the
 # incremental has few frames and its restore reads few; the chain restores exactly.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup

@@ -74,7 +74,7 @@ backup() {
 # replayed after its parent's end (a quiet primary leaves it behind: refused, retried).
 pgbench_run_bg "$PRI" 600 1
 sleep 1
-# The end of a standby backup is WAL the standby has replayed (engine/backup_standby.c):
+# The end of a standby backup is WAL the standby has replayed (engine/backup/backup_standby.c):
 # with replay paused while the primary writes on, a full from it ends at or before the
 # paused replay LSN, and its log says where replay was.
 pg_psql "$STB" "SELECT pg_wal_replay_pause()" >/dev/null

@@ -23,9 +23,9 @@ pg_env "$SRC"
 q() { pg_psql "${DB:-$SRC}" "$1"; }
 VNUM=$(q "SHOW server_version_num")
 pb_log "PostgreSQL $(q "SHOW server_version") ($VNUM) from $PB_PGBIN"
-# engine/pgconn.c on this major: every pgc_ call (the backup start and stop SQL among
+# engine/pg/pgconn.c on this major: every pgc_ call (the backup start and stop SQL among
 # them) checked against plain SQL by the pgconn_probe runner built beside PB_BIN.
-PROBE=$(dirname "$PB_BIN")/tests/unit/engine/pgconn_probe
+PROBE=$(dirname "$PB_BIN")/tests/unit/engine/pg/pgconn_probe
 if [ -x "$PROBE" ]; then
     out=$(PB_TEST_PGLOG=$(pg_logfile "$SRC") "$PROBE" \
         "host=$(pg_sockdir "$SRC") port=$(pg_port "$SRC") user=postgres dbname=postgres" 2>&1)

@@ -8,8 +8,8 @@
  */
 #ifndef PB_TEST_FIXTURES_H
 #define PB_TEST_FIXTURES_H
-#include "engine/chain.h"
-#include "engine/pack.h"
+#include "engine/chain/chain.h"
+#include "engine/pack/pack.h"
 #include "engine/wal/wal.h"
 #include "tests/unit/pbtest.h"
 

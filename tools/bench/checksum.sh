@@ -4,7 +4,7 @@
 #             of BENCH_REPS runs (meaningful only on a quiet machine)
 #   callgrind instructions per page, counted by valgrind's callgrind inside the checksum
 #             function alone (repeatable on a busy machine; CHECKSUM_CALLGRIND=0 skips it)
-# for "vec" (engine/page.c: PostgreSQL's 32-lane layout built vectorized, AVX2 where the CPU
+# for "vec" (engine/pack/page.c: PostgreSQL's 32-lane layout built vectorized, AVX2 where the CPU
 # has it) and "plain" (a word-by-word reference built without vectorization). Prints a table
 # and writes docs/bench-results/checksum-<commit>.json (BENCH_RESULTS overrides the folder).
 #

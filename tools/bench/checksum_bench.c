@@ -5,7 +5,7 @@
  *
  * Checksums N pages (default 4096 = 32 MiB, more than a typical L2 so the pages come from
  * memory as they do in a backup) R times (default 8) with each implementation: "vec" is
- * engine/page.c's page_checksum (PostgreSQL's 32-lane layout, built vectorized, the AVX2
+ * engine/pack/page.c's page_checksum (PostgreSQL's 32-lane layout, built vectorized, the AVX2
  * clone where the CPU has it); "plain" is the word-by-word reference of the unit test
  * (tools/bench/checksum_ref.h), built without vectorization: what the checksum costs
  * without the layout and the flags. Prints a table (GB/s of page bytes per core, ns per
@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "common/pb.h"
-#include "engine/page.h"
+#include "engine/pack/pack.h"
 #include "tools/bench/checksum_ref.h"
 
 typedef uint16_t (*checksum_fn)(const uint8_t *page, uint32_t blkno);

@@ -1,5 +1,5 @@
 /* tools/bench/checksum_ref.h — a straightforward PostgreSQL page checksum, word by word,
- * to hold engine/page.c's vectorized one against (page_test.c) and to time it against
+ * to hold engine/pack/page.c's vectorized one against (page_test.c) and to time it against
  * (tools/bench/checksum_bench.c). It follows the definition in PostgreSQL's
  * src/include/storage/checksum_impl.h: 2048 32-bit words in host order, word k folded into
  * partial sum k % 32 (seeded from the fixed table) with hash = (hash ^ v) * 16777619 ^

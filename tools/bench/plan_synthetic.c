@@ -12,7 +12,7 @@
  * A full at the default scale is ~10.5 GB (8 bytes of hash per page); the lead runs it
  * on an idle machine, a smoke run uses --segments 20.
  */
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "tests/unit/restore/plan_stream.h"
 
 #include <errno.h>

@@ -492,3 +492,25 @@ out:
     free(url);
     return rc;
 }
+
+/* ---------- keys and the one-request PUT (s3_ops.c and s3_multipart.c both use them) */
+
+char *s3_full_key(const s3_repo *r, const char *key)
+{
+    return s3_printf("%s%s", r->prefix, key);
+}
+
+int s3_check_key(const s3_repo *r, const char *key, pb_error *err)
+{
+    if (!key || !*key)
+        return pb_fail(err, PB_EINVAL, "%s: empty object key", r->location);
+    return 0;
+}
+
+int s3_put_full(s3_repo *r, const char *full, const void *data, size_t len, pb_error *err)
+{
+    s3_req q = {.method = "PUT", .key = full, .body = data, .body_len = len};
+    int rc = s3_do(r, &q, err);
+    pb_buf_free(&q.resp);
+    return rc;
+}

@@ -116,7 +116,7 @@ int s3_abort_upload(s3_repo *r, const char *full_key, const char *upload_id, pb_
  * REPO_STALE_UPLOAD_SECS for whose). */
 int s3_cleanup_uploads(void *impl, bool locked, pb_error *err);
 
-/* ---------- s3_ops.c ---------- */
+/* ---------- s3_http.c: keys and the one-request PUT ---------- */
 
 /* prefix + key, malloc'd; NULL when out of memory. */
 char *s3_full_key(const s3_repo *r, const char *key);

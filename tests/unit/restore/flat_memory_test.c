@@ -9,8 +9,8 @@
  * so must rs_verify_stats.manifest_peak of the repository pass.
  */
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
-#include "engine/pack.h"
+#include "engine/chain/chain.h"
+#include "engine/pack/pack.h"
 #include "restore/restore.h"
 #include "restore/verify/verify.h"
 #include "tests/unit/fixtures.h"

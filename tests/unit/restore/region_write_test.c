@@ -1,7 +1,7 @@
 /*
  * tests/unit/restore/region_write_test.c — a relation file of a full and several
  * incrementals whose changed pages are scattered over the whole file, each incremental's
- * pages in two shared frames (as engine/backup_file.c writes them): restore/assemble.c
+ * pages in two shared frames (as engine/backup/backup_file.c writes them): restore/assemble.c
  * hands every 1 MiB region to its writer once, in page order, with the newest content of
  * every page, and decodes each frame once; a page failing its hash is named with its
  * block and backup, and nothing of its region is written.

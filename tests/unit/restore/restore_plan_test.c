@@ -8,8 +8,8 @@
  * a target before every backup.
  */
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
-#include "engine/pack.h"
+#include "engine/chain/chain.h"
+#include "engine/pack/pack.h"
 #include "restore/plan.h"
 #include "restore/verify/verify.h"
 #include "tests/unit/restore/plan_stream.h"

@@ -7,7 +7,7 @@
  * none lies inside the target or holds it. Each refusal leaves everything untouched.
  */
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "restore/restore.h"
 #include "tests/unit/fixtures.h"
 

@@ -7,8 +7,8 @@
  * interposed below to record and fail calls).
  */
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
-#include "engine/pack.h"
+#include "engine/chain/chain.h"
+#include "engine/pack/pack.h"
 #include "restore/restore.h"
 #include "restore/verify/verify.h"
 #include "manifest/v2_internal.h" /* mf_serialize_v1: the hostile object is version 1 */

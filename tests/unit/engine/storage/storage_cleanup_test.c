@@ -3,7 +3,7 @@
  * lock (a live holder, another host's lease, takeover), the locked cleanup under backup/
  * (chain_cleanup) and backup ids unique within a second. The posix driver's objects,
  * keys and writers are in storage_test.c. */
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "engine/storage/storage.h"
 #include "common/fault.h"
 #include "tests/unit/fixtures.h"

@@ -1,7 +1,7 @@
 /* tests/unit/engine/wal/archive_test.c — the WAL room: archive push/get over a posix
  * repository, WAL names, history files, the stored envelope. */
 #include "engine/wal/wal.h"
-#include "engine/pack.h"
+#include "engine/pack/pack.h"
 #include "tests/unit/pbtest.h"
 
 #include <fcntl.h>

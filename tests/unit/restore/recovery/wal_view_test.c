@@ -11,7 +11,7 @@
  * has no WAL after the branch's segment. Name targets are still refused there.
  */
 #include "engine/wal/wal.h"
-#include "engine/chain.h"
+#include "engine/chain/chain.h"
 #include "restore/recovery/recovery.h"
 #include "tests/unit/fixtures.h"
 

@@ -1,0 +1,146 @@
+/*
+ * engine/scan/scan_ctl_internal.h — the scanner's delay-based controller (prefix scan_ctl_),
+ * private to engine/. A pure state machine: the scanner feeds it completion samples
+ * (bytes, latency) and the device's read counter, and asks it how many requests to keep
+ * in flight and whether to pause before the next one. It reads no clock and no file, so
+ * tests drive it with made-up samples (tests/unit/engine/scan/scan_ctl_test.c).
+ *
+ * The policy (docs/DESIGN.md, "Polite I/O"), in the spirit of TCP Vegas and LEDBAT's
+ * scavenger class: start with one request in flight and remember the unloaded floor (the
+ * lowest median latency of an epoch at one request of the base size: one request's
+ * latency scatters, a median of many does not); add one request only while throughput
+ * rises by a tenth or more and latency stays near the floor; when a second request does
+ * not pay, try larger requests of the base size times 2, then 4, kept only when they pay
+ * the same tenth; halve what is in flight (then the size) when latency climbs; drop to
+ * one request of the base size with pauses while other processes read from the device.
+ */
+#ifndef PB_ENGINE_SCAN_CTL_INTERNAL_H
+#define PB_ENGINE_SCAN_CTL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/scan/scan.h"
+
+/* What the latest call decided; decisions are read from this, never from msg. */
+typedef enum scan_ctl_event {
+    SCAN_CTL_NONE = 0, /* nothing changed */
+    SCAN_CTL_GROW,     /* one more request in flight */
+    SCAN_CTL_PLATEAU,  /* the last request added bought no throughput: one fewer, hold */
+    SCAN_CTL_CUT,      /* latency climbed: in flight halved */
+    SCAN_CTL_YIELD,    /* other processes read from the device: one in flight, pauses */
+    SCAN_CTL_RESUME,   /* they stopped: probing again from one in flight */
+    SCAN_CTL_KEPT,     /* the last step (a request more, a larger size) paid: kept */
+    SCAN_CTL_SIZE_GROW,    /* requests twice as large (depth 2 did not pay) */
+    SCAN_CTL_SIZE_PLATEAU, /* the larger requests bought no throughput: back, hold */
+} scan_ctl_event;
+
+#define SCAN_CTL_EPOCH_KEEP 128u /* latencies an epoch keeps for its median (the latest) */
+
+typedef struct scan_ctl {
+    /* configuration */
+    unsigned max_depth;     /* buffers the scanner has: the ceiling */
+    bool pinned;            /* --queue-depth/--read-size/--max-rate: never adapt */
+    double yield_reads;     /* foreground reads per second that make the scanner yield */
+    size_t pause_full_bytes; /* a request this big earns the whole pause (0: 512 KiB) */
+    size_t full_bytes;      /* requests this big or bigger (0: all) set the floor and the
+                             * epoch's latency: a small file's read is quick for its size,
+                             * and a floor taken from it would forbid every growth */
+    size_t base_bytes;      /* the request size at mult 1; latencies of larger requests are
+                             * scaled to it, so all compare with the floor (0: not scaled) */
+    unsigned mult_max;      /* largest request size, in base sizes (1: the size is fixed) */
+    /* state */
+    unsigned depth;         /* requests allowed in flight now */
+    unsigned mult;          /* request size now, in base sizes (1, 2, 4 ...) */
+    bool yielding, plateau;
+    bool size_probe;        /* prev_tput was measured at mult / 2, not at depth - 1 */
+    bool size_held;         /* the size axis was probed and holds (until a re-probe) */
+    bool kept;              /* the step prev_tput was measured before has paid */
+    double floor_s;         /* lowest epoch median latency at depth 1, mult 1 (0 = none) */
+    double ep_start;
+    double ep_lats[SCAN_CTL_EPOCH_KEEP]; /* the epoch's full-size latencies (a ring) */
+    uint64_t ep_bytes;
+    unsigned ep_n;          /* full-size completions in the epoch */
+    double prev_tput;       /* bytes/s of the previous epoch at depth - 1 (0 = none) */
+    unsigned calm_epochs;   /* epochs held since the plateau (re-probe after a while) */
+    double last_lat;
+    size_t last_bytes;      /* the latest completion's size and latency set the pause */
+    double pause_until;     /* no submission before this time */
+    bool dev_have;          /* a first device sample was taken */
+    double dev_t;
+    uint64_t dev_reads, dev_own_reads;
+    scan_ctl_event last;
+    char msg[200];          /* the latest decision in words, for the log */
+    scan_io_stats st;
+} scan_ctl;
+
+/* The counters of one /sys/block/<dev>/stat line (Documentation/block/stat.rst). */
+typedef struct scan_dev_counters {
+    uint64_t reads, read_sectors, writes, write_sectors, in_flight;
+} scan_dev_counters;
+
+/* Start at one request in flight (max_depth when pinned). */
+void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned);
+
+/* One completed request of bytes that took latency_s, seen at time now (seconds). */
+scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double latency_s);
+
+/* The device's completed reads (summed counter) and the device requests this scanner's
+ * own reads became in total (scan.c counts them as they complete), at time now. Decides
+ * yielding; samples closer than 0.1 s apart are ignored. */
+scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
+                               uint64_t own_reads);
+
+/* Requests to keep in flight now (1..max_depth). */
+unsigned scan_ctl_depth(const scan_ctl *c);
+
+/* Size of the next request, in base sizes (1..mult_max; 1 while yielding or pinned). */
+unsigned scan_ctl_mult(const scan_ctl *c);
+
+/* The request size at mult 1 and the largest multiple the scanner's buffers allow (the
+ * controller also keeps twice a request's size free, so the next one can go out while
+ * one is checked). Call once after scan_ctl_init. */
+void scan_ctl_sizes(scan_ctl *c, size_t base_bytes, unsigned mult_max);
+
+/* Seconds to wait before submitting the next request (0 = go), at time now; the wait
+ * is counted in the stats. */
+double scan_ctl_pause(scan_ctl *c, double now);
+
+/* Parse the text of a /sys/block/<dev>/stat file. PB_EINVAL when it is not one. */
+int scan_ctl_parse_stat(const char *text, scan_dev_counters *out);
+
+/* The sysfs stat file of the whole disk (or md/dm array) holding path, and the largest
+ * request it takes (queue/max_sectors_kb, 0 when unknown). PB_ENOENT when path is on no
+ * block device (tmpfs, overlay without one). In scan_stripe.c, beside the other sysfs
+ * reading. */
+int scan_device_stat(const char *path, char *stat_path, size_t len, size_t *max_io);
+
+/* ---- the members of an md array (scan_members.c) ----
+ * Others may read an array's disks without going through it: another array or a
+ * partition on the same disks. The array's counters miss those reads; its members'
+ * whole-disk counters hold them, next to the array's own traffic split into chunks. */
+#define SCAN_MEMBERS_MAX 32
+
+typedef struct scan_members {
+    size_t n;
+    size_t chunk_bytes;                /* md/chunk_size (0: unknown: no split assumed) */
+    char stat[SCAN_MEMBERS_MAX][4096]; /* each member's whole disk's stat file */
+} scan_members;
+
+/* The members of the array whose sysfs directory is dev_dir (dev_dir/slaves/ *; a
+ * partition counts as its whole disk). PB_ENOENT when dev_dir is no md array. */
+int scan_device_members(const char *dev_dir, scan_members *out);
+
+/* Reads on the members that the array's own reads do not explain, summed over samples
+ * (never decreasing). Call with cumulative counters; the first call sets the baseline. */
+typedef struct scan_member_track {
+    bool have;
+    uint64_t md_reads, md_sectors, member_reads;
+    uint64_t direct;
+} scan_member_track;
+
+uint64_t scan_members_direct(scan_member_track *t, uint64_t md_reads, uint64_t md_sectors,
+                             uint64_t member_reads, size_t chunk_bytes);
+
+#endif
