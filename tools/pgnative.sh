@@ -1,0 +1,157 @@
+#!/bin/bash
+# tools/pgnative.sh — native builds from Debian's source packages, for the benches and a
+# manual version matrix (not tools/check: each build takes minutes):
+#   tools/pgnative.sh pg MAJOR       PostgreSQL MAJOR (18 from sid, 19 from experimental)
+#                                    with contrib (amcheck, pg_walinspect) and every client
+#                                    (psql, pgbench, pg_basebackup, pg_combinebackup,
+#                                    pg_checksums) into build/pg-native/MAJOR; prints its bin
+#   tools/pgnative.sh pgbackrest     pgBackRest of sid (meson) into
+#                                    build/pgbackrest-<version>/; prints the binary
+# A finished build is kept and reused (its .version file names the source package).
+# The source comes through a private apt state (lists and archives under
+# build/apt-src/<suite>) that points at the host's own Debian mirror: the host's apt
+# sources and lists are never changed. Build tools missing on the host (bison, flex,
+# meson, the -dev libraries) are installed with apt-get from the host's own suites.
+# Environment: PB_NATIVE_DIR (default build), PB_NATIVE_JOBS (default nproc),
+# PB_NATIVE_MIRROR (default: the first deb.debian.org-like URI of the host's sources).
+set -u -o pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+DIR=${PB_NATIVE_DIR:-$SRC/build}
+JOBS=${PB_NATIVE_JOBS:-$(nproc)}
+
+die() { echo "pgnative: $*" >&2; exit 1; }
+log() { echo "pgnative: $*" >&2; }
+
+host_mirror() {
+    [ -n "${PB_NATIVE_MIRROR:-}" ] && { echo "$PB_NATIVE_MIRROR"; return; }
+    # deb822 (URIs:) or one-line (deb URI suite) sources; the main archive, not security.
+    cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list \
+        /etc/apt/sources.list 2>/dev/null |
+        sed -n -e 's/^URIs:[[:space:]]*//p' -e 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' |
+        grep -v security | head -n 1
+}
+
+# apt_private SUITE: sets APT (options of a private apt state for SUITE's sources) and
+# refreshes its lists once a day.
+apt_private() {
+    local suite=$1 d=$DIR/apt-src/$1 mirror
+    mirror=$(host_mirror)
+    [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list.d/"
+    mkdir -p "$d/lists/partial" "$d/archives/partial" || exit 1
+    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" \
+        >"$d/sources.list"
+    # Check-Valid-Until: a suite's Release may have expired against this machine's clock.
+    APT=(-o "Dir::Etc::sourcelist=$d/sources.list" -o Dir::Etc::sourceparts=-
+         -o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d" -o "Dir::Cache::archives=$d/archives"
+         -o Acquire::Check-Valid-Until=false)
+    if [ -z "$(find "$d/lists" -maxdepth 1 -name '*Sources*' -mmin -1440 2>/dev/null)" ]; then
+        log "apt-get update ($suite from $mirror, private lists in $d)"
+        apt-get "${APT[@]}" update >"$d/update.log" 2>&1 ||
+            { tail -n 5 "$d/update.log" >&2; die "apt-get update of $suite failed"; }
+    fi
+}
+
+# fetch SUITE PACKAGE: download and unpack PACKAGE's source (upstream tarball only);
+# sets SRCDIR (the unpacked tree) and SRCVER (the Debian version).
+fetch() {
+    local suite=$1 pkg=$2 d=$DIR/apt-src/$1 orig
+    apt_private "$suite"
+    local v
+    SRCVER=
+    # The newest the suite lists (experimental keeps a beta beside a release candidate).
+    for v in $(apt-cache "${APT[@]}" showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p'); do
+        if [ -z "$SRCVER" ] || dpkg --compare-versions "$v" gt "$SRCVER"; then SRCVER=$v; fi
+    done
+    [ -n "$SRCVER" ] || die "no source package $pkg in $suite"
+    (cd "$d" && apt-get "${APT[@]}" source --download-only "$pkg=$SRCVER" >"$d/source.log" 2>&1) ||
+        { tail -n 5 "$d/source.log" >&2; die "apt-get source $pkg=$SRCVER failed"; }
+    orig=$(ls "$d/${pkg}_${SRCVER%-*}".orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -n 1)
+    [ -n "$orig" ] || die "no upstream tarball of $pkg $SRCVER in $d"
+    SRCDIR=$d/$pkg-${SRCVER%-*}
+    rm -rf "$SRCDIR" && mkdir -p "$SRCDIR" &&
+        tar xf "$orig" -C "$SRCDIR" --strip-components=1 || die "cannot unpack $orig"
+}
+
+need_host() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} = 0 ] && return 0
+    log "apt-get install ${missing[*]} (host build tools)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" \
+        >"$DIR/apt-install.log" 2>&1 || { tail -n 5 "$DIR/apt-install.log" >&2; die "apt-get install failed"; }
+}
+
+# The suite that carries each major (sid: the newest release; experimental: the next).
+pg_suite() {
+    case $1 in
+        17) echo trixie ;;
+        18) echo sid ;;
+        *) echo experimental ;;
+    esac
+}
+
+build_pg() {
+    local major=$1 dest=$DIR/pg-native/$1 suite pkg=postgresql-$1 t0
+    case $major in ''|*[!0-9]*) die "not a PostgreSQL major: '$major'" ;; esac
+    suite=$(pg_suite "$major")
+    need_host bison flex pkg-config libzstd-dev liblz4-dev zlib1g-dev libssl-dev liburing-dev
+    t0=$(date +%s)
+    fetch "$suite" "$pkg"
+    if [ -x "$dest/bin/postgres" ] && [ "$(cat "$dest/.version" 2>/dev/null)" = "$pkg $SRCVER" ]; then
+        echo "$dest/bin"
+        return 0
+    fi
+    log "building $pkg $SRCVER into $dest"
+    rm -rf "$dest"
+    (cd "$SRCDIR" &&
+        ./configure --prefix="$dest" --without-icu --without-readline --with-lz4 --with-zstd \
+            --with-openssl --with-liburing >"$SRCDIR/configure.log" 2>&1 &&
+        make -j"$JOBS" >"$SRCDIR/make.log" 2>&1 && make install >>"$SRCDIR/make.log" 2>&1 &&
+        make -j"$JOBS" -C contrib >>"$SRCDIR/make.log" 2>&1 &&
+        make -C contrib install >>"$SRCDIR/make.log" 2>&1) ||
+        { tail -n 20 "$SRCDIR"/configure.log "$SRCDIR"/make.log >&2; die "build of $pkg $SRCVER failed"; }
+    echo "$pkg $SRCVER" >"$dest/.version"
+    # The servers run as postgres; the tree stays root's.
+    chmod -R a+rX "$dest"
+    rm -rf "$SRCDIR"
+    log "$pkg $SRCVER built in $(( $(date +%s) - t0 )) s"
+    echo "$dest/bin"
+}
+
+build_pgbackrest() {
+    local t0 dest ver bdir
+    need_host meson ninja-build pkg-config libpq-dev libssl-dev libxml2-dev libyaml-dev \
+        libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
+    t0=$(date +%s)
+    fetch sid pgbackrest
+    ver=${SRCVER%-*}
+    dest=$DIR/pgbackrest-$ver
+    if [ -x "$dest/bin/pgbackrest" ] && [ "$(cat "$dest/.version" 2>/dev/null)" = "pgbackrest $SRCVER" ]; then
+        echo "$dest/bin/pgbackrest"
+        return 0
+    fi
+    log "building pgbackrest $SRCVER into $dest"
+    bdir=$SRCDIR/build
+    rm -rf "$dest"
+    (cd "$SRCDIR" &&
+        meson setup "$bdir" --prefix="$dest" --buildtype=release >"$SRCDIR/build.log" 2>&1 &&
+        ninja -C "$bdir" -j"$JOBS" >>"$SRCDIR/build.log" 2>&1 &&
+        ninja -C "$bdir" install >>"$SRCDIR/build.log" 2>&1) ||
+        { tail -n 20 "$SRCDIR/build.log" >&2; die "build of pgbackrest $SRCVER failed"; }
+    [ -x "$dest/bin/pgbackrest" ] || die "no $dest/bin/pgbackrest after the build"
+    echo "pgbackrest $SRCVER" >"$dest/.version"
+    chmod -R a+rX "$dest"
+    rm -rf "$SRCDIR"
+    log "pgbackrest $SRCVER built in $(( $(date +%s) - t0 )) s"
+    echo "$dest/bin/pgbackrest"
+}
+
+[ "$(id -u)" = 0 ] || die "run as root (apt-get, and the trees must be readable by postgres)"
+mkdir -p "$DIR" || exit 1
+case ${1:-} in
+    pg) [ $# = 2 ] || die "usage: $0 pg MAJOR"; build_pg "$2" ;;
+    pgbackrest) build_pgbackrest ;;
+    *) die "usage: $0 pg MAJOR | pgbackrest" ;;
+esac
