@@ -5,8 +5,8 @@
 #                                    with contrib (amcheck, pg_walinspect) and every client
 #                                    (psql, pgbench, pg_basebackup, pg_combinebackup,
 #                                    pg_checksums) into build/pg-native/MAJOR; prints its bin
-#   tools/pgnative.sh pgbackrest     pgBackRest of sid (meson) into
-#                                    build/pgbackrest-<version>/; prints the binary
+#   tools/pgnative.sh pgbackrest     pgBackRest of sid into build/pgbackrest-<version>/
+#                                    (Debian's binary: see build_pgbackrest); prints it
 # A finished build is kept and reused (its .version file names the source package).
 # The source comes through a private apt state (lists and archives under
 # build/apt-src/<suite>) that points at the host's own Debian mirror: the host's apt
@@ -31,24 +31,37 @@ host_mirror() {
         grep -v security | head -n 1
 }
 
-# apt_private SUITE: sets APT (options of a private apt state for SUITE's sources) and
-# refreshes its lists once a day.
+# apt_private SUITE [deb]: sets APT (options of a private apt state for SUITE's source
+# packages, or with "deb" its binary ones) and refreshes its lists once a day.
 apt_private() {
-    local suite=$1 d=$DIR/apt-src/$1 mirror
+    local suite=$1 kind=${2:-deb-src} d=$DIR/apt-src/$1 mirror
+    [ "$kind" = deb ] && d=$DIR/apt-src/$1-bin
     mirror=$(host_mirror)
     [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list.d/"
     mkdir -p "$d/lists/partial" "$d/archives/partial" || exit 1
-    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" \
+    echo "$kind [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" \
         >"$d/sources.list"
     # Check-Valid-Until: a suite's Release may have expired against this machine's clock.
+    # The status file of the host's dpkg is not this state's business.
     APT=(-o "Dir::Etc::sourcelist=$d/sources.list" -o Dir::Etc::sourceparts=-
          -o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d" -o "Dir::Cache::archives=$d/archives"
-         -o Acquire::Check-Valid-Until=false)
-    if [ -z "$(find "$d/lists" -maxdepth 1 -name '*Sources*' -mmin -1440 2>/dev/null)" ]; then
-        log "apt-get update ($suite from $mirror, private lists in $d)"
+         -o Dir::State::status=/dev/null -o Acquire::Check-Valid-Until=false)
+    APTDIR=$d
+    if [ -z "$(find "$d/lists" -maxdepth 1 -name '*_main_*' -mmin -1440 2>/dev/null)" ]; then
+        log "apt-get update ($kind $suite from $mirror, private lists in $d)"
         apt-get "${APT[@]}" update >"$d/update.log" 2>&1 ||
             { tail -n 5 "$d/update.log" >&2; die "apt-get update of $suite failed"; }
     fi
+}
+
+# newest CMD PACKAGE: the newest version `apt-cache CMD PACKAGE` lists in the private
+# state (experimental keeps a beta beside a release candidate).
+newest() {
+    local v best=
+    for v in $(apt-cache "${APT[@]}" "$1" "$2" 2>/dev/null | sed -n 's/^Version: //p'); do
+        if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then best=$v; fi
+    done
+    echo "$best"
 }
 
 # fetch SUITE PACKAGE: download and unpack PACKAGE's source (upstream tarball only);
@@ -56,12 +69,7 @@ apt_private() {
 fetch() {
     local suite=$1 pkg=$2 d=$DIR/apt-src/$1 orig
     apt_private "$suite"
-    local v
-    SRCVER=
-    # The newest the suite lists (experimental keeps a beta beside a release candidate).
-    for v in $(apt-cache "${APT[@]}" showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p'); do
-        if [ -z "$SRCVER" ] || dpkg --compare-versions "$v" gt "$SRCVER"; then SRCVER=$v; fi
-    done
+    SRCVER=$(newest showsrc "$pkg")
     [ -n "$SRCVER" ] || die "no source package $pkg in $suite"
     (cd "$d" && apt-get "${APT[@]}" source --download-only "$pkg=$SRCVER" >"$d/source.log" 2>&1) ||
         { tail -n 5 "$d/source.log" >&2; die "apt-get source $pkg=$SRCVER failed"; }
@@ -120,31 +128,45 @@ build_pg() {
     echo "$dest/bin"
 }
 
+# pgBackRest: the mirror this machine reaches serves sid's binary packages but not the
+# files of its pgbackrest source package (404 on 2026-12-05), so Debian's own build of
+# the version is used. It needs glibc 2.34 (bookworm has 2.36) and sid's libxml2 soname
+# 16, which is built for glibc 2.38: its one libxml2 dependency is re-pointed at
+# bookworm's libxml2.so.2 (the thirteen long-stable calls it makes, unversioned, are all
+# there; pgBackRest parses XML for object-store repositories only).
 build_pgbackrest() {
-    local t0 dest ver bdir
-    need_host meson ninja-build pkg-config libpq-dev libssl-dev libxml2-dev libyaml-dev \
-        libzstd-dev liblz4-dev libbz2-dev zlib1g-dev
+    local t0 dest ver tmp deb
+    need_host patchelf libxml2 libssh2-1 libpq5 liblz4-1 libzstd1 libbz2-1.0
     t0=$(date +%s)
-    fetch sid pgbackrest
-    ver=${SRCVER%-*}
-    dest=$DIR/pgbackrest-$ver
-    if [ -x "$dest/bin/pgbackrest" ] && [ "$(cat "$dest/.version" 2>/dev/null)" = "pgbackrest $SRCVER" ]; then
+    apt_private sid deb
+    ver=$(newest show pgbackrest)
+    [ -n "$ver" ] || die "no pgbackrest package in sid"
+    dest=$DIR/pgbackrest-${ver%-*}
+    if [ -x "$dest/bin/pgbackrest" ] && [ "$(cat "$dest/.version" 2>/dev/null)" = "pgbackrest $ver" ]; then
         echo "$dest/bin/pgbackrest"
         return 0
     fi
-    log "building pgbackrest $SRCVER into $dest"
-    bdir=$SRCDIR/build
-    rm -rf "$dest"
-    (cd "$SRCDIR" &&
-        meson setup "$bdir" --prefix="$dest" --buildtype=release >"$SRCDIR/build.log" 2>&1 &&
-        ninja -C "$bdir" -j"$JOBS" >>"$SRCDIR/build.log" 2>&1 &&
-        ninja -C "$bdir" install >>"$SRCDIR/build.log" 2>&1) ||
-        { tail -n 20 "$SRCDIR/build.log" >&2; die "build of pgbackrest $SRCVER failed"; }
-    [ -x "$dest/bin/pgbackrest" ] || die "no $dest/bin/pgbackrest after the build"
-    echo "pgbackrest $SRCVER" >"$dest/.version"
+    (cd "$APTDIR/archives" && apt-get "${APT[@]}" download "pgbackrest=$ver" >"$APTDIR/download.log" 2>&1) ||
+        { tail -n 5 "$APTDIR/download.log" >&2; die "apt-get download pgbackrest=$ver failed"; }
+    deb=$APTDIR/archives/pgbackrest_${ver/:/%3a}_amd64.deb
+    [ -f "$deb" ] || die "no $deb after the download"
+    tmp=$(mktemp -d "$DIR/.pgbackrest.XXXXXX") || exit 1
+    dpkg-deb -x "$deb" "$tmp" || { rm -rf "$tmp"; die "cannot unpack $deb"; }
+    rm -rf "$dest" && mkdir -p "$dest/bin" && cp "$tmp/usr/bin/pgbackrest" "$dest/bin/" ||
+        { rm -rf "$tmp"; die "cannot install into $dest"; }
+    rm -rf "$tmp"
+    if patchelf --print-needed "$dest/bin/pgbackrest" | grep -qx 'libxml2.so.16'; then
+        patchelf --replace-needed libxml2.so.16 libxml2.so.2 "$dest/bin/pgbackrest" ||
+            die "patchelf of $dest/bin/pgbackrest failed"
+    fi
+    if ldd "$dest/bin/pgbackrest" | grep -q "not found"; then
+        ldd "$dest/bin/pgbackrest" | grep "not found" >&2
+        die "pgbackrest $ver needs libraries this host lacks"
+    fi
+    "$dest/bin/pgbackrest" version >/dev/null || die "$dest/bin/pgbackrest does not run here"
+    echo "pgbackrest $ver" >"$dest/.version"
     chmod -R a+rX "$dest"
-    rm -rf "$SRCDIR"
-    log "pgbackrest $SRCVER built in $(( $(date +%s) - t0 )) s"
+    log "pgbackrest $ver installed in $(( $(date +%s) - t0 )) s: $("$dest/bin/pgbackrest" version)"
     echo "$dest/bin/pgbackrest"
 }
 
