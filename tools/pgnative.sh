@@ -64,15 +64,19 @@ newest() {
     echo "$best"
 }
 
-# fetch SUITE PACKAGE: download and unpack PACKAGE's source (upstream tarball only);
-# sets SRCDIR (the unpacked tree) and SRCVER (the Debian version).
+# srcver SUITE PACKAGE: the newest version of source PACKAGE in SUITE, in SRCVER.
+srcver() {
+    apt_private "$1"
+    SRCVER=$(newest showsrc "$2")
+    [ -n "$SRCVER" ] || die "no source package $2 in $1"
+}
+
+# fetch SUITE PACKAGE: download and unpack version SRCVER of PACKAGE's source (upstream
+# tarball only); sets SRCDIR (the unpacked tree).
 fetch() {
     local suite=$1 pkg=$2 d=$DIR/apt-src/$1 orig
-    apt_private "$suite"
-    SRCVER=$(newest showsrc "$pkg")
-    [ -n "$SRCVER" ] || die "no source package $pkg in $suite"
     (cd "$d" && apt-get "${APT[@]}" source --download-only "$pkg=$SRCVER" >"$d/source.log" 2>&1) ||
-        { tail -n 5 "$d/source.log" >&2; die "apt-get source $pkg=$SRCVER failed"; }
+        { tail -n 5 "$d/source.log" >&2; die "apt-get source $pkg=$SRCVER ($suite) failed"; }
     orig=$(ls "$d/${pkg}_${SRCVER%-*}".orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -n 1)
     [ -n "$orig" ] || die "no upstream tarball of $pkg $SRCVER in $d"
     SRCDIR=$d/$pkg-${SRCVER%-*}
@@ -106,11 +110,12 @@ build_pg() {
     suite=$(pg_suite "$major")
     need_host bison flex pkg-config libzstd-dev liblz4-dev zlib1g-dev libssl-dev liburing-dev
     t0=$(date +%s)
-    fetch "$suite" "$pkg"
+    srcver "$suite" "$pkg"
     if [ -x "$dest/bin/postgres" ] && [ "$(cat "$dest/.version" 2>/dev/null)" = "$pkg $SRCVER" ]; then
         echo "$dest/bin"
         return 0
     fi
+    fetch "$suite" "$pkg"
     log "building $pkg $SRCVER into $dest"
     rm -rf "$dest"
     (cd "$SRCDIR" &&
