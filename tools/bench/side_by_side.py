@@ -3,7 +3,10 @@
 side_by_side.sh: every backup and restore per tool per round, then the ratios the
 issue's targets are stated in (medians over the incremental rounds):
   pageback incremental wall / pg_basebackup's, stored / pgBackRest's,
-  restore wall / the faster peer's, pages read / changed pages (summaries and WAL)."""
+  restore wall / the faster peer's, pages read / pages changed (summaries and WAL).
+Bytes read are from storage (/proc/<pid>/io read_bytes, the page cache dropped before
+each run) and through read calls (rchar), the tool's process tree plus the server's
+children that ended meanwhile (pg_basebackup's walsenders)."""
 import json
 import statistics
 import sys
@@ -51,12 +54,14 @@ def read_of(r):
             r.get("rchar", 0) + r.get("server_rchar", 0))
 
 
-def row(r, changed):
+def row(r, update_blocks):
     rb, rc = read_of(r)
-    pages = r.get("pages_scanned") if r["tool"] == "pageback" else None
+    pb = r["tool"] == "pageback"
+    pages, changed = (r.get("pages_scanned"), r.get("pages_changed")) if pb else (None, None)
     return [r["round"], r["tool"], r["kind"], r.get("read_mode", ""), r["wall_s"], r["cpu_s"],
             r.get("server_cpu_s"), r["stored_bytes"] / MIB, rb / MIB, rc / MIB,
-            changed, pages, ratio(num(pages), num(changed))]
+            num(r.get("pb_bytes_read", "")) / MIB if pb and num(r.get("pb_bytes_read", "")) is not None else None,
+            update_blocks, changed, pages, ratio(num(pages), num(changed)) if r["kind"] == "incr" else None]
 
 
 def main():
@@ -67,11 +72,15 @@ def main():
     restores = [r for r in recs if r.get("kind") == "restore"]
 
     def changed_of(r):
-        c = num(changes.get(r["round"], {}).get("changed_pages"))
-        return c if c is not None else num(r.get("pages_changed")) if r["kind"] == "incr" else None
+        """The blocks the round's UPDATEs touched (pg_walinspect), if measured."""
+        return num(changes.get(r["round"], {}).get("changed_pages"))
 
+    # "changed" is what pageback found changed among the pages it read (its hashes): the
+    # whole window since its parent, which also holds what the round's UPDATEs did not
+    # write (hint bits set by reading the rows, the visibility map).
     head = ["round", "tool", "kind", "read mode", "wall s", "cpu s", "server cpu s",
-            "stored MiB", "read MiB", "rchar MiB", "changed pages", "pages read", "read/changed"]
+            "stored MiB", "read MiB", "rchar MiB", "pb says read MiB", "update blocks", "pb changed pages",
+            "pb read pages", "read/changed"]
     on = [b for b in backups if b.get("summarize_wal", "on") == "on"]
     off = [b for b in backups if b.get("summarize_wal") == "off"]
     text = [table(head, [row(b, changed_of(b)) for b in on])]
@@ -87,7 +96,7 @@ def main():
         return med([b.get(key) for b in rows if b["tool"] == tool and b["kind"] == "incr"])
 
     def pb_ratio(rows):
-        return med([ratio(num(b.get("pages_scanned")), changed_of(b)) for b in rows
+        return med([ratio(num(b.get("pages_scanned")), num(b.get("pages_changed"))) for b in rows
                     if b["tool"] == "pageback" and b["kind"] == "incr"])
 
     rwall = {r["tool"]: r["wall_s"] for r in restores}

@@ -20,10 +20,11 @@
 # (pageback: bytes_stored + the manifest; pgBackRest: its backup directory;
 # pg_basebackup: its directory), and bytes read (/proc/<pid>/io of the tool's tree plus
 # the postmaster's reaped children: read_bytes from storage, rchar through read calls;
-# pageback's own bytes_read beside them). The changed pages of a round are the distinct
-# blocks pg_walinspect finds in the WAL of its UPDATEs (when the extension is there),
-# else pageback's pages_changed; pageback's pages read / changed pages is the issue's
-# "<= 1.1x with summaries".
+# pageback's own bytes_read beside them; /proc also counts loading the programs and
+# reading the tools' own repositories). The blocks a round's UPDATEs wrote are counted
+# by pg_walinspect in their WAL (when the extension is there); pageback's pages read /
+# pages changed (what its hashes found changed over its whole window, which also holds
+# hint bits set by reading rows) is the target "<= 1.1x with summaries".
 #
 #   tools/pgnative.sh pg 18 && tools/pgnative.sh pgbackrest   # once (minutes)
 #   tools/bench/side_by_side.sh                  # scale 60, 5 rounds of 1%
