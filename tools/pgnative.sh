@@ -4,7 +4,10 @@
 #   tools/pgnative.sh pg MAJOR       PostgreSQL MAJOR (18 from sid, 19 from experimental)
 #                                    with contrib (amcheck, pg_walinspect) and every client
 #                                    (psql, pgbench, pg_basebackup, pg_combinebackup,
-#                                    pg_checksums) into build/pg-native/MAJOR; prints its bin
+#                                    pg_checksums) into build/pg-native/MAJOR; prints its bin.
+#                                    Built from the source package with io_uring; where the
+#                                    mirror serves no source, Debian's binaries (see
+#                                    install_pg_debs)
 #   tools/pgnative.sh pgbackrest     pgBackRest of sid into build/pgbackrest-<version>/
 #                                    (Debian's binary: see build_pgbackrest); prints it
 # A finished build is kept and reused (its .version file names the source package).
@@ -72,11 +75,15 @@ srcver() {
 }
 
 # fetch SUITE PACKAGE: download and unpack version SRCVER of PACKAGE's source (upstream
-# tarball only); sets SRCDIR (the unpacked tree).
+# tarball only); sets SRCDIR (the unpacked tree). Returns 1 when the mirror does not
+# serve the source (it dies on anything else).
 fetch() {
     local suite=$1 pkg=$2 d=$DIR/apt-src/$1 orig
-    (cd "$d" && apt-get "${APT[@]}" source --download-only "$pkg=$SRCVER" >"$d/source.log" 2>&1) ||
-        { tail -n 5 "$d/source.log" >&2; die "apt-get source $pkg=$SRCVER ($suite) failed"; }
+    if ! (cd "$d" && apt-get "${APT[@]}" source --download-only "$pkg=$SRCVER" >"$d/source.log" 2>&1); then
+        grep '^E:' "$d/source.log" | tail -n 3 >&2
+        log "apt-get source $pkg=$SRCVER ($suite) failed"
+        return 1
+    fi
     orig=$(ls "$d/${pkg}_${SRCVER%-*}".orig.tar.* 2>/dev/null | grep -v '\.asc$' | head -n 1)
     [ -n "$orig" ] || die "no upstream tarball of $pkg $SRCVER in $d"
     SRCDIR=$d/$pkg-${SRCVER%-*}
@@ -111,11 +118,15 @@ build_pg() {
     need_host bison flex pkg-config libzstd-dev liblz4-dev zlib1g-dev libssl-dev liburing-dev
     t0=$(date +%s)
     srcver "$suite" "$pkg"
-    if [ -x "$dest/bin/postgres" ] && [ "$(cat "$dest/.version" 2>/dev/null)" = "$pkg $SRCVER" ]; then
-        echo "$dest/bin"
-        return 0
+    case $(cat "$dest/.version" 2>/dev/null) in
+        "$pkg $SRCVER" | "$pkg $SRCVER (Debian's binaries)")
+            [ -x "$dest/bin/postgres" ] && { echo "$dest/bin"; return 0; } ;;
+    esac
+    if ! fetch "$suite" "$pkg"; then
+        log "$pkg $SRCVER: no source here; Debian's binary packages instead"
+        install_pg_debs "$major" "$suite" "$SRCVER"
+        return
     fi
-    fetch "$suite" "$pkg"
     log "building $pkg $SRCVER into $dest"
     rm -rf "$dest"
     (cd "$SRCDIR" &&
@@ -130,6 +141,55 @@ build_pg() {
     chmod -R a+rX "$dest"
     rm -rf "$SRCDIR"
     log "$pkg $SRCVER built in $(( $(date +%s) - t0 )) s"
+    echo "$dest/bin"
+}
+
+# The libraries Debian's server and clients need (sid's names), beside sid's own glibc.
+SID_LIBS=(libc6 libssl3t64 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0
+    libcom-err2 libkeyutils1 libicu78 libstdc++6 libgcc-s1 libldap2 libsasl2-2 liblz4-1
+    libnuma1 libpam0g libaudit1 libcap-ng0 libreadline8t64 libtinfo6 libsystemd0 libcap2
+    liburing2 libxml2-16 zlib1g libzstd1 liblzma5 libselinux1 libpcre2-8-0 libuuid1
+    libxslt1.1 libgcrypt20 libgpg-error0 libgnutls30t64 libidn2-0 libunistring5 libp11-kit0
+    libtasn1-6 libnettle8t64 libhogweed6t64 libgmp10 libffi8 libxxhash0)
+
+# install_pg_debs MAJOR SUITE VERSION: where the mirror serves a major's binary packages
+# but not its source (19 on 2026-12-05), Debian's own server and clients, unpacked with
+# sid's libraries into DIR/pg-native/MAJOR/root. They need a newer glibc than the host's:
+# every program's ELF interpreter and library path are pointed at the unpacked glibc and
+# libraries (patchelf), so they run on the host as they are, pg_ctl starting postgres too.
+install_pg_debs() {
+    local major=$1 suite=$2 ver=$3 dest=$DIR/pg-native/$1 tmp root ldso f n=0 missing
+    need_host patchelf
+    tmp=$(mktemp -d "$DIR/.pg$major.XXXXXX") || exit 1
+    root=$dest/root
+    apt_private "$suite" deb
+    (cd "$tmp" && apt-get "${APT[@]}" download "postgresql-$major=$ver" \
+        "postgresql-client-$major=$ver" "libpq5=$ver" >"$tmp/download.log" 2>&1) ||
+        { tail -n 5 "$tmp/download.log" >&2; rm -rf "$tmp"; die "apt-get download postgresql-$major=$ver failed"; }
+    apt_private sid deb
+    (cd "$tmp" && apt-get "${APT[@]}" download "${SID_LIBS[@]}" >"$tmp/download-libs.log" 2>&1) ||
+        { tail -n 5 "$tmp/download-libs.log" >&2; rm -rf "$tmp"; die "apt-get download of sid's libraries failed"; }
+    rm -rf "$dest" && mkdir -p "$root" || exit 1
+    for f in "$tmp"/*.deb; do
+        dpkg-deb -x "$f" "$root" || { rm -rf "$tmp"; die "cannot unpack $f"; }
+    done
+    rm -rf "$tmp"
+    ldso=$root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+    [ -x "$ldso" ] || die "no $ldso in sid's libc6"
+    for f in "$root/usr/lib/postgresql/$major/bin"/*; do
+        head -c 4 "$f" | grep -q ELF || continue
+        patchelf --set-interpreter "$ldso" --force-rpath \
+            --set-rpath "$root/usr/lib/x86_64-linux-gnu:$root/usr/lib/postgresql/$major/lib" "$f" ||
+            die "patchelf of $f failed"
+        n=$((n + 1))
+    done
+    missing=$("$ldso" --list "$root/usr/lib/postgresql/$major/bin/postgres" | grep "not found")
+    [ -z "$missing" ] || { echo "$missing" >&2; die "postgresql-$major $ver needs libraries SID_LIBS lacks"; }
+    ln -s "root/usr/lib/postgresql/$major/bin" "$dest/bin"
+    "$dest/bin/postgres" --version >/dev/null || die "$dest/bin/postgres does not run here"
+    echo "postgresql-$major $ver (Debian's binaries)" >"$dest/.version"
+    chmod -R a+rX "$dest"
+    log "postgresql-$major $ver: Debian's binaries, $n programs pointed at sid's glibc: $("$dest/bin/postgres" --version)"
     echo "$dest/bin"
 }
 
