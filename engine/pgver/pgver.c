@@ -36,10 +36,17 @@ static const pgv_facts rows[] = {
      true},
     {18, 0xD118, 202506291, 1800, 0x01, 0x02, 0x1C, {0x00, 0x10}, 2, 21, START_15, STOP_15,
      true},
+    /* 19 (read from Debian's postgresql-server-dev-19 19~rc1-1 and the pg_proc entries of
+     * its postgres.bki, 2026-12-05): pg_control 1905 adds fields after the versions, the
+     * checkpoint record gains logicalDecodingEnabled, XLOG gains ASSIGN_LSN (0xC0) and
+     * LOGICAL_DECODING_STATUS_CHANGE (0xF0); block references, image flags, CREATE
+     * DATABASE, resource managers, backup and summary functions are 18's. */
+    {19, 0xD122, 202610061, 1905, 0x01, 0x02, 0x1C, {0x00, 0x10}, 2, 21, START_15, STOP_15,
+     true},
 };
 #define NROWS (sizeof(rows) / sizeof(rows[0]))
 
-const char *pgv_supported(void) { return "14, 15, 16, 17, 18"; }
+const char *pgv_supported(void) { return "14, 15, 16, 17, 18, 19"; }
 
 const pgv_facts *pgv_by_major(int major)
 {

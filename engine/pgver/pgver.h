@@ -1,6 +1,6 @@
 /*
  * engine/pgver/pgver.h — the version layer (prefix pgv_): what pageback depends on that
- * differs between PostgreSQL majors, one table row per supported major (14 to 18), chosen
+ * differs between PostgreSQL majors, one table row per supported major (14 to 19), chosen
  * once and handed down as a `const pgv_facts *` (pgBackRest's postgres/interface is the
  * model). From a server: pgv_from_server_version (pgconn.c, at connect). Offline: from
  * the magic of a WAL page header (the WAL reader, at its first page) or from a catalog
@@ -19,7 +19,7 @@
 #include "common/pb.h"
 
 typedef struct pgv_facts {
-    int major;                 /* 14 .. 18 */
+    int major;                 /* 14 .. 19 */
     uint16_t wal_page_magic;   /* XLOG_PAGE_MAGIC (access/xlog_internal.h) */
     uint32_t catversion;       /* CATALOG_VERSION_NO (catalog/catversion.h) */
     uint32_t control_version;  /* PG_CONTROL_VERSION (catalog/pg_control.h) */
@@ -37,7 +37,7 @@ typedef struct pgv_facts {
     bool wal_summaries;        /* summarize_wal and pg_available_wal_summaries() (17+) */
 } pgv_facts;
 
-/* The row of a major (14 .. 18), or NULL. */
+/* The row of a major (14 .. 19), or NULL. */
 const pgv_facts *pgv_by_major(int major);
 /* From server_version_num (e.g. 160004). PB_EUNSUPPORTED naming the version otherwise. */
 int pgv_from_server_version(const pgv_facts **out, int server_version_num, pb_error *err);
@@ -58,7 +58,7 @@ bool pgv_is_dbase_create(const pgv_facts *v, uint8_t info);
 /* "PG_<major>_<catversion>": the cluster's directory inside a tablespace
  * (TABLESPACE_VERSION_DIRECTORY) for a catalog version, into out (cap >= 32). */
 void pgv_tblspc_dir(const pgv_facts *v, uint32_t catversion, char *out, size_t cap);
-/* "14, 15, 16, 17, 18": the supported majors, for messages. */
+/* "14, 15, 16, 17, 18, 19": the supported majors, for messages. */
 const char *pgv_supported(void);
 
 #endif

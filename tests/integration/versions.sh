@@ -10,6 +10,8 @@
 # timeline 2 backed up and restored to points on it, one across the switch; on 17 and
 # later, an incremental read by the server's WAL summaries (summarize_wal), verified and
 # restored. What PB_PGBIN lacks (pg_checksums) is skipped with a printed note.
+# A native build with every client and contrib (tools/pgnative.sh, not in tools/check's
+# default matrix): PB_PGBIN=$(tools/pgversions.sh native 18) bash tests/integration/versions.sh
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 SRC=$PB_WORK/src

@@ -11,12 +11,46 @@
 #   BENCH_RESULTS  where <name>.json goes (default tools/bench/results)
 #   BENCH_SCALE    pgbench scale (default per script)
 #   PB_KEEP=1      keep the work directory
+#   BENCH_PG       PostgreSQL major to measure (default 15: the host's; others from
+#                  tools/pgnative.sh's build/pg-native/<major>, else tools/pgversions.sh's)
+#   BENCH_PGBIN    PostgreSQL bin directory (overrides BENCH_PG)
+#   BENCH_PGBACKREST  pgBackRest binary (default the newest build/pgbackrest-<version>
+#                  of tools/pgnative.sh, else /usr/bin/pgbackrest)
+#   BENCH_IO_METHOD   io_method of the clusters bench_cluster makes (18 and later:
+#                  worker, io_uring or sync; default the server's)
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BENCH_SRC=$(cd "$BENCH_DIR/../.." && pwd)
 PB_BIN=${PB_BIN:-$BENCH_SRC/build/pageback}
 case $PB_BIN in /*) ;; *) PB_BIN=$PWD/$PB_BIN ;; esac
 export PB_BIN
+
+# bench_pick_pgbin: the bin directory of BENCH_PGBIN or BENCH_PG (empty: PB_PGBIN or 15's).
+bench_pick_pgbin() {
+    local m=${BENCH_PG:-}
+    if [ -n "${BENCH_PGBIN:-}" ]; then echo "$BENCH_PGBIN"
+    elif [ -z "$m" ]; then echo "${PB_PGBIN:-/usr/lib/postgresql/15/bin}"
+    elif [ -x "$BENCH_SRC/build/pg-native/$m/bin/postgres" ]; then echo "$BENCH_SRC/build/pg-native/$m/bin"
+    elif [ -x "$BENCH_SRC/build/pg-versions/$m/bin/postgres" ]; then echo "$BENCH_SRC/build/pg-versions/$m/bin"
+    else echo "/usr/lib/postgresql/$m/bin"
+    fi
+}
+
+# bench_pick_pgbackrest: BENCH_PGBACKREST, else the newest native build, else the host's.
+bench_pick_pgbackrest() {
+    local b
+    [ -n "${BENCH_PGBACKREST:-}" ] && { echo "$BENCH_PGBACKREST"; return; }
+    b=$(ls -d "$BENCH_SRC"/build/pgbackrest-*/bin/pgbackrest 2>/dev/null | sort -V | tail -n 1)
+    echo "${b:-/usr/bin/pgbackrest}"
+}
+
+PB_PGBIN=$(bench_pick_pgbin)
+BENCH_PGBACKREST=$(bench_pick_pgbackrest)
+export PB_PGBIN BENCH_PGBACKREST
+# Scripts that call `pgbackrest` by name (and the servers' archive_command, which
+# inherits this environment through runuser) find the chosen one first.
+PATH=$(dirname "$BENCH_PGBACKREST"):$PATH
+export PATH
 # shellcheck disable=SC1091
 source "$BENCH_SRC/tests/integration/pb_lib.sh"
 
@@ -31,9 +65,10 @@ bench_py() { "${BENCH_PY[@]}" "$@"; }
 bench_setup() {
     BENCH_NAME=$1
     [ "$(id -u)" = 0 ] || pb_die "benchmarks run as root (cache dropping, runuser)"
-    for t in fio fincore pgbackrest /usr/bin/time; do
+    for t in fio fincore "$BENCH_PGBACKREST" /usr/bin/time; do
         command -v "$t" >/dev/null || pb_die "$t is missing (tools/deps.sh installs it)"
     done
+    [ -x "$PB_PGBIN/postgres" ] || pb_die "no PostgreSQL in $PB_PGBIN (BENCH_PG, BENCH_PGBIN)"
     pb_setup
     BENCH_REC=$PB_WORK/records.jsonl
     BENCH_TMP=$PB_WORK/tm
@@ -47,7 +82,8 @@ bench_setup() {
         vcpus="$(nproc)" mem_mib="$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)" \
         kernel="$(uname -r)" disk="$(bench_disk_of "$PB_WORK")" \
         fs="$(stat -f -c %T "$PB_WORK")" pg="$("$PB_PGBIN/postgres" --version)" \
-        pgbackrest="$(pgbackrest version)" fio="$(fio --version)" \
+        pgbackrest="$("$BENCH_PGBACKREST" version)" pgbackrest_bin="$BENCH_PGBACKREST" \
+        pgbin="$PB_PGBIN" io_method="${BENCH_IO_METHOD:-default}" fio="$(fio --version)" \
         pageback_bin="$PB_BIN" pageback_commit="$commit" tracked_files_modified="$dirty" \
         pageback_bin_built="$(date -u -r "$PB_BIN" +%Y-%m-%dT%H:%M:%SZ)" \
         reps="$BENCH_REPS" loadavg_start="$(cut -d' ' -f1-3 /proc/loadavg)" \
@@ -188,7 +224,7 @@ bench_pgbr_prepare() {
     mkdir -p "$PGBR_DIR"/{repo,log,lock,spool} && _pb_chown_pg "$PGBR_DIR"
     # Each tool's own push, and both chained (what bench_cluster sets up).
     BENCH_PB_PUSH=$PB_ARCHIVE_COMMAND
-    BENCH_PGBR_PUSH="pgbackrest --config=$PGBR_CONF --stanza=bench archive-push %p"
+    BENCH_PGBR_PUSH="$BENCH_PGBACKREST --config=$PGBR_CONF --stanza=bench archive-push %p"
     BENCH_ARCHIVE_COMMAND="$BENCH_PB_PUSH && $BENCH_PGBR_PUSH"
     if [ "${BENCH_ARCHIVE_DURING_INIT:-0}" = 1 ]; then
         PB_ARCHIVE_COMMAND=$BENCH_ARCHIVE_COMMAND
@@ -222,7 +258,7 @@ EOF
     _pb_chown_pg "$PGBR_CONF"
 }
 
-pgbr() { _pb_as_pg pgbackrest --config="$PGBR_CONF" --stanza=bench "$@"; }
+pgbr() { _pb_as_pg "$BENCH_PGBACKREST" --config="$PGBR_CONF" --stanza=bench "$@"; }
 
 # bench_archive_on PGDATA: switch archive_command to both repositories, create the
 # pgBackRest stanza, and start a fresh WAL segment.
@@ -235,8 +271,8 @@ bench_archive_on() {
 
 # bench_pgbr_backup TYPE: timed pgBackRest backup; sets T_* and PGBR_LABEL.
 bench_pgbr_backup() {
-    bench_time_pg pgbackrest --config="$PGBR_CONF" --stanza=bench backup --type="$1" \
-        >"$BENCH_TMP/pgbr.out" 2>&1
+    bench_time_pg "$BENCH_PGBACKREST" --config="$PGBR_CONF" --stanza=bench backup \
+        --type="$1" "${@:2}" >"$BENCH_TMP/pgbr.out" 2>&1
     if [ "$T_RC" != 0 ]; then
         echo "pgbackrest backup --type=$1 failed:" >&2
         cat "$BENCH_TMP/pgbr.out" >&2
@@ -261,6 +297,7 @@ bench_cluster() {
     SRC=$PB_WORK/src
     pg_init_cluster "$SRC" || pb_die "initdb failed"
     [ $# -gt 0 ] && pg_conf "$SRC" "$@"
+    bench_io_method "$SRC"
     pg_start "$SRC" || pb_die "source cluster did not start"
     pg_env "$SRC"
     bench_pgbr_config "$SRC"
@@ -279,4 +316,15 @@ bench_wait_archived() {
         sleep 0.5
     done
     pb_log "WARNING: WAL archiving is behind"
+}
+
+# bench_io_method PGDATA: BENCH_IO_METHOD into PGDATA's configuration; a server before 18
+# (no io_method) or a value it does not know stops the bench here, naming it.
+bench_io_method() {
+    local m=${BENCH_IO_METHOD:-} v
+    [ -n "$m" ] || return 0
+    case $m in worker | io_uring | sync) ;; *) pb_die "BENCH_IO_METHOD=$m: not worker, io_uring or sync" ;; esac
+    v=$("$PB_PGBIN/postgres" --version | sed -n 's/.* \([0-9][0-9]*\)[.a-z].*/\1/p')
+    [ "${v:-0}" -ge 18 ] || pb_die "BENCH_IO_METHOD=$m needs PostgreSQL 18 or later ($PB_PGBIN is ${v:-unknown})"
+    pg_conf "$1" "io_method = $m"
 }

@@ -23,6 +23,7 @@ static const want wants[] = {
     {16, 0xD113, 202307071, 1300, 0x02, 0x1C, "pg_backup_start(", false},
     {17, 0xD116, 202406281, 1700, 0x02, 0x1C, "pg_backup_start(", true},
     {18, 0xD118, 202506291, 1800, 0x02, 0x1C, "pg_backup_start(", true},
+    {19, 0xD122, 202610061, 1905, 0x02, 0x1C, "pg_backup_start(", true},
 };
 
 static void test_rows(void)
@@ -70,11 +71,13 @@ static void test_refused(void)
 {
     const pgv_facts *o = pgv_by_major(15);
     pb_error e = PB_ERROR_INIT;
-    PBT_CHECK(pgv_by_major(13) == NULL && pgv_by_major(19) == NULL);
+    PBT_CHECK(pgv_by_major(13) == NULL && pgv_by_major(20) == NULL);
     PBT_CHECK(pgv_from_server_version(&o, 130012, &e) == PB_EUNSUPPORTED && o == NULL);
-    PBT_CHECK(strstr(e.msg, "13.12") && strstr(e.msg, "14, 15, 16, 17, 18"));
-    PBT_CHECK(pgv_from_server_version(&o, 190000, &e) == PB_EUNSUPPORTED);
-    PBT_CHECK(strstr(e.msg, "19.0") != NULL);
+    PBT_CHECK(strstr(e.msg, "13.12") && strstr(e.msg, "14, 15, 16, 17, 18, 19"));
+    PBT_CHECK(pgv_from_server_version(&o, 200000, &e) == PB_EUNSUPPORTED);
+    PBT_CHECK(strstr(e.msg, "20.0") != NULL);
+    /* 19's beta catalog version (pgBackRest 2.60 carries it) is not the release's. */
+    PBT_CHECK(pgv_from_catversion(&o, 202605131, &e) == PB_EUNSUPPORTED);
     PBT_CHECK(pgv_from_server_version(&o, 90624, &e) == PB_EUNSUPPORTED);
     PBT_CHECK(strstr(e.msg, "9.6.24") != NULL);
     PBT_CHECK(pgv_from_wal_magic(&o, 0xD106, &e) == PB_EUNSUPPORTED && o == NULL);
