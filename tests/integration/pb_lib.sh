@@ -302,3 +302,22 @@ pb_source_cluster() {
         pb_die "source cluster did not start"
     pg_env "$SRC"
 }
+
+# pb_while_writing DIR CMD...: run CMD (a backup from DIR's standby) while DIR's cluster
+# writes a WAL record every 0.5 s; CMD's exit status. A standby's backup may end at a
+# segment boundary (its last replayed record a segment switch): it then waits for the
+# primary to finish the segment that begins there, and archive_timeout switches only after
+# a record that counts as activity, which the standby snapshots an idle primary logs do
+# not: without writes the segment waits for the next timed checkpoint (5 minutes).
+pb_while_writing() {
+    local dir=$1 pid
+    shift
+    "$@" &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        pg_psql "$dir" "SELECT pg_logical_emit_message(false, 'pageback-test', 'activity')" \
+            >/dev/null
+        sleep 0.5
+    done
+    wait "$pid"
+}
