@@ -321,3 +321,14 @@ pb_while_writing() {
     done
     wait "$pid"
 }
+
+# pb_wait_pgbench DIR N: wait until N pgbench sessions are connected to DIR's cluster (a
+# background load is under way), polled every 0.05 s for up to 2 s (then it goes on).
+pb_wait_pgbench() {
+    local i
+    for i in $(seq 1 40); do
+        [ "$(pg_psql "$1" "SELECT count(*) FROM pg_stat_activity
+                           WHERE application_name = 'pgbench'")" -ge "$2" ] && return 0
+        sleep 0.05
+    done
+}
