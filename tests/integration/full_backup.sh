@@ -5,7 +5,7 @@ pb_setup
 SRC=$PB_WORK/src
 pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
 pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-10}" || pb_die "pgbench init failed"
+pgbench_init "$SRC" "${PB_SCALE:-5}" || pb_die "pgbench init failed"
 
 # 1. Full backup of a quiet cluster: restore to consistency must equal the source.
 pb_check "full backup of a quiet cluster" pb backup --type full
