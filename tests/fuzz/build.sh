@@ -15,6 +15,7 @@ CFLAGS="$CFLAGS $(pkg-config --cflags libzstd libcurl libpq liburing rocksdb lib
 LIBS="$(pkg-config --libs libzstd libcurl libpq liburing rocksdb libxxhash libisal libsodium) -lpthread -lstdc++"
 mkdir -p "$OUT/obj"
 objs=()
+stale=()
 cd "$SRC"
 for f in common/*.c manifest/*.c engine/pack/pack.c engine/pack/envelope.c \
          engine/wal/*.c engine/pgver/*.c \
@@ -22,14 +23,17 @@ for f in common/*.c manifest/*.c engine/pack/pack.c engine/pack/envelope.c \
          tools/options.c tools/options_ops.c tools/options_sources.c tools/config.c tools/help.c; do
     o=$OUT/obj/$(echo "$f" | tr / _).o
     if [ ! -f "$o" ] || [ "$SRC/$f" -nt "$o" ]; then
-        $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$SRC/$f" -o "$o"
+        stale+=("$f")
     fi
     objs+=("$o")
 done
+# The stale objects, then the targets, one compiler per CPU (clang is single-threaded).
+export CC CFLAGS LIBS OUT SRC
+jobs=${PB_FUZZ_JOBS:-$(nproc)}
+[ ${#stale[@]} = 0 ] || printf '%s\n' "${stale[@]}" | xargs -P "$jobs" -I{} sh -c \
+    'exec $CC $CFLAGS -fsanitize=fuzzer-no-link -c "$SRC/{}" -o "$OUT/obj/$(echo {} | tr / _).o"'
 rm -f "$OUT/libpbfuzz.a"
 ar rcs "$OUT/libpbfuzz.a" "${objs[@]}"
-for t in $TARGETS; do
-    $CC $CFLAGS -fsanitize=fuzzer "$SRC/tests/fuzz/fuzz_$t.c" "$OUT/libpbfuzz.a" $LIBS \
-        -o "$OUT/fuzz_$t"
-done
+printf '%s\n' $TARGETS | xargs -P "$jobs" -I{} sh -c \
+    'exec $CC $CFLAGS -fsanitize=fuzzer "$SRC/tests/fuzz/fuzz_{}.c" "$OUT/libpbfuzz.a" $LIBS -o "$OUT/fuzz_{}"'
 echo "fuzz targets in $OUT: $TARGETS"

@@ -7,6 +7,9 @@
 # passes; expire takes what it drops out of the record; a damaged primary is reported
 # and the copy serves. Runs on either repository kind (PB_REPO_KIND=s3).
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about the record of committed backups.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
 SRC=$PB_WORK/src
 pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"

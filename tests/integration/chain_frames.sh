@@ -4,6 +4,9 @@
 # (the read plan coalesces each pack's frames into a few ranged GETs). Backup and
 # restore summaries report their requests. Runs under PB_REPO_KIND=s3 too.
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about what a chain restore reads.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
 SRC=$PB_WORK/src
 INCRS=${PB_INCRS:-10}

@@ -16,6 +16,9 @@
 #   PB_TRIALS_LEFTOVERS=warn  count leftovers in the table only, not as failures (for
 #               a tree without the removal of a killed writer's objects)
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about what a kill leaves behind.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 if [ "$PB_REPO_KIND" != posix ]; then
     echo "crash trials use the posix repository (the fault points of puts are posix ones)"
     echo "0 passed, 0 failed"

@@ -11,6 +11,9 @@
 # old backups readable with the old key given second, and a rebase under the new key gives
 # a synthetic full that the new key alone restores.
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about what an encrypted repository stores.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
 KEY=$PB_WORK/repo.key
 WRONG=$PB_WORK/wrong.key

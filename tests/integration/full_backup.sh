@@ -5,7 +5,7 @@ pb_setup
 SRC=$PB_WORK/src
 pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
 pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-10}" || pb_die "pgbench init failed"
+pgbench_init "$SRC" "${PB_SCALE:-5}" || pb_die "pgbench init failed"
 
 # 1. Full backup of a quiet cluster: restore to consistency must equal the source.
 pb_check "full backup of a quiet cluster" pb backup --type full
@@ -17,10 +17,10 @@ pb_check "amcheck passes on the restored cluster" pg_amcheck_all "$PB_WORK/r1"
 pg_stop "$PB_WORK/r1"
 pb_check "pg_checksums --check passes on the restored cluster" pg_checksums_check "$PB_WORK/r1"
 
-# 2. Full backup while pgbench writes (from 2 s before it until it ends, 20 s at most);
+# 2. Full backup while pgbench writes (from before it until it ends, 20 s at most);
 # replay to a point after the load stopped.
 pgbench_run_until_bg "$SRC" "$PB_WORK/load.stop" 20 2
-sleep 2
+pb_wait_pgbench "$SRC" 2
 pb_check "full backup under pgbench load" pb backup --type full
 ID2=$(pb_last_id)
 touch "$PB_WORK/load.stop"

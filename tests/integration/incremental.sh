@@ -2,6 +2,9 @@
 # A full backup and a chain of incrementals, each after a different workload; every
 # backup of the chain restored and compared; delta restore; rebase; lost state dir.
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about what a chain of incrementals restores.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
 SRC=$PB_WORK/src
 pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"

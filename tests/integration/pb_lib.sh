@@ -302,3 +302,33 @@ pb_source_cluster() {
         pb_die "source cluster did not start"
     pg_env "$SRC"
 }
+
+# pb_while_writing DIR CMD...: run CMD (a backup from DIR's standby) while DIR's cluster
+# writes a WAL record every 0.5 s; CMD's exit status. A standby's backup may end at a
+# segment boundary (its last replayed record a segment switch): it then waits for the
+# primary to finish the segment that begins there, and archive_timeout switches only after
+# a record that counts as activity, which the standby snapshots an idle primary logs do
+# not: without writes the segment waits for the next timed checkpoint (5 minutes).
+pb_while_writing() {
+    local dir=$1 pid
+    shift
+    "$@" &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        pg_psql "$dir" "SELECT pg_logical_emit_message(false, 'pageback-test', 'activity')" \
+            >/dev/null
+        sleep 0.5
+    done
+    wait "$pid"
+}
+
+# pb_wait_pgbench DIR N: wait until N pgbench sessions are connected to DIR's cluster (a
+# background load is under way), polled every 0.05 s for up to 2 s (then it goes on).
+pb_wait_pgbench() {
+    local i
+    for i in $(seq 1 40); do
+        [ "$(pg_psql "$1" "SELECT count(*) FROM pg_stat_activity
+                           WHERE application_name = 'pgbench'")" -ge "$2" ] && return 0
+        sleep 0.05
+    done
+}

@@ -6,6 +6,9 @@
 # Also: which backup is chosen, refusals before anything is written, and archive-get
 # (prefetch spool, quiet "not found").
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about recovery targets.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
 SRC=$PB_WORK/src
 pg_init_cluster "$SRC" || pb_die "initdb failed"

@@ -6,6 +6,9 @@
 # under 5% of the data directory; a test fault that makes the file-level skip miss a
 # changed segment is caught by the verify scan; an archive gap forces the fallback.
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about what each incremental mode reads.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
 # No autovacuum: what changes between two backups is what the steps change, so the read
 # counts below are the skip rule's and not a background worker's.

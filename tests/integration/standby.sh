@@ -29,19 +29,6 @@ _pb_as_pg "$PB_PGBIN/pg_basebackup" -D "$STB" -R -X stream -c fast -h "$(pg_sock
 pg_reconfigure "$STB" && pg_start "$STB" || pb_die "standby did not start"
 pb_assert_eq "$(pg_psql "$STB" 'SELECT pg_is_in_recovery()')" t "the standby is in recovery"
 
-# Everything the primary wrote so far reaches the archive.
-archive_all() {
-    local seg last i
-    seg=$(pg_psql "$PRI" "SELECT pg_walfile_name(pg_switch_wal())")
-    for i in $(seq 1 300); do
-        last=$(pg_psql "$PRI" "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
-        [[ "${last:8:16}" < "${seg:8:16}" ]] || return 0
-        sleep 0.1
-    done
-    echo "archive_all: $seg was not archived" >&2
-    return 1
-}
-
 # give_up MSG: a step the rest depends on failed; count it and end with the summary.
 give_up() {
     pb_test_fail "$1"
@@ -143,7 +130,7 @@ done
 pg_psql "$PRI" "CHECKPOINT" >/dev/null
 pg_psql "$PRI" "SELECT pg_create_restore_point('after_writes')" >/dev/null
 EXPECTED=$(pg_digest_all "$PRI")
-archive_all || pb_die "the primary's WAL was not archived"
+pb_archive_all "$PRI" || pb_die "the primary's WAL was not archived"
 
 N=0
 # restore_check ID LABEL RESTORE_ARGS...: restore, recover, compare with EXPECTED (when

@@ -28,19 +28,6 @@ uuid_run_bg() {
     UUID_PID=$PB_PGBENCH_PID
 }
 
-# Everything written so far reaches the archive.
-archive_all() {
-    local d=$1 seg last i
-    seg=$(pg_psql "$d" "SELECT pg_walfile_name(pg_switch_wal())")
-    for i in $(seq 1 600); do
-        last=$(pg_psql "$d" "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
-        [[ "$last" < "$seg" ]] || return 0
-        sleep 0.1
-    done
-    echo "archive_all: $seg was not archived" >&2
-    return 1
-}
-
 # use_repo SUFFIX: a separate repository and catalog per cluster (a repository belongs to
 # one cluster).
 use_repo() {
@@ -65,7 +52,7 @@ round() {
     local src=$1 label=$2 type=$3 n=$4 id lsn digest d chosen stop=$PB_WORK/load.$4
     uuid_run_bg "$src" "$stop" "$SECS"
     pgbench_run_until_bg "$src" "$stop" "$SECS" 2
-    sleep 1
+    pb_wait_pgbench "$src" 4 # both loads under way before the backup starts
     if ! pb backup --type "$type" >"$PB_WORK/backup.out" 2>&1; then
         touch "$stop"
         cat "$PB_WORK/backup.out"
@@ -85,7 +72,7 @@ round() {
         "scanned pages changed inside it, $changed pages shipped, $errors checksum errors"
     digest=$(pg_digest_all "$src")
     lsn=$(pg_psql "$src" "SELECT pg_current_wal_lsn()")
-    archive_all "$src" || { pb_test_fail "$label: WAL not archived"; return 1; }
+    pb_archive_all "$src" || { pb_test_fail "$label: WAL not archived"; return 1; }
     d=$PB_WORK/restore$n
     if ! pb_restore_start "$d" --target-lsn "$lsn"; then
         pb_test_fail "$label: restore to LSN $lsn"

@@ -9,6 +9,9 @@
 # text shows local times with the zone, binary units, the database size, the duration
 # and a running backup. Runs on either repository kind (PB_REPO_KIND=s3).
 source "$(dirname "$0")/pb_lib.sh"
+# pageback's threads at normal CPU priority (SCHED_IDLE, the default, barely runs on a busy
+# test machine; polite_io.sh checks the priorities themselves): this script is about two clusters in one repository.
+export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
 export TZ=Europe/Berlin # info prints local times with the zone's name (CET)
 [ "$PB_REPO_KIND" = s3 ] && { set -a; . "$PB_S3_DIR/env"; set +a; }

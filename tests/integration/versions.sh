@@ -17,7 +17,8 @@ pb_setup
 SRC=$PB_WORK/src
 pg_init_cluster "$SRC" || pb_die "initdb failed ($PB_PGBIN)"
 # A standby cannot switch WAL segments: the segment holding its backup's end reaches the
-# archive when the primary finishes it, which archive_timeout bounds.
+# archive when the primary finishes it, which archive_timeout bounds while the primary
+# writes (the standby's backup runs under pb_while_writing).
 pg_conf "$SRC" "track_commit_timestamp = on" "autovacuum = off" "archive_timeout = 1s" \
     "wal_keep_size = 256MB"
 pg_start "$SRC" || pb_die "source cluster did not start ($PB_PGBIN)"
@@ -149,6 +150,10 @@ pg_reconfigure "$STB" && pg_conf "$STB" "archive_mode = off" \
     pg_start "$STB" || pb_die "the standby did not start"
 pb_assert_eq "$(pg_psql "$STB" 'SELECT pg_is_in_recovery()')" t "the standby is in recovery"
 q "CALL ins(5, 'standby')" >/dev/null
+# The rows, then a segment switch as the primary's last record, replayed: the standby's
+# backup then mostly ends at the segment boundary, where it needs the primary's next
+# segment too (engine/backup.c, last_needed_lsn).
+q "SELECT pg_switch_wal()" >/dev/null
 WANT=$(q "SELECT pg_current_wal_lsn()")
 for i in $(seq 1 300); do
     [ "$(pg_psql "$STB" "SELECT pg_last_wal_replay_lsn() >= '$WANT'")" = t ] && break
@@ -156,7 +161,7 @@ for i in $(seq 1 300); do
 done
 DIGEST_S=$(pg_digest_all "$SRC")
 pg_env "$STB"
-pb_check "full backup of the standby" backup --type full
+pb_check "full backup of the standby" pb_while_writing "$SRC" backup --type full
 S1=$(made_id)
 pg_env "$SRC"
 # The standby's backup may end exactly where a segment switch left off (its minimum
