@@ -44,6 +44,7 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
 {
     uint64_t seg = h->wal_segment_size;
     double deadline = pb_now() + timeout;
+    useconds_t nap = 5000; /* the archiver is usually a few ms behind: look again soon */
     for (uint64_t s = h->start_lsn / seg; s <= last_needed_lsn(h, standby) / seg; s++) {
         char name[25];
         arch_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
@@ -65,7 +66,8 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
                                "or the standby's with archive_mode = always, to archive into "
                                "this repository; the last segment is archived when the "
                                "primary switches it: set archive_timeout there)" : "");
-            usleep(50000);
+            usleep(nap);
+            nap = nap < 50000 ? nap * 2 : 50000;
         }
     }
     return 0;

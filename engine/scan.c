@@ -163,11 +163,9 @@ static void start_controller(scanner *s, const scan_opts *o)
     unsigned mult = 1;
     while (s->ring_ok && mult * 2 * s->read_size <= SCAN_REQUEST_MAX)
         mult *= 2;
+    if (o->budget > 0)
+        s->ctl.budget = s->ctl.st.budget = o->budget;
     scan_ctl_sizes(&s->ctl, s->read_size, mult);
-    /* While yielding, requests are at most SCAN_YIELD_REQUEST: each earns the whole pause,
-     * so the device stays idle about two thirds of the time whatever the request size. */
-    s->ctl.pause_full_bytes = s->read_size < SCAN_YIELD_REQUEST ? s->read_size
-                                                                : SCAN_YIELD_REQUEST;
     s->ctl.st.device_watched = s->stat_fd >= 0;
     s->ctl.st.member_disks_watched = (unsigned)s->nmembers;
 }
