@@ -87,6 +87,7 @@ typedef struct scan_io_stats {
     uint64_t steer_ups;      /* steps up the ladder: others' latency within budget */
     uint64_t steer_downs;    /* steps down: over budget */
     uint64_t quiet_windows;  /* windows read nothing to measure the baseline */
+    uint64_t quiet_given_up; /* ... could not begin (our reads still in flight) */
     double quiet_seconds;    /* their total (part of pause_seconds) */
     double steer_seconds;    /* time spent steering (others reading) */
     unsigned steer_depth;    /* requests in flight of the latest step */

@@ -260,7 +260,7 @@ double scan_ctl_pause(scan_ctl *c, double now)
 {
     if (!c->yielding)
         return 0;
-    if (c->quiet) /* a quiet window: until the device sample that closes it */
+    if (scan_ctl_quiet_wait(c, now)) /* until the device sample that closes it */
         return DEVICE_PERIOD / 4;
     if (c->pause_s <= 0)
         return 0;

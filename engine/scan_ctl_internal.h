@@ -91,6 +91,8 @@ typedef struct scan_ctl {
     bool quiet;             /* a quiet window is due or running: nothing is submitted */
     bool quiet_open;        /* ... it runs: the window below started with nothing in flight */
     bool steered;           /* a baseline was had since others began: steps were taken */
+    double quiet_t0;        /* when the quiet window was asked for */
+    double hold_until;      /* no steering before (no baseline could be had) */
     double pause_s;         /* the pause before each request at the bottom step (0: none) */
     double win_t;           /* the window of device counters being judged: its start */
     uint64_t win_reads, win_ticks, win_own_reads;
@@ -132,6 +134,10 @@ scan_ctl_event scan_ctl_device(scan_ctl *c, double now, const scan_dev_sample *d
 /* The largest request to make now, bytes, when below the base size (a chunk is then read
  * in several); 0: no cap. */
 size_t scan_ctl_request_cap(const scan_ctl *c);
+
+/* Whether a quiet window holds the next request back at time now (false once it could
+ * not begin within a second: it is then given up until the next one is due). */
+bool scan_ctl_quiet_wait(scan_ctl *c, double now);
 
 /* Build the ladder from the sizes (scan_ctl_sizes calls it). */
 void scan_ctl_ladder(scan_ctl *c);

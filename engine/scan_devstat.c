@@ -26,6 +26,7 @@
 #define WINDOW_MAX 1.0        /* ... and at most: fewer others' reads by then: they stopped */
 #define OTHERS_MIN 8u         /* others' reads a window needs to be judged */
 #define QUIET_MAX 0.5         /* a quiet window ends by then, however few others read */
+#define QUIET_GIVE_UP 1.0     /* ... and is given up when it cannot begin by then */
 #define REBASE_SECONDS 10.0   /* the baseline is measured again this often */
 #define GROW_MARGIN 0.9       /* step up only below this share of the budget: no flapping */
 #define STEP_MIN_BYTES (64u * 1024) /* the ladder's bottom request (64 KiB: 1.17x above) */
@@ -59,6 +60,24 @@ void scan_ctl_ladder(scan_ctl *c)
     for (unsigned d = 2; (d + 1) * m <= c->max_depth; d++)
         put_level(c, n++, base * m, d);
     c->level = 0;
+}
+
+static scan_ctl_event stop_steering(scan_ctl *c, double now, double rate);
+
+bool scan_ctl_quiet_wait(scan_ctl *c, double now)
+{
+    if (!c->quiet)
+        return false;
+    if (now - c->quiet_t0 <= QUIET_GIVE_UP)
+        return true;
+    /* Our requests never all completed meanwhile (one went out before the window was
+     * asked for and is reaped after the pause): no baseline this time, read on. */
+    c->quiet = c->quiet_open = false;
+    c->base_at = now;
+    c->st.quiet_given_up++;
+    if (c->base_ms <= 0) /* nothing to steer by: read as on an idle device for a while */
+        (void)stop_steering(c, now, 0);
+    return false;
 }
 
 size_t scan_ctl_request_cap(const scan_ctl *c)
@@ -125,11 +144,18 @@ static void window_open(scan_ctl *c, double now, const scan_dev_sample *d)
     c->win_own_bytes = d->own_bytes;
 }
 
-static scan_ctl_event start_steering(scan_ctl *c, double rate)
+/* Ask for a quiet window from now. */
+static void want_quiet(scan_ctl *c, double now)
+{
+    c->quiet = true;
+    c->quiet_open = false;
+    c->quiet_t0 = now;
+}
+
+static scan_ctl_event start_steering(scan_ctl *c, double now, double rate)
 {
     c->yielding = true;
-    c->quiet = true; /* the baseline first */
-    c->quiet_open = false;
+    want_quiet(c, now); /* the baseline first */
     c->pause_s = 0;
     c->steered = false;
     c->st.yields++;
@@ -151,6 +177,13 @@ static scan_ctl_event stop_steering(scan_ctl *c, double now, double rate)
     c->ep_n = 0;
     apply_level(c, level_for(c, c->base_bytes)); /* the base size, one in flight */
     c->st.resumes++;
+    if (c->base_ms <= 0) { /* no baseline could be had: not again before a while */
+        c->hold_until = now + REBASE_SECONDS;
+        snprintf(c->msg, sizeof(c->msg), "resuming: others' reads (%.0f/s) could not be timed "
+                 "while not reading; probing from 1 in flight, steering again in %.0f s at the "
+                 "earliest", rate, REBASE_SECONDS);
+        return say(c, SCAN_CTL_RESUME);
+    }
     snprintf(c->msg, sizeof(c->msg), "resuming: others' reads down to %.0f/s, probing again "
              "from 1 in flight", rate);
     return say(c, SCAN_CTL_RESUME);
@@ -170,8 +203,8 @@ static scan_ctl_event quiet_done(scan_ctl *c, double now, unsigned n, double lat
         c->st.others_base_ms = c->base_ms;
     }
     c->base_at = now;
-    if (c->base_ms <= 0) /* others too few to measure: they will be judged again */
-        return SCAN_CTL_NONE;
+    if (c->base_ms <= 0) /* others too few to time: they are not reading much after all */
+        return stop_steering(c, now, span > 0 ? n / span : 0);
     if (!c->steered) /* the first baseline since others began: start at the entry step */
         apply_level(c, level_for(c, ENTRY_BYTES));
     c->steered = true;
@@ -246,10 +279,8 @@ static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
     }
     scan_ctl_event ev = c->base_ms > 0 ? steer(c, lat) : SCAN_CTL_NONE;
     window_open(c, now, d);
-    if (now - c->base_at >= REBASE_SECONDS || c->base_ms <= 0) {
-        c->quiet = true; /* the others' load may have changed: measure it again */
-        c->quiet_open = false;
-    }
+    if (now - c->base_at >= REBASE_SECONDS)
+        want_quiet(c, now); /* the others' load may have changed: measure it again */
     return ev;
 }
 
@@ -280,8 +311,8 @@ scan_ctl_event scan_ctl_device(scan_ctl *c, double now, const scan_dev_sample *d
     if (n > 0)
         c->st.others_ms = lat;
     window_open(c, now, d);
-    if (c->pinned || n < OTHERS_MIN || rate <= c->yield_reads)
+    if (c->pinned || n < OTHERS_MIN || rate <= c->yield_reads || now < c->hold_until)
         return SCAN_CTL_NONE;
-    c->last = start_steering(c, rate);
+    c->last = start_steering(c, now, rate);
     return c->last;
 }

@@ -170,6 +170,8 @@ static void note_completion(scanner *s, double submitted, int res)
 static void pace(scanner *s)
 {
     double left;
+    if (s->ctl.quiet && s->own_inflight > 0)
+        return; /* a quiet window begins once ours complete: not while one waits here */
     while ((left = scan_ctl_pause(&s->ctl, pb_now())) > 0) {
         s->paused = true; /* the next request waited for the controller, not the checks */
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};

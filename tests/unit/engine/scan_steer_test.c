@@ -180,6 +180,35 @@ static void test_rebase(void)
     PBT_CHECK(c.base_ms > 1.09 && c.base_ms < 1.11 && c.st.quiet_windows == 2);
 }
 
+/* A quiet window that cannot begin (a request of ours stays in flight) is given up after
+ * a second: the scan never waits for it for good. */
+static void test_quiet_given_up(void)
+{
+    scan_ctl c;
+    fake_dev f;
+    setup(&c, &f);
+    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 50, 4.0, 1) == SCAN_CTL_YIELD);
+    for (int i = 0; i < 9; i++) {
+        PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 0, 0, 1) == SCAN_CTL_NONE);
+        PBT_CHECK(scan_ctl_pause(&c, f.now) > 0);
+    }
+    PBT_CHECK(scan_ctl_pause(&c, f.now + 0.2) == 0);
+    PBT_CHECK(!c.quiet && c.st.quiet_given_up == 1 && c.st.quiet_windows == 0);
+    /* No baseline: back to the idle device's probing, not steering again for a while. */
+    PBT_CHECK(!c.yielding && scan_ctl_request_cap(&c) == 0 && c.st.resumes == 1);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 0, 0, 1) == SCAN_CTL_NONE && !c.yielding);
+    look(&c, &f, 10, 0, 0, 0, 0, 1); /* ten seconds of nothing from others */
+    PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 0, 0, 1) == SCAN_CTL_YIELD);
+    /* A quiet window with too few of others' reads to time: the same. */
+    setup(&c, &f);
+    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 50, 4.0, 1) == SCAN_CTL_YIELD);
+    look(&c, &f, 0.01, 0, 0, 1, 4.0, 0);
+    PBT_CHECK(look(&c, &f, 0.6, 3, 1.0, 0, 0, 0) == SCAN_CTL_RESUME);
+    PBT_CHECK(!c.yielding && c.hold_until > f.now + 9);
+}
+
 int main(void)
 {
     PBT_RUN(test_ladder);
@@ -188,5 +217,6 @@ int main(void)
     PBT_RUN(test_own_reads_not_counted);
     PBT_RUN(test_resume_when_others_stop);
     PBT_RUN(test_rebase);
+    PBT_RUN(test_quiet_given_up);
     return PBT_DONE();
 }
