@@ -459,6 +459,11 @@ static int wait_chunk(scanner *s, const char *path, const scan_fd *f, uring_scan
         if (sys < 0)
             return pb_fail(err, PB_EIO, "io_uring wait for %s: %s", path, strerror(-sys));
     }
+    /* Requests below the read size (scan_ctl_request_cap): the rest of this chunk is read
+     * next, synchronously; the next chunk's read waits for it, so one is in flight. */
+    if (scan_ctl_request_cap(&s->ctl) && u->res[slot] >= 0 &&
+        (size_t)u->res[slot] < plan_chunk(s, f, i).want)
+        return 0;
     int sys = uring_fill(s, f, u, false);
     return sys < 0 ? pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys))
                    : 0;
