@@ -12,8 +12,8 @@
  * buffer is reused only after the callback for that chunk returned.
  *
  * How many of those buffers are in flight at a time is the controller's choice
- * (scan_ctl.c), fed with every completion's latency and, every 0.1 s, the device's
- * read counter; pinned options make it a constant (docs/DESIGN.md, "Polite I/O").
+ * (scan_ctl.c), fed with every completion's latency and the device's read counters
+ * (scan_devstat.c); pinned options make it a constant (docs/DESIGN.md, "Polite I/O").
  */
 #include "engine/scan_queue_internal.h"
 
@@ -137,7 +137,7 @@ static void open_members(scanner *s, const char *stat_path)
 }
 
 /* pread keeps one request in flight whatever the depth: the controller's ceiling is 1
- * there, and only its yielding pauses apply. */
+ * there, and only its request sizes and pauses while others read apply. */
 static void start_controller(scanner *s, const scan_opts *o)
 {
     size_t max_io = 0;

@@ -230,8 +230,6 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
 {
     c->last = SCAN_CTL_NONE;
     c->st.requests++;
-    c->last_lat = latency_s;
-    c->last_bytes = bytes;
     bool full = bytes > 0 && bytes >= c->full_bytes && latency_s > 0;
     if (full && (c->st.latency_floor_ms <= 0 || latency_s * 1e3 < c->st.latency_floor_ms))
         c->st.latency_floor_ms = latency_s * 1e3;

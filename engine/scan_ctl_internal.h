@@ -34,12 +34,13 @@
 /* What the latest call decided; decisions are read from this, never from msg. */
 typedef enum scan_ctl_event {
     SCAN_CTL_NONE = 0, /* nothing changed */
-    SCAN_CTL_GROW,     /* one more request in flight */
+    SCAN_CTL_GROW,     /* one more request in flight; steering: a step up */
     SCAN_CTL_PLATEAU,  /* the last request added bought no throughput: one fewer, hold */
-    SCAN_CTL_CUT,      /* latency climbed: in flight halved */
-    SCAN_CTL_YIELD,    /* other processes read from the device: one in flight, pauses */
+    SCAN_CTL_CUT,      /* latency climbed: in flight halved; steering: a step down */
+    SCAN_CTL_YIELD,    /* other processes read from the device: steering by their cost */
     SCAN_CTL_RESUME,   /* they stopped: probing again from one in flight */
-    SCAN_CTL_KEPT,     /* the last step (a request more, a larger size) paid: kept */
+    SCAN_CTL_KEPT,     /* the last step (a request more, a larger size) paid: kept;
+                        * steering: a quiet window gave the others' baseline */
     SCAN_CTL_SIZE_GROW,    /* requests twice as large (depth 2 did not pay) */
     SCAN_CTL_SIZE_PLATEAU, /* the larger requests bought no throughput: back, hold */
 } scan_ctl_event;
@@ -53,7 +54,6 @@ typedef struct scan_ctl {
     unsigned max_depth;     /* buffers the scanner has: the ceiling */
     bool pinned;            /* --queue-depth/--read-size/--max-rate: never adapt */
     double yield_reads;     /* others' reads per second that make it steer by their cost */
-    size_t pause_full_bytes; /* a request this big earns the whole pause (0: 512 KiB) */
     size_t full_bytes;      /* requests this big or bigger (0: all) set the floor and the
                              * epoch's latency: a small file's read is quick for its size,
                              * and a floor taken from it would forbid every growth */
@@ -74,12 +74,9 @@ typedef struct scan_ctl {
     unsigned ep_n;          /* full-size completions in the epoch */
     double prev_tput;       /* bytes/s of the previous epoch at depth - 1 (0 = none) */
     unsigned calm_epochs;   /* epochs held since the plateau (re-probe after a while) */
-    double last_lat;
-    size_t last_bytes;      /* the latest completion's size and latency set the pause */
     double pause_until;     /* no submission before this time */
     bool dev_have;          /* a first device sample was taken */
-    double dev_t;
-    uint64_t dev_reads, dev_own_reads;
+    double dev_t;           /* the latest device sample (steering time is counted from it) */
     /* steering by others' read latency while they read (scan_devstat.c); yielding is
      * set while it does */
     double budget;          /* others' latency allowed, times their baseline (0: 1.3) */

@@ -164,8 +164,9 @@ for t in $TOOLS; do
 done
 kill "$LOAD" 2>/dev/null
 wait "$LOAD" 2>/dev/null
+# This run's pgbench, by its pid: another user's pgbench on a shared machine is not ours.
+kill -0 "$LOAD" 2>/dev/null && pb_die "pgbench still runs: scenario 2 would not be idle"
 LOAD=
-pgrep -x pgbench >/dev/null && pb_die "pgbench still runs: scenario 2 would not be idle"
 SCENARIOS=${BENCH_SCENARIOS:-123}
 cp "$BENCH_TMP/pb-runs.out" "$BENCH_RESULTS/impact-runs.log" 2>/dev/null # the tools' logs
 archive_for pageback
