@@ -299,11 +299,12 @@ void bk_finish_report(bk_ctx *ctx)
         pb_detail("cost to others' reads: %s; %.2f s of the scan while they read: their read "
                   "latency %.2f ms (latest), %.2f ms while not reading (%" PRIu64 " quiet "
                   "windows, %.2f s), budget %.2fx, up to %.2fx; %" PRIu64 " steps up, %" PRIu64
-                  " down; last step %zu KiB x %u in flight; %" PRIu64 " pauses, %.2f s paused",
+                  " down, %" PRIu64 " windows unclear; last step %zu KiB x %u in flight; %"
+                  PRIu64 " pauses, %.2f s paused",
                   s->yields ? "steered" : "others did not read", s->steer_seconds, s->others_ms,
                   s->others_base_ms, s->quiet_windows, s->quiet_seconds, s->budget,
-                  s->others_ratio_peak, s->steer_ups, s->steer_downs, s->steer_bytes / 1024,
-                  s->steer_depth, s->pauses, s->pause_seconds);
+                  s->others_ratio_peak, s->steer_ups, s->steer_downs, s->unclear_windows,
+                  s->steer_bytes / 1024, s->steer_depth, s->pauses, s->pause_seconds);
     pb_info("checks: on the check thread %.2f s (CPU %.2f s) for %" PRIu64 " chunks; the reading "
             "thread waited %" PRIu64 " times for a buffer they held, %.2f s in all", s->check_seconds,
             s->check_cpu_seconds, s->chunks, s->check_waits, s->check_wait_seconds);

@@ -86,6 +86,8 @@ typedef struct scan_io_stats {
     double others_ratio_peak; /* the highest ratio of a window judged */
     uint64_t steer_ups;      /* steps up the ladder: others' latency within budget */
     uint64_t steer_downs;    /* steps down: over budget */
+    uint64_t unclear_windows; /* held: others' latency under half their baseline (ours,
+                               * seen late by the reading thread, took theirs out) */
     uint64_t quiet_windows;  /* windows read nothing to measure the baseline */
     uint64_t quiet_given_up; /* ... could not begin (our reads still in flight) */
     double quiet_seconds;    /* their total (part of pause_seconds) */

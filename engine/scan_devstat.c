@@ -28,6 +28,7 @@
 #define QUIET_MAX 0.5         /* a quiet window ends by then, however few others read */
 #define QUIET_GIVE_UP 1.0     /* ... and is given up when it cannot begin by then */
 #define REBASE_SECONDS 10.0   /* the baseline is measured again this often */
+#define UNCLEAR_RATIO 0.5     /* others this much faster than their baseline: unclear */
 #define GROW_MARGIN 0.9       /* step up only below this share of the budget: no flapping */
 #define STEP_MIN_BYTES (64u * 1024) /* the ladder's bottom request (64 KiB: 1.17x above) */
 #define ENTRY_BYTES (128u * 1024)   /* where steering starts, once the baseline is known */
@@ -219,6 +220,13 @@ static scan_ctl_event steer(scan_ctl *c, double lat)
 {
     double ratio = lat / c->base_ms;
     c->st.others_ms = lat;
+    if (ratio < UNCLEAR_RATIO) {
+        /* Far faster than when we did not read: our own latencies, as the reading thread
+         * saw them (late, when it was not scheduled at once), were larger than the device's
+         * and took some of theirs out with ours. Nothing to judge by: hold. */
+        c->st.unclear_windows++;
+        return SCAN_CTL_NONE;
+    }
     if (ratio > c->st.others_ratio_peak)
         c->st.others_ratio_peak = ratio;
     if (ratio > c->budget) {

@@ -147,6 +147,16 @@ static void test_own_reads_not_counted(void)
     start(&c, &f);
     PBT_CHECK(look(&c, &f, 0.1, 20, 1.0, 400, 20.0, 1) == SCAN_CTL_GROW);
     PBT_CHECK(c.st.others_ms > 0.99 && c.st.others_ms < 1.01);
+    /* Ours seen later than the device completed them (the reading thread not scheduled at
+     * once): their ticks taken out with ours leave others implausibly fast. No step up. */
+    unsigned lv = c.level;
+    f.now += 0.1; /* our 400 latencies 10% over what the device counted */
+    f.d.reads += 420;
+    f.d.read_ticks_ms += 400 * 20 + 20 * 1;
+    f.d.own_reads += 400;
+    f.d.own_ticks_ms += 400 * 22.0;
+    PBT_CHECK(scan_ctl_device(&c, f.now, &f.d) == SCAN_CTL_NONE);
+    PBT_CHECK(c.level == lv && c.st.unclear_windows == 1);
 }
 
 /* Others stop: after a second with too few of their reads, back to the probing of an idle
