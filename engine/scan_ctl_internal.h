@@ -93,7 +93,7 @@ typedef struct scan_ctl {
     double pause_s;         /* the pause before each request at the bottom step (0: none) */
     double win_t;           /* the window of device counters being judged: its start */
     uint64_t win_reads, win_ticks, win_own_reads;
-    double win_own_ticks;
+    double win_own_ticks, win_own_floor;
     uint64_t win_own_bytes;
     bool win_have;
     scan_ctl_event last;
@@ -113,6 +113,8 @@ typedef struct scan_dev_sample {
     uint64_t reads, read_ticks_ms, in_flight;
     uint64_t own_reads;     /* device requests our reads became (split at max_sectors_kb) */
     double own_ticks_ms;    /* their latencies summed, each split part counted whole */
+    double own_floor_ms;    /* ... each counted at the lowest latency seen at its size
+                             * instead (a reading thread scheduled late inflates none) */
     uint64_t own_bytes;
     unsigned own_inflight;  /* our requests submitted and not yet complete */
 } scan_dev_sample;

@@ -29,6 +29,7 @@
 #define QUIET_GIVE_UP 1.0     /* ... and is given up when it cannot begin by then */
 #define REBASE_SECONDS 10.0   /* the baseline is measured again this often */
 #define UNCLEAR_RATIO 0.5     /* others this much faster than their baseline: unclear */
+#define SLACK_MS 0.25         /* a rise of others' latency this small is within budget */
 #define GROW_MARGIN 0.9       /* step up only below this share of the budget: no flapping */
 #define STEP_MIN_BYTES (64u * 1024) /* the ladder's bottom request (64 KiB: 1.17x above) */
 #define ENTRY_BYTES (128u * 1024)   /* where steering starts, once the baseline is known */
@@ -123,14 +124,19 @@ static scan_ctl_event say(scan_ctl *c, scan_ctl_event ev)
 /* The window's figures: others' reads and their mean latency (ms), our reads taken out.
  * A request of ours the block layer split counts each part with our whole latency, so
  * our share is over- rather than under-counted: others look faster, never slower. */
-static unsigned window_others(const scan_ctl *c, const scan_dev_sample *d, double *lat_ms)
+static unsigned window_others(const scan_ctl *c, const scan_dev_sample *d, double *lat_ms,
+                              double *hi_ms)
 {
     uint64_t reads = d->reads - c->win_reads, own = d->own_reads - c->win_own_reads;
     double ticks = (double)(d->read_ticks_ms - c->win_ticks);
     double own_ticks = d->own_ticks_ms - c->win_own_ticks;
+    double own_floor = d->own_floor_ms - c->win_own_floor;
     uint64_t n = reads > own ? reads - own : 0;
     double t = ticks > own_ticks ? ticks - own_ticks : 0;
+    double th = ticks > own_floor ? ticks - own_floor : 0;
     *lat_ms = n ? t / (double)n : 0;
+    if (hi_ms) /* ours at their floor: theirs over- rather than under-counted */
+        *hi_ms = n ? th / (double)n : 0;
     return n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
 }
 
@@ -142,6 +148,7 @@ static void window_open(scan_ctl *c, double now, const scan_dev_sample *d)
     c->win_ticks = d->read_ticks_ms;
     c->win_own_reads = d->own_reads;
     c->win_own_ticks = d->own_ticks_ms;
+    c->win_own_floor = d->own_floor_ms;
     c->win_own_bytes = d->own_bytes;
 }
 
@@ -216,20 +223,35 @@ static scan_ctl_event quiet_done(scan_ctl *c, double now, unsigned n, double lat
 }
 
 /* A window judged: step down when over budget (pause at the bottom), up when well within. */
-static scan_ctl_event steer(scan_ctl *c, double lat)
+/* Others' latency allowed: budget x their baseline, or their baseline and SLACK_MS,
+ * whichever is more (on a fast device a read of theirs takes 0.1 ms, and one request of
+ * ours ahead of it doubles that: a rise the database's millisecond p99 never shows). */
+static double allowed_ms(const scan_ctl *c, double share)
 {
-    double ratio = lat / c->base_ms;
+    double by_ratio = c->base_ms * c->budget * share;
+    double by_slack = c->base_ms + SLACK_MS * share;
+    return by_ratio > by_slack ? by_ratio : by_slack;
+}
+
+static scan_ctl_event steer(scan_ctl *c, double lat, double hi)
+{
     c->st.others_ms = lat;
-    if (ratio < UNCLEAR_RATIO) {
+    if (lat / c->base_ms < UNCLEAR_RATIO) {
         /* Far faster than when we did not read: our own latencies, as the reading thread
          * saw them (late, when it was not scheduled at once), were larger than the device's
-         * and took some of theirs out with ours. Nothing to judge by: hold. */
+         * and took some of theirs out with ours. Judged by the other estimate instead, ours
+         * at the lowest latency seen at their size, which counts theirs high (ours may have
+         * waited behind theirs): within budget it allows a step up, never a step down. */
         c->st.unclear_windows++;
-        return SCAN_CTL_NONE;
+        c->st.others_ms = hi;
+        if (hi > allowed_ms(c, GROW_MARGIN))
+            return SCAN_CTL_NONE;
+        lat = hi;
     }
+    double ratio = lat / c->base_ms;
     if (ratio > c->st.others_ratio_peak)
         c->st.others_ratio_peak = ratio;
-    if (ratio > c->budget) {
+    if (lat > allowed_ms(c, 1)) {
         if (c->level > 0) {
             apply_level(c, c->level - 1);
             c->st.steer_downs++;
@@ -243,7 +265,7 @@ static scan_ctl_event steer(scan_ctl *c, double lat)
                  c->pause_s > 0 ? ", pausing" : "");
         return say(c, SCAN_CTL_CUT);
     }
-    if (ratio > c->budget * GROW_MARGIN)
+    if (lat > allowed_ms(c, GROW_MARGIN))
         return SCAN_CTL_NONE;
     if (c->pause_s > 0) {
         c->pause_s = c->pause_s / 2 < PAUSE_MIN ? 0 : c->pause_s / 2;
@@ -262,8 +284,8 @@ static scan_ctl_event steer(scan_ctl *c, double lat)
 /* Steering, a window long enough: a quiet window closes, or the others' cost is judged. */
 static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
 {
-    double lat, span = now - c->win_t;
-    unsigned n = window_others(c, d, &lat);
+    double lat, hi, span = now - c->win_t;
+    unsigned n = window_others(c, d, &lat, &hi);
     if (c->quiet) {
         if (!c->quiet_open || d->own_reads != c->win_own_reads || d->own_inflight) {
             c->quiet_open = d->own_inflight == 0; /* starts once ours are all complete */
@@ -285,7 +307,7 @@ static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
         window_open(c, now, d);
         return ev;
     }
-    scan_ctl_event ev = c->base_ms > 0 ? steer(c, lat) : SCAN_CTL_NONE;
+    scan_ctl_event ev = c->base_ms > 0 ? steer(c, lat, hi) : SCAN_CTL_NONE;
     window_open(c, now, d);
     if (now - c->base_at >= REBASE_SECONDS)
         want_quiet(c, now); /* the others' load may have changed: measure it again */
@@ -312,7 +334,7 @@ scan_ctl_event scan_ctl_device(scan_ctl *c, double now, const scan_dev_sample *d
         return c->last;
     }
     double lat;
-    unsigned n = window_others(c, d, &lat);
+    unsigned n = window_others(c, d, &lat, NULL);
     double rate = (double)n / span;
     if (rate > c->st.foreground_reads_per_s_peak)
         c->st.foreground_reads_per_s_peak = rate;

@@ -143,7 +143,8 @@ static void watch_device(scanner *s, double now)
     uint64_t direct = s->nmembers ? member_direct_reads(s, &dc) : 0;
     scan_dev_sample d = {.reads = dc.reads + direct, .read_ticks_ms = dc.read_ticks,
                          .in_flight = dc.in_flight, .own_reads = s->own_dev_reads,
-                         .own_ticks_ms = s->own_ticks_ms, .own_bytes = s->bytes_done,
+                         .own_ticks_ms = s->own_ticks_ms, .own_floor_ms = s->own_floor_ms,
+                         .own_bytes = s->bytes_done,
                          .own_inflight = s->own_inflight};
     log_decision(s, scan_ctl_device(&s->ctl, now, &d));
 }
@@ -158,7 +159,14 @@ static void note_completion(scanner *s, double submitted, int res)
     if (res > 0) {
         uint64_t parts = ((size_t)res + s->dev_max_io - 1) / s->dev_max_io;
         s->own_dev_reads += parts;
-        s->own_ticks_ms += (double)parts * (now - submitted) * 1e3;
+        double ms = (now - submitted) * 1e3;
+        unsigned cls = 0;
+        for (size_t b = (size_t)res; b; b >>= 1)
+            cls++;
+        if (s->lat_min[cls] <= 0 || ms < s->lat_min[cls])
+            s->lat_min[cls] = ms;
+        s->own_ticks_ms += (double)parts * ms;
+        s->own_floor_ms += (double)parts * s->lat_min[cls];
         s->bytes_done += (uint64_t)res;
     }
     log_decision(s, scan_ctl_sample(&s->ctl, now, res > 0 ? (size_t)res : 0, now - submitted));

@@ -96,6 +96,8 @@ struct scanner {
     size_t dev_max_io;   /* largest request the device takes (queue/max_sectors_kb) */
     uint64_t own_dev_reads; /* device requests our completed reads became */
     double own_ticks_ms; /* ... their latencies, summed as the device sums its read ticks */
+    double own_floor_ms; /* ... each at the lowest latency seen at its size class */
+    double lat_min[64];  /* per size class (bit length of the bytes): lowest latency, ms */
     uint64_t bytes_done; /* bytes our completed reads returned */
     unsigned own_inflight; /* our io_uring requests submitted, not yet reaped */
     double dev_read_at;  /* when stat_fd was last read */

@@ -27,6 +27,7 @@ static scan_ctl_event look(scan_ctl *c, fake_dev *f, double dt, unsigned n, doub
     f->d.read_ticks_ms += (uint64_t)(n * lat_ms + own * own_ms);
     f->d.own_reads += own;
     f->d.own_ticks_ms += own * own_ms;
+    f->d.own_floor_ms += own * own_ms;
     f->d.own_bytes += own * 128 * KiB;
     f->d.own_inflight = own_inflight;
     return scan_ctl_device(c, f->now, &f->d);
@@ -150,13 +151,34 @@ static void test_own_reads_not_counted(void)
     /* Ours seen later than the device completed them (the reading thread not scheduled at
      * once): their ticks taken out with ours leave others implausibly fast. No step up. */
     unsigned lv = c.level;
-    f.now += 0.1; /* our 400 latencies 10% over what the device counted */
-    f.d.reads += 420;
-    f.d.read_ticks_ms += 400 * 20 + 20 * 1;
-    f.d.own_reads += 400;
-    f.d.own_ticks_ms += 400 * 22.0;
-    PBT_CHECK(scan_ctl_device(&c, f.now, &f.d) == SCAN_CTL_NONE);
-    PBT_CHECK(c.level == lv && c.st.unclear_windows == 1);
+    for (int over = 0; over < 2; over++) {
+        f.now += 0.1; /* our 400 latencies 10% over what the device counted */
+        f.d.reads += 420;
+        f.d.read_ticks_ms += 400 * 20 + 20 * 1;
+        f.d.own_reads += 400;
+        f.d.own_ticks_ms += 400 * 22.0;
+        /* Ours at their floor: 20 ms (theirs 1 ms: within), or 19.9 (theirs 3 ms: over, but
+         * that estimate counts theirs high: a hold, not a step down). */
+        f.d.own_floor_ms += 400 * (over ? 19.9 : 20.0);
+        scan_ctl_event ev = scan_ctl_device(&c, f.now, &f.d);
+        PBT_CHECK(ev == (over ? SCAN_CTL_NONE : SCAN_CTL_GROW));
+        PBT_CHECK(c.level == lv + 1 && c.st.unclear_windows == (uint64_t)over + 1);
+    }
+    PBT_CHECK(c.st.steer_downs == 0);
+}
+
+/* On a fast device a rise under 0.25 ms is within budget whatever the ratio. */
+static void test_slack(void)
+{
+    scan_ctl c;
+    fake_dev f;
+    setup(&c, &f);
+    PBT_CHECK(look(&c, &f, 0, 0, 0, 0, 0, 0) == SCAN_CTL_NONE);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 0.1, 50, 4.0, 1) == SCAN_CTL_YIELD);
+    look(&c, &f, 0.01, 10, 0.1, 1, 4.0, 0);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 0.1, 0, 0, 0) == SCAN_CTL_KEPT);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 0.3, 40, 0.4, 1) == SCAN_CTL_GROW); /* 3x, +0.2 ms */
+    PBT_CHECK(look(&c, &f, 0.1, 100, 0.4, 40, 0.4, 1) == SCAN_CTL_CUT);  /* +0.3 ms */
 }
 
 /* Others stop: after a second with too few of their reads, back to the probing of an idle
@@ -228,5 +250,6 @@ int main(void)
     PBT_RUN(test_resume_when_others_stop);
     PBT_RUN(test_rebase);
     PBT_RUN(test_quiet_given_up);
+    PBT_RUN(test_slack);
     return PBT_DONE();
 }
