@@ -222,7 +222,6 @@ static scan_ctl_event quiet_done(scan_ctl *c, double now, unsigned n, double lat
     return say(c, SCAN_CTL_KEPT);
 }
 
-/* A window judged: step down when over budget (pause at the bottom), up when well within. */
 /* Others' latency allowed: budget x their baseline, or their baseline and SLACK_MS,
  * whichever is more (on a fast device a read of theirs takes 0.1 ms, and one request of
  * ours ahead of it doubles that: a rise the database's millisecond p99 never shows). */
@@ -233,6 +232,7 @@ static double allowed_ms(const scan_ctl *c, double share)
     return by_ratio > by_slack ? by_ratio : by_slack;
 }
 
+/* A window judged: step down when over budget (pause at the bottom), up when well within. */
 static scan_ctl_event steer(scan_ctl *c, double lat, double hi)
 {
     c->st.others_ms = lat;
