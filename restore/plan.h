@@ -72,7 +72,7 @@ typedef struct rs_ctx {
     uint8_t *frame;    /* decompressed frame, PACK_MAX_FRAME_RAW */
     uint8_t *existing; /* delta: the pages already in the target */
     pack_reader *reader; /* one zstd context reused for every frame */
-    pack_source *source; /* planned range reads and readahead (engine/pack.h) */
+    pack_source *source; /* planned range reads and readahead (engine/pack/pack.h) */
     uint64_t source_budget; /* bytes its buffers may hold (0: PACK_SOURCE_BUDGET) */
     uint64_t max_memory; /* rs_opts.max_memory: split by rs_rebuild_parallel */
     /* Which frame ctx->frame holds decoded, so runs sharing a frame decode it once. */

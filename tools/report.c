@@ -150,6 +150,13 @@ static const rfield scan_fields[] = {
     RF(scan_io_stats, FT_U64, chunks), RF(scan_io_stats, FT_U64, check_waits),
     RF(scan_io_stats, FT_F64, check_wait_seconds), RF(scan_io_stats, FT_F64, check_seconds),
     RF(scan_io_stats, FT_F64, check_cpu_seconds), RF(scan_io_stats, FT_U64, paused_chunks),
+    RF(scan_io_stats, FT_F64, budget), RF(scan_io_stats, FT_F64, others_ms),
+    RF(scan_io_stats, FT_F64, others_base_ms), RF(scan_io_stats, FT_F64, others_ratio_peak),
+    RF(scan_io_stats, FT_U64, steer_ups), RF(scan_io_stats, FT_U64, steer_downs),
+    RF(scan_io_stats, FT_U64, quiet_windows), RF(scan_io_stats, FT_F64, quiet_seconds),
+    RF(scan_io_stats, FT_U64, quiet_given_up), RF(scan_io_stats, FT_U64, unclear_windows),
+    RF(scan_io_stats, FT_F64, steer_seconds), RF(scan_io_stats, FT_U32, steer_depth),
+    RF(scan_io_stats, FT_SIZE, steer_bytes),
 };
 static const rfield io_fields[] = {
     RF(bk_io_report, FT_SIZE, read_size), RF(bk_io_report, FT_U32, depth_max),

@@ -51,6 +51,7 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
 {
     uint64_t seg = h->wal_segment_size;
     double deadline = pb_now() + timeout;
+    useconds_t nap = 5000; /* the archiver is usually a few ms behind: look again soon */
     for (uint64_t s = h->start_lsn / seg; s <= last_needed_lsn(h, standby) / seg; s++) {
         char name[25];
         arch_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
@@ -72,7 +73,8 @@ static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned t
                                "or the standby's with archive_mode = always, to archive into "
                                "this repository; the last segment is archived when the "
                                "primary switches it: set archive_timeout there)" : "");
-            usleep(50000);
+            usleep(nap);
+            nap = nap < 50000 ? nap * 2 : 50000;
         }
     }
     return 0;
@@ -228,11 +230,29 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
     return rc;
 }
 
+/* A backup's id must name a later second than the latest one's (chain_new_id waits a
+ * whole second when it does not): a backup that follows another within its second waits
+ * only for the next second to begin. */
+static void after_latest_second(const char *latest)
+{
+    struct timespec now;
+    struct tm tm;
+    char stamp[24];
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+    if (!latest[0] || strncmp(stamp, latest, 15) > 0)
+        return;
+    struct timespec rest = {0, 1000000000L - now.tv_nsec};
+    nanosleep(&rest, NULL);
+}
+
 static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info, pb_error *err)
 {
     mf_backup hdr;
     memset(&hdr, 0, sizeof(hdr));
     /* After every backup in the repository, full or not: an id is never reused. */
+    after_latest_second(plan->latest);
     chain_new_id(hdr.id, plan->type, plan->latest[0] ? plan->latest : NULL);
     if (plan->parent)
         snprintf(hdr.parent, sizeof(hdr.parent), "%s", mf_header_c(plan->parent)->id);
@@ -247,24 +267,15 @@ static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info,
     return mf_new(&ctx->m, &hdr, err);
 }
 
-/* The file-skip rule's horizon (engine/backup/backup_skip.c): the server's second S now, then
- * wait until its clock has passed S + 1, so every write after the walk below leaves an
- * mtime >= S even with coarse filesystem timestamps. */
+/* The file-skip rule's horizon (engine/backup/backup_skip.c), read once from the server's
+ * clock: no wait for its next second (bk_mtime_horizon says why one second back is as safe). */
 static int mark_horizon(bk_ctx *ctx, pgc *conn, pb_error *err)
 {
-    int64_t s = 0, now = 0;
+    int64_t s = 0;
     int rc = pgc_server_time(conn, &s, err);
-    for (int i = 0; rc == 0 && i < 100; i++) {
-        if ((rc = pgc_server_time(conn, &now, err)) || now >= s + 1)
-            break;
-        usleep(20000);
-    }
     if (rc)
         return rc;
-    if (now < s + 1)
-        return pb_fail(err, PB_ESTATE, "the PostgreSQL server's clock did not advance past %"
-                       PRId64 " within 2 s", s + 1);
-    mf_header(ctx->m)->mtime_horizon = s;
+    mf_header(ctx->m)->mtime_horizon = bk_mtime_horizon(s);
     ctx->server_start = s;
     ctx->local_start = pb_now();
     return 0;

@@ -50,7 +50,7 @@ typedef struct bk_stages {
     double connect_seconds;    /* the repository lock, the connection, the server's facts */
     double plan_seconds;       /* earlier runs cleaned up, identity, plan, catalog, scanner */
     double start_seconds;      /* pg_backup_start: the checkpoint wait */
-    double prepare_seconds;    /* the skip rule's horizon (the server's clock passing a second),
+    double prepare_seconds;    /* the skip rule's horizon (one reading of the server's clock),
                                 * the read plan, pack writers and workers started */
     double walk_seconds;       /* listing the data directory (part of scan_seconds) */
     double stop_seconds;       /* pg_backup_stop, backup_label, packs finished, database list */

@@ -3,10 +3,11 @@
  * verify scan is due, and which method an incremental uses.
  *
  * The skip rule is pgBackRest's, measured on the database server's clock. At its start
- * every backup records the server's second S and waits until the server's clock has
- * passed S + 1 before the walk (backup.c), and stores S as its mtime horizon. Any write
- * to a file after that backup walked it happens at or after S + 1, so even with the
- * kernel's coarse timestamps (a few ms behind) the file's mtime becomes >= S. A segment
+ * every backup reads the server's second S before the walk (backup.c) and stores S - 1
+ * as its mtime horizon. Any write to a file after that backup walked it happens at or
+ * after S, so even with the kernel's coarse timestamps (a few ms behind) the file's mtime
+ * becomes >= S - 1 (pgBackRest waits for S + 1 and keeps S instead: the same margin, paid
+ * in time rather than in the files of the second before). A segment
  * whose mtime is still the one that backup recorded, and lies before S, therefore has not
  * been written since it was read: its page hashes and locations carry forward exactly as
  * an unchanged file's do, and restore cannot tell the difference. Anything that makes the
@@ -396,4 +397,9 @@ void bk_report_read(const bk_ctx *ctx)
                h->pages_missed);
     else if (ctx->verify)
         pb_detail("verify scan: the cheaper read method missed no changed page");
+}
+
+int64_t bk_mtime_horizon(int64_t server_second)
+{
+    return server_second - 1;
 }

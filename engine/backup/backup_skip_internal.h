@@ -53,6 +53,12 @@ int bk_choose_read(bk_ctx *ctx, const chain *plan_chain, bool parent_is_head, pb
 void bk_report_read(const bk_ctx *ctx);
 /* The server's clock now, following it from ctx->server_start (unix s). */
 int64_t bk_server_now(const bk_ctx *ctx);
+/* The mtime horizon a backup records when the server's clock read server_second (the
+ * floor of its time) just before the walk: one second back. A write after the walk comes
+ * at or after that reading, so its mtime, even from the kernel's coarse clock (behind by
+ * a tick, well under a second), is not below it: no wait for the next second is needed
+ * (backup.c). Pure. */
+int64_t bk_mtime_horizon(int64_t server_second);
 /* The rule's verdict on relation segment e for this backup (counted in ctx->verdicts);
  * prev is the parent's entry for e (NULL if none). The test fault backup.skip-miss turns
  * a "changed" verdict into a skip. */

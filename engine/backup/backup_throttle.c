@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -46,6 +47,25 @@ static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned *d
     return 0;
 }
 
+/* PAGEBACK_READ_BUDGET: how much slower others' reads may get while the backup reads
+ * (their latency, times theirs while it does not), 1.05 to 10; unset: 1.3. */
+static int bk_read_budget(double *out, pb_error *err)
+{
+    const char *v = getenv("PAGEBACK_READ_BUDGET");
+    char *end = NULL;
+    *out = 0;
+    if (!v || !v[0])
+        return 0;
+    errno = 0;
+    double b = strtod(v, &end);
+    if (errno || end == v || *end || !(b >= 1.05 && b <= 10))
+        return pb_fail(err, PB_EINVAL, "PAGEBACK_READ_BUDGET=\"%s\": not a ratio from 1.05 to "
+                       "10 (others' read latency allowed while the backup reads, times theirs "
+                       "while it does not; default 1.3)", v);
+    *out = b;
+    return 0;
+}
+
 int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
 {
     bk_io_report *io = &ctx->io;
@@ -63,6 +83,8 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
     so.use_uring = opts->use_uring;
     so.direct = opts->direct;
     so.device_path = ctx->pgdata;
+    if ((rc = bk_read_budget(&so.budget, err)))
+        return rc;
     scan_io_class_apply(opts->io_class, opts->io_level, ctx->pgdata, &so.ioprio,
                         io->io_class_applied, sizeof(io->io_class_applied));
     pb_detail("I/O class: %s", io->io_class_applied);
@@ -274,6 +296,16 @@ void bk_finish_report(bk_ctx *ctx)
             s->depth_final, s->grows, s->plateaus, s->cuts, s->yields, s->pauses,
             s->pause_seconds, s->latency_floor_ms, s->foreground_reads_per_s_peak,
             s->overlapped, s->chunks, s->requests, s->paused_chunks);
+    if (s->adaptive && s->device_watched)
+        pb_detail("cost to others' reads: %s; %.2f s of the scan while they read: their read "
+                  "latency %.2f ms (latest), %.2f ms while not reading (%" PRIu64 " quiet "
+                  "windows, %.2f s), budget %.2fx, up to %.2fx; %" PRIu64 " steps up, %" PRIu64
+                  " down, %" PRIu64 " windows unclear; last step %zu KiB x %u in flight; %"
+                  PRIu64 " pauses, %.2f s paused",
+                  s->yields ? "steered" : "others did not read", s->steer_seconds, s->others_ms,
+                  s->others_base_ms, s->quiet_windows, s->quiet_seconds, s->budget,
+                  s->others_ratio_peak, s->steer_ups, s->steer_downs, s->unclear_windows,
+                  s->steer_bytes / 1024, s->steer_depth, s->pauses, s->pause_seconds);
     pb_info("checks: on the check thread %.2f s (CPU %.2f s) for %" PRIu64 " chunks; the reading "
             "thread waited %" PRIu64 " times for a buffer they held, %.2f s in all", s->check_seconds,
             s->check_cpu_seconds, s->chunks, s->check_waits, s->check_wait_seconds);

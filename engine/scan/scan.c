@@ -12,8 +12,8 @@
  * buffer is reused only after the callback for that chunk returned.
  *
  * How many of those buffers are in flight at a time is the controller's choice
- * (scan_ctl.c), fed with every completion's latency and, every 0.1 s, the device's
- * read counter; pinned options make it a constant (docs/DESIGN.md, "Polite I/O").
+ * (scan_ctl.c), fed with every completion's latency and the device's read counters
+ * (scan_devstat.c); pinned options make it a constant (docs/DESIGN.md, "Polite I/O").
  */
 #include "engine/scan/scan_queue_internal.h"
 
@@ -76,7 +76,7 @@ static void open_members(scanner *s, const char *stat_path)
 }
 
 /* pread keeps one request in flight whatever the depth: the controller's ceiling is 1
- * there, and only its yielding pauses apply. */
+ * there, and only its request sizes and pauses while others read apply. */
 static void start_controller(scanner *s, const scan_opts *o)
 {
     size_t max_io = 0;
@@ -102,11 +102,9 @@ static void start_controller(scanner *s, const scan_opts *o)
     unsigned mult = 1;
     while (s->ring_ok && mult * 2 * s->read_size <= SCAN_REQUEST_MAX)
         mult *= 2;
+    if (o->budget > 0)
+        s->ctl.budget = s->ctl.st.budget = o->budget;
     scan_ctl_sizes(&s->ctl, s->read_size, mult);
-    /* While yielding, requests are at most SCAN_YIELD_REQUEST: each earns the whole pause,
-     * so the device stays idle about two thirds of the time whatever the request size. */
-    s->ctl.pause_full_bytes = s->read_size < SCAN_YIELD_REQUEST ? s->read_size
-                                                                : SCAN_YIELD_REQUEST;
     s->ctl.st.device_watched = s->stat_fd >= 0;
     s->ctl.st.member_disks_watched = (unsigned)s->nmembers;
 }

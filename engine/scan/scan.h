@@ -29,9 +29,11 @@ typedef struct scan_opts {
                            * thread's own */
     const char *device_stat; /* a /sys/block/<dev>/stat-format file to watch instead of
                               * device_path's (unit tests feed made-up counters) */
+    double budget;        /* others' read latency allowed while they read, times theirs
+                           * while the scan does not read (0: 1.3) */
 } scan_opts;
 
-#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0, NULL}
+#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0, NULL, 0}
 
 /* What the scanner's controller did, for the log and the backup report. Counts are
  * decisions, not requests, except requests. */
@@ -47,9 +49,10 @@ typedef struct scan_io_stats {
     uint64_t grows;          /* one more in flight: throughput rose, latency near floor */
     uint64_t plateaus;       /* one fewer: the last one added bought under 10% */
     uint64_t cuts;           /* halved: latency climbed over twice the floor */
-    uint64_t yields;         /* times others' reads made the scan yield */
+    uint64_t yields;         /* times others' reads made the scan steer by their cost */
     uint64_t resumes;        /* times they stopped */
-    uint64_t pauses;         /* pauses taken while yielding */
+    uint64_t pauses;         /* pauses taken: at the bottom step still over budget, and
+                              * the quiet windows */
     double pause_seconds;    /* their total */
     double latency_floor_ms; /* lowest completion latency seen */
     double foreground_reads_per_s_peak; /* others' reads on the device, highest seen */
@@ -76,6 +79,21 @@ typedef struct scan_io_stats {
     double check_wait_seconds; /* its waits for the checks, those and at files' ends */
     double check_seconds;    /* the check thread in the callback */
     double check_cpu_seconds; /* ... its CPU (user + sys) */
+    /* Steering by others' read latency while they read (engine/scan/scan_devstat.c). */
+    double budget;           /* the ratio allowed */
+    double others_ms;        /* others' mean read latency, the latest window judged */
+    double others_base_ms;   /* ... while the scan did not read (the quiet windows) */
+    double others_ratio_peak; /* the highest ratio of a window judged */
+    uint64_t steer_ups;      /* steps up the ladder: others' latency within budget */
+    uint64_t steer_downs;    /* steps down: over budget */
+    uint64_t unclear_windows; /* held: others' latency under half their baseline (ours,
+                               * seen late by the reading thread, took theirs out) */
+    uint64_t quiet_windows;  /* windows read nothing to measure the baseline */
+    uint64_t quiet_given_up; /* ... could not begin (our reads still in flight) */
+    double quiet_seconds;    /* their total (part of pause_seconds) */
+    double steer_seconds;    /* time spent steering (others reading) */
+    unsigned steer_depth;    /* requests in flight of the latest step */
+    size_t steer_bytes;      /* request size of the latest step */
 } scan_io_stats;
 
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err);

@@ -23,10 +23,7 @@
 #define CUT_LATENCY 2.0        /* median latency above this times the floor: halve */
 #define REPROBE_EPOCHS 40u     /* after a plateau, try one more again this much later */
 #define DEVICE_PERIOD 0.1      /* seconds between device samples that count */
-#define YIELD_READS 50.0       /* foreground reads/s that make the scan yield */
-#define PAUSE_FULL_BYTES (512.0 * 1024) /* a request this big earns the whole pause */
-#define PAUSE_MIN 0.0001               /* shorter pauses are not taken */
-#define PAUSE_MAX 0.020
+#define YIELD_READS 20.0       /* others' reads/s that make the scan steer by their cost */
 
 void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned)
 {
@@ -34,6 +31,8 @@ void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned)
     c->max_depth = max_depth ? max_depth : 1;
     c->pinned = pinned;
     c->yield_reads = YIELD_READS;
+    c->budget = SCAN_CTL_BUDGET;
+    c->st.budget = c->budget;
     c->depth = pinned ? c->max_depth : 1;
     c->mult = c->mult_max = 1;
     c->st.adaptive = !pinned;
@@ -45,11 +44,12 @@ void scan_ctl_sizes(scan_ctl *c, size_t base_bytes, unsigned mult_max)
     c->base_bytes = base_bytes;
     c->mult_max = c->pinned || mult_max < 1 ? 1 : mult_max;
     c->st.request_bytes_peak = c->st.request_bytes_final = base_bytes;
+    scan_ctl_ladder(c);
 }
 
 unsigned scan_ctl_depth(const scan_ctl *c) { return c->depth; }
 
-unsigned scan_ctl_mult(const scan_ctl *c) { return c->pinned || c->yielding ? 1 : c->mult; }
+unsigned scan_ctl_mult(const scan_ctl *c) { return c->pinned ? 1 : c->mult; }
 
 static void set_depth(scan_ctl *c, unsigned depth)
 {
@@ -230,8 +230,6 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
 {
     c->last = SCAN_CTL_NONE;
     c->st.requests++;
-    c->last_lat = latency_s;
-    c->last_bytes = bytes;
     bool full = bytes > 0 && bytes >= c->full_bytes && latency_s > 0;
     if (full && (c->st.latency_floor_ms <= 0 || latency_s * 1e3 < c->st.latency_floor_ms))
         c->st.latency_floor_ms = latency_s * 1e3;
@@ -256,75 +254,20 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
     return c->last;
 }
 
-/* Reads the device completed that this scanner did not issue, per second. Merges are
- * ignored (they can only make the estimate of others' reads lower). */
-static double foreground_rate(const scan_ctl *c, double now, uint64_t dev_reads,
-                              uint64_t own_reads)
-{
-    uint64_t dreads = dev_reads - c->dev_reads;
-    uint64_t own = own_reads - c->dev_own_reads;
-    return dreads > own ? (double)(dreads - own) / (now - c->dev_t) : 0;
-}
-
-scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
-                               uint64_t own_reads)
-{
-    c->last = SCAN_CTL_NONE;
-    if (c->dev_have && now - c->dev_t < DEVICE_PERIOD)
-        return SCAN_CTL_NONE;
-    if (!c->dev_have || dev_reads < c->dev_reads || own_reads < c->dev_own_reads) {
-        c->dev_have = true; /* first sample, or a counter reset: a new baseline */
-        goto baseline;
-    }
-    double fg = foreground_rate(c, now, dev_reads, own_reads);
-    if (fg > c->st.foreground_reads_per_s_peak)
-        c->st.foreground_reads_per_s_peak = fg;
-    if (c->pinned)
-        goto baseline;
-    if (!c->yielding && fg > c->yield_reads) {
-        c->yielding = true;
-        set_depth(c, 1);
-        set_mult(c, 1); /* the base size the moment the scan yields */
-        c->size_probe = false;
-        c->prev_tput = 0;
-        c->st.yields++;
-        snprintf(c->msg, sizeof(c->msg), "yielding: %.0f foreground reads/s (1 in flight, "
-                 "pauses between reads)", fg);
-        c->last = SCAN_CTL_YIELD;
-    } else if (c->yielding && fg < c->yield_reads / 2) {
-        c->yielding = false;
-        c->prev_tput = 0;
-        c->plateau = c->size_probe = c->size_held = false;
-        epoch_reset(c, now);
-        c->st.resumes++;
-        snprintf(c->msg, sizeof(c->msg), "resuming: %.0f foreground reads/s, probing again "
-                 "from 1 in flight", fg);
-        c->last = SCAN_CTL_RESUME;
-    }
-baseline:
-    c->dev_t = now;
-    c->dev_reads = dev_reads;
-    c->dev_own_reads = own_reads;
-    return c->last;
-}
-
 double scan_ctl_pause(scan_ctl *c, double now)
 {
     if (!c->yielding)
         return 0;
+    if (scan_ctl_quiet_wait(c, now)) /* until the device sample that closes it */
+        return DEVICE_PERIOD / 4;
+    if (c->pause_s <= 0)
+        return 0;
     if (c->pause_until <= 0) {
-        /* Leave the device idle twice as long as our last read held it, scaled down for
-         * a small read (it delays others little; a data directory of small files must
-         * not crawl): others' reads then find it free most of the time. */
-        double full = c->pause_full_bytes ? (double)c->pause_full_bytes : PAUSE_FULL_BYTES;
-        double scale = (double)c->last_bytes / full;
-        double p = 2 * c->last_lat * (scale < 1 ? scale : 1);
-        if (p < PAUSE_MIN)
-            return 0;
-        p = p > PAUSE_MAX ? PAUSE_MAX : p;
-        c->pause_until = now + p;
+        /* Only at the bottom step and still over budget (scan_devstat.c): the pause doubles
+         * while others' latency stays over, and halves away once it is within. */
+        c->pause_until = now + c->pause_s;
         c->st.pauses++;
-        c->st.pause_seconds += p;
+        c->st.pause_seconds += c->pause_s;
     }
     double left = c->pause_until - now;
     if (left <= 0) {
@@ -352,6 +295,7 @@ int scan_ctl_parse_stat(const char *text, scan_dev_counters *out)
     out->read_sectors = v[2];
     out->writes = v[4];
     out->write_sectors = v[6];
+    out->read_ticks = v[3];
     out->in_flight = v[8];
     return 0;
 }

@@ -13,6 +13,14 @@
  * not pay, try larger requests of the base size times 2, then 4, kept only when they pay
  * the same tenth; halve what is in flight (then the size) when latency climbs; drop to
  * one request of the base size with pauses while other processes read from the device.
+ *
+ * While other processes read the device the controller steers by what its reads cost
+ * them (engine/scan/scan_devstat.c): their mean read latency, from the device's counters with
+ * this scanner's own reads taken out, against the same latency measured while it does
+ * not read (a short quiet window now and then). Within budget x that baseline it steps
+ * up a ladder of request sizes and bytes in flight (64 KiB, 128 KiB, ... one in flight,
+ * then more in flight); over it, it steps down; only at the bottom step and still over
+ * does it pause before each request.
  */
 #ifndef PB_ENGINE_SCAN_CTL_INTERNAL_H
 #define PB_ENGINE_SCAN_CTL_INTERNAL_H
@@ -26,24 +34,26 @@
 /* What the latest call decided; decisions are read from this, never from msg. */
 typedef enum scan_ctl_event {
     SCAN_CTL_NONE = 0, /* nothing changed */
-    SCAN_CTL_GROW,     /* one more request in flight */
+    SCAN_CTL_GROW,     /* one more request in flight; steering: a step up */
     SCAN_CTL_PLATEAU,  /* the last request added bought no throughput: one fewer, hold */
-    SCAN_CTL_CUT,      /* latency climbed: in flight halved */
-    SCAN_CTL_YIELD,    /* other processes read from the device: one in flight, pauses */
+    SCAN_CTL_CUT,      /* latency climbed: in flight halved; steering: a step down */
+    SCAN_CTL_YIELD,    /* other processes read from the device: steering by their cost */
     SCAN_CTL_RESUME,   /* they stopped: probing again from one in flight */
-    SCAN_CTL_KEPT,     /* the last step (a request more, a larger size) paid: kept */
+    SCAN_CTL_KEPT,     /* the last step (a request more, a larger size) paid: kept;
+                        * steering: a quiet window gave the others' baseline */
     SCAN_CTL_SIZE_GROW,    /* requests twice as large (depth 2 did not pay) */
     SCAN_CTL_SIZE_PLATEAU, /* the larger requests bought no throughput: back, hold */
 } scan_ctl_event;
 
 #define SCAN_CTL_EPOCH_KEEP 128u /* latencies an epoch keeps for its median (the latest) */
+#define SCAN_CTL_LEVELS 24u      /* steps of the ladder steered by others' latency */
+#define SCAN_CTL_BUDGET 1.3      /* others' read latency allowed, times their baseline */
 
 typedef struct scan_ctl {
     /* configuration */
     unsigned max_depth;     /* buffers the scanner has: the ceiling */
     bool pinned;            /* --queue-depth/--read-size/--max-rate: never adapt */
-    double yield_reads;     /* foreground reads per second that make the scanner yield */
-    size_t pause_full_bytes; /* a request this big earns the whole pause (0: 512 KiB) */
+    double yield_reads;     /* others' reads per second that make it steer by their cost */
     size_t full_bytes;      /* requests this big or bigger (0: all) set the floor and the
                              * epoch's latency: a small file's read is quick for its size,
                              * and a floor taken from it would forbid every growth */
@@ -64,12 +74,28 @@ typedef struct scan_ctl {
     unsigned ep_n;          /* full-size completions in the epoch */
     double prev_tput;       /* bytes/s of the previous epoch at depth - 1 (0 = none) */
     unsigned calm_epochs;   /* epochs held since the plateau (re-probe after a while) */
-    double last_lat;
-    size_t last_bytes;      /* the latest completion's size and latency set the pause */
     double pause_until;     /* no submission before this time */
     bool dev_have;          /* a first device sample was taken */
-    double dev_t;
-    uint64_t dev_reads, dev_own_reads;
+    double dev_t;           /* the latest device sample (steering time is counted from it) */
+    /* steering by others' read latency while they read (scan_devstat.c); yielding is
+     * set while it does */
+    double budget;          /* others' latency allowed, times their baseline (0: 1.3) */
+    unsigned level, nlevels; /* the ladder's step now, and its steps */
+    size_t lv_bytes[SCAN_CTL_LEVELS]; /* per step: request size ... */
+    unsigned lv_depth[SCAN_CTL_LEVELS]; /* ... and requests in flight */
+    double base_ms;         /* others' mean read latency while this scanner did not read */
+    double base_at;         /* when it was measured (0: never) */
+    bool quiet;             /* a quiet window is due or running: nothing is submitted */
+    bool quiet_open;        /* ... it runs: the window below started with nothing in flight */
+    bool steered;           /* a baseline was had since others began: steps were taken */
+    double quiet_t0;        /* when the quiet window was asked for */
+    double hold_until;      /* no steering before (no baseline could be had) */
+    double pause_s;         /* the pause before each request at the bottom step (0: none) */
+    double win_t;           /* the window of device counters being judged: its start */
+    uint64_t win_reads, win_ticks, win_own_reads;
+    double win_own_ticks, win_own_floor;
+    uint64_t win_own_bytes;
+    bool win_have;
     scan_ctl_event last;
     char msg[200];          /* the latest decision in words, for the log */
     scan_io_stats st;
@@ -78,7 +104,20 @@ typedef struct scan_ctl {
 /* The counters of one /sys/block/<dev>/stat line (Documentation/block/stat.rst). */
 typedef struct scan_dev_counters {
     uint64_t reads, read_sectors, writes, write_sectors, in_flight;
+    uint64_t read_ticks;    /* ms the completed reads took, summed */
 } scan_dev_counters;
+
+/* One look at the device: its cumulative counters (an md array's plus its members' direct
+ * reads) beside this scanner's own, cumulative too, counted as its reads complete. */
+typedef struct scan_dev_sample {
+    uint64_t reads, read_ticks_ms, in_flight;
+    uint64_t own_reads;     /* device requests our reads became (split at max_sectors_kb) */
+    double own_ticks_ms;    /* their latencies summed, each split part counted whole */
+    double own_floor_ms;    /* ... each counted at the lowest latency seen at its size
+                             * instead (a reading thread scheduled late inflates none) */
+    uint64_t own_bytes;
+    unsigned own_inflight;  /* our requests submitted and not yet complete */
+} scan_dev_sample;
 
 /* Start at one request in flight (max_depth when pinned). */
 void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned);
@@ -86,16 +125,26 @@ void scan_ctl_init(scan_ctl *c, unsigned max_depth, bool pinned);
 /* One completed request of bytes that took latency_s, seen at time now (seconds). */
 scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double latency_s);
 
-/* The device's completed reads (summed counter) and the device requests this scanner's
- * own reads became in total (scan.c counts them as they complete), at time now. Decides
- * yielding; samples closer than 0.1 s apart are ignored. */
-scan_ctl_event scan_ctl_device(scan_ctl *c, double now, uint64_t dev_reads,
-                               uint64_t own_reads);
+/* A look at the device at time now (scan_devstat.c). Others' reads are the device's less
+ * our own; once they read, steers by their latency (see above). A sample closer than
+ * 0.1 s after the window's start only waits for more. */
+scan_ctl_event scan_ctl_device(scan_ctl *c, double now, const scan_dev_sample *d);
+
+/* The largest request to make now, bytes, when below the base size (a chunk is then read
+ * in several); 0: no cap. */
+size_t scan_ctl_request_cap(const scan_ctl *c);
+
+/* Whether a quiet window holds the next request back at time now (false once it could
+ * not begin within a second: it is then given up until the next one is due). */
+bool scan_ctl_quiet_wait(scan_ctl *c, double now);
+
+/* Build the ladder from the sizes (scan_ctl_sizes calls it). */
+void scan_ctl_ladder(scan_ctl *c);
 
 /* Requests to keep in flight now (1..max_depth). */
 unsigned scan_ctl_depth(const scan_ctl *c);
 
-/* Size of the next request, in base sizes (1..mult_max; 1 while yielding or pinned). */
+/* Size of the next request, in base sizes (1..mult_max; 1 when pinned). */
 unsigned scan_ctl_mult(const scan_ctl *c);
 
 /* The request size at mult 1 and the largest multiple the scanner's buffers allow (the

@@ -131,7 +131,7 @@ static void watch_device(scanner *s, double now)
 {
     char text[512];
     scan_dev_counters dc;
-    if (s->stat_fd < 0 || now - s->dev_read_at < 0.1)
+    if (s->stat_fd < 0 || now - s->dev_read_at < 0.02) /* the controller's windows are longer */
         return;
     s->dev_read_at = now;
     ssize_t n = pread(s->stat_fd, text, sizeof(text) - 1, 0);
@@ -141,7 +141,12 @@ static void watch_device(scanner *s, double now)
     if (scan_ctl_parse_stat(text, &dc) != 0)
         return;
     uint64_t direct = s->nmembers ? member_direct_reads(s, &dc) : 0;
-    log_decision(s, scan_ctl_device(&s->ctl, now, dc.reads + direct, s->own_dev_reads));
+    scan_dev_sample d = {.reads = dc.reads + direct, .read_ticks_ms = dc.read_ticks,
+                         .in_flight = dc.in_flight, .own_reads = s->own_dev_reads,
+                         .own_ticks_ms = s->own_ticks_ms, .own_floor_ms = s->own_floor_ms,
+                         .own_bytes = s->bytes_done,
+                         .own_inflight = s->own_inflight};
+    log_decision(s, scan_ctl_device(&s->ctl, now, &d));
 }
 
 /* One completion: its latency and size go to the controller. */
@@ -151,29 +156,46 @@ static void note_completion(scanner *s, double submitted, int res)
     /* Each of our requests is at least one device read, split at the device's largest
      * request: counting them so (not our bytes over that size, which undercounts a 512 KiB
      * read on a 4 MiB device 8 times) keeps our own reads out of "others' reads". */
-    if (res > 0)
-        s->own_dev_reads += ((size_t)res + s->dev_max_io - 1) / s->dev_max_io;
+    if (res > 0) {
+        uint64_t parts = ((size_t)res + s->dev_max_io - 1) / s->dev_max_io;
+        s->own_dev_reads += parts;
+        double ms = (now - submitted) * 1e3;
+        unsigned cls = 0;
+        for (size_t b = (size_t)res; b; b >>= 1)
+            cls++;
+        if (s->lat_min[cls] <= 0 || ms < s->lat_min[cls])
+            s->lat_min[cls] = ms;
+        s->own_ticks_ms += (double)parts * ms;
+        s->own_floor_ms += (double)parts * s->lat_min[cls];
+        s->bytes_done += (uint64_t)res;
+    }
     log_decision(s, scan_ctl_sample(&s->ctl, now, res > 0 ? (size_t)res : 0, now - submitted));
     watch_device(s, now);
 }
 
-/* While yielding: sleep the pause the controller asks for before the next request. */
+/* Sleep the pause the controller asks for before the next request (a quiet window, or
+ * others' reads still over budget at its smallest step). */
 static void pace(scanner *s)
 {
     double left;
+    if (s->ctl.quiet && s->own_inflight > 0)
+        return; /* a quiet window begins once ours complete: not while one waits here */
     while ((left = scan_ctl_pause(&s->ctl, pb_now())) > 0) {
         s->paused = true; /* the next request waited for the controller, not the checks */
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
         nanosleep(&ts, NULL);
+        watch_device(s, pb_now()); /* a quiet window ends on a device sample */
     }
 }
 
-/* While yielding, a chunk is read in requests of SCAN_YIELD_REQUEST, a pause before each:
- * a foreground read then waits behind at most that much transfer (the figures on
- * one virtio disk: 64 KiB direct reads cost the database 1.17x, 512 KiB ones 1.35x). */
+/* While others read, the controller may ask for requests below the read size: a chunk
+ * is then read in several, and a foreground read waits behind at most one of them (the
+ * figures on one virtio disk: 64 KiB direct reads cost the database 1.17x, 512 KiB ones
+ * 1.35x). */
 static size_t request_len(const scanner *s, size_t len)
 {
-    return s->ctl.yielding && len > SCAN_YIELD_REQUEST ? SCAN_YIELD_REQUEST : len;
+    size_t cap = scan_ctl_request_cap(&s->ctl);
+    return cap && len > cap ? cap : len;
 }
 
 /* Read bytes [have, want) of chunk p into buf synchronously (the pread path, and the
@@ -279,6 +301,7 @@ static int submit_read(scanner *s, uring_scan *u, const scan_fd *f, uint64_t ind
     s->paused = false;
     u->group[slot] = k;
     u->inflight++;
+    s->own_inflight++;
     return 0;
 }
 
@@ -368,6 +391,7 @@ static int uring_reap(scanner *s, uring_scan *u)
                                  : part > (int64_t)s->read_size ? (int)s->read_size : (int)part;
     }
     u->inflight--;
+    s->own_inflight--;
     note_completion(s, s->t_sub[slot], res);
     return 0;
 }
@@ -443,6 +467,11 @@ static int wait_chunk(scanner *s, const char *path, const scan_fd *f, uring_scan
         if (sys < 0)
             return pb_fail(err, PB_EIO, "io_uring wait for %s: %s", path, strerror(-sys));
     }
+    /* Requests below the read size (scan_ctl_request_cap): the rest of this chunk is read
+     * next, synchronously; the next chunk's read waits for it, so one is in flight. */
+    if (scan_ctl_request_cap(&s->ctl) && u->res[slot] >= 0 &&
+        (size_t)u->res[slot] < plan_chunk(s, f, i).want)
+        return 0;
     int sys = uring_fill(s, f, u, false);
     return sys < 0 ? pb_fail(err, PB_EIO, "io_uring submit for %s: %s", path, strerror(-sys))
                    : 0;
@@ -459,10 +488,15 @@ static int finish_checks(scanner *s, const scan_fd *f, uring_scan *u, bool offer
         uint64_t done = scan_check_done(&s->check);
         if (done >= u->completed_upto || !offer)
             break;
+        /* The next file's read is reaped before the wait for the checks, so its latency is
+         * the device's and not the checks' (the controller takes ours out of the device's
+         * read ticks: an inflated one would hide the others' cost). */
+        uring_drain(s, u);
         int rc = wait_checks(s, done + 1);
         if (rc != 0)
             break;
     }
+    uring_drain(s, u);
     return wait_checks(s, UINT64_MAX);
 }
 

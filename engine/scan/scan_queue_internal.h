@@ -15,7 +15,6 @@
 #include <sys/types.h>
 
 #define QUEUE_DEPTH_MAX 1024u
-#define SCAN_YIELD_REQUEST (128u * 1024) /* largest request while yielding */
 #define SCAN_REQUEST_MAX (2u * 1024 * 1024) /* largest request the controller may try */
 
 /* An open file being scanned. */
@@ -96,6 +95,11 @@ struct scanner {
     scan_member_track members;
     size_t dev_max_io;   /* largest request the device takes (queue/max_sectors_kb) */
     uint64_t own_dev_reads; /* device requests our completed reads became */
+    double own_ticks_ms; /* ... their latencies, summed as the device sums its read ticks */
+    double own_floor_ms; /* ... each at the lowest latency seen at its size class */
+    double lat_min[64];  /* per size class (bit length of the bytes): lowest latency, ms */
+    uint64_t bytes_done; /* bytes our completed reads returned */
+    unsigned own_inflight; /* our io_uring requests submitted, not yet reaped */
     double dev_read_at;  /* when stat_fd was last read */
     double wait_s;       /* waiting for reads: completions, preads (bk_stages) */
     scan_ctl ctl;

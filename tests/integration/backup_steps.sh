@@ -2,7 +2,8 @@
 # tests/integration/backup_steps.sh — a backup's fixed costs are shown: the log has one
 # "steps:" line (connect, plan, start (checkpoint), prepare, walk, scan, stop, WAL wait,
 # manifest commit, exit) and --report's "stages" object the same fields, which add up to
-# the backup's total; for a full and for an incremental after a small change. Fast.
+# the backup's total; for a full and for an incremental after a small change; a full's
+# preparation does not wait for the server's next second. Fast.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 pb_pgbench_source 1
@@ -51,4 +52,15 @@ check_steps full
 pg_psql "$SRC" "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid <= 100" >/dev/null
 backup incr --type incr
 check_steps incr
+# The file-skip horizon is one reading of the server's clock, no wait for its next second:
+# three fulls spend well under 0.3 s preparing in all (a wait for the next second would
+# spend 1.5 s on average, each at a random point of its second).
+backup full2 --type full
+backup full3 --type full
+prep=$(python3 -c "
+import json, sys
+print('%.3f' % sum(json.load(open(f))['stages']['prepare_seconds'] for f in sys.argv[1:]))
+" "$OUT/full.json" "$OUT/full2.json" "$OUT/full3.json")
+pb_check "three fulls prepared in $prep s in all (< 0.3 s: no wait for the server's next second)" \
+    python3 -c "import sys; sys.exit(0 if float('$prep') < 0.3 else 1)"
 pb_test_summary

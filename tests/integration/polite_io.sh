@@ -146,7 +146,20 @@ log_has "$PB_WORK/b4.log" "--max-memory 5 MiB: at most 6 reads in flight \(of 8\
     "--max-memory bounds both the reads in flight and the compression queue (2 x 1 MiB + 6 x 512 KiB)"
 log_has "$PB_WORK/b4.log" "peak RSS [0-9.]+ MiB \(buffers 5.0 MiB\)" "the report gives peak RSS and the bounded buffers"
 
-# 4. Both backups restore byte-exact.
+# 4. What the reads cost others' reads, against the budget, is in the log; a budget that
+# is no ratio is refused, naming the variable, and takes no backup.
+log_has "$B1" "cost to others' reads: .*budget 1\.30x|no block device found under" \
+    "the log gives what the reads cost others' reads and the budget"
+LAST_BEFORE=$(pb_last_id)
+if PAGEBACK_READ_BUDGET=0.5 pb backup --type full >"$PB_WORK/b5.log" 2>&1; then
+    pb_test_fail "PAGEBACK_READ_BUDGET=0.5 was accepted"
+else
+    log_has "$PB_WORK/b5.log" "PAGEBACK_READ_BUDGET=\"0\.5\": not a ratio from 1\.05 to 10" \
+        "a bad PAGEBACK_READ_BUDGET is refused, naming the variable"
+fi
+pb_assert_eq "$(pb_last_id)" "$LAST_BEFORE" "the refused backup left no backup behind"
+
+# 5. Both backups restore byte-exact.
 pb_check "restore of the adaptive backup starts" pb_restore_start "$PB_WORK/r1" --set "$ID1"
 pb_assert_eq "$(pg_digest_all "$PB_WORK/r1")" "$DIGEST1" "adaptive backup: restored digests equal the source"
 pg_stop "$PB_WORK/r1"

@@ -4,17 +4,23 @@
 # database, so a rate-limited point-select load (pgbench -S -R RATE) keeps missing the
 # cache and reading the disk. Three scenarios, one run:
 #   1. Under load: windows of WINDOW s — idle before, the tool back to back, idle
-#      after — for pageback (adaptive defaults), pageback pinned to the old defaults
-#      (512 KiB x 2), pageback incremental with nothing changed, pg_basebackup -Fp and
-#      pgBackRest full. p50/p99 per window from pgbench's per-transaction log, ratio of
-#      the tool's p99 to the idle window before it, the device's read rate.
+#      after — for dd O_DIRECT (512 KiB, one in flight, over the relation files: the
+#      physical reference), pageback (adaptive defaults), pageback with the I/O class left
+#      alone (--io-class default: what the idle class buys, by difference), pageback
+#      pinned to the old defaults (512 KiB x 2), pageback incremental with nothing
+#      changed, pg_basebackup -Fp and pgBackRest full. p50/p99 per window from pgbench's
+#      per-transaction log, ratio of the tool's p99 to the idle window before it, the
+#      device's read rate less the idle window's (the tool's read rate under load) and
+#      that rate against dd's. pageback's own account of what its reads cost the
+#      database (the "cost to others' reads" line) is in impact-runs.log.
 #   2. Idle database: pageback's read rate against dd O_DIRECT at the best request size
 #      over the same relation files; CPU seconds per GB; peak RSS.
 #   3. An idle hot table left in the cache: its residency (fincore) after a backup.
 # Tables on stdout, JSON in BENCH_RESULTS/impact.json, per-second p99 of scenario 1 as
 # docs-ready PNG (gnuplot) in BENCH_RESULTS/impact-p99.png.
 #   SCALE (default 200)  WINDOW (default 60 s)  BENCH_RATE (400 tps)
-#   BENCH_CG_MIB (cgroup limit, default 1024)  BENCH_TOOLS (default: all five)
+#   BENCH_CG_MIB (cgroup limit, default 1024)  BENCH_TOOLS (default: all seven)
+#   PAGEBACK_READ_BUDGET (passed through: the ratio pageback steers others' latency to)
 #   BENCH_SCENARIOS (default 123)  BENCH_IDLE_REPS (scenario 2's rounds, default 3)
 #   BENCH_OLD_BIN: the binary of the pb_old tool (a full with another build, side by side)
 # The fixed costs a backup is made of, piece by piece, under the same load:
@@ -31,7 +37,7 @@ SCALE=${SCALE:-${BENCH_SCALE:-200}}
 WINDOW=${WINDOW:-${BENCH_WINDOW:-60}}
 RATE=${BENCH_RATE:-400}
 CG_MIB=${BENCH_CG_MIB:-1024}
-TOOLS=${BENCH_TOOLS:-"pb_adaptive pb_pinned pb_incr basebackup pgbackrest"}
+TOOLS=${BENCH_TOOLS:-"dd_direct pb_adaptive pb_noidle pb_pinned pb_incr basebackup pgbackrest"}
 CG_ROOT=/sys/fs/cgroup/memory
 [ -w "$CG_ROOT" ] || pb_die "cgroup v1 memory controller not writable at $CG_ROOT"
 command -v gnuplot >/dev/null || pb_log "WARNING: gnuplot missing (apt-get install -y gnuplot-nox): no PNG"
@@ -65,13 +71,22 @@ DEVSTAT=/sys/class/block/$DEV/stat
 [ -r "$DEVSTAT" ] || DEVSTAT=/sys/block/$DEV/stat
 read_sectors() { awk '{print $3}' "$DEVSTAT" 2>/dev/null || echo 0; }
 DATA_MIB=$(du -sm "$SRC/base" | cut -f1)
+# The relation files dd reads (scenario 1's reference line, scenario 2's sizes).
+mapfile -t FILES < <(find "$SRC/base" -type f -size +1M | sort)
 pb_log "data $DATA_MIB MiB, cgroup $CG_MIB MiB, device $DEV, windows of $WINDOW s"
 
 # ------------------------------------------------------------------ tools
-pb_run() { pb backup "$@" >>"$BENCH_TMP/pb-runs.out" 2>&1; }
+pb_run() {
+    echo "== $(date +%T) backup $*" >>"$BENCH_TMP/pb-runs.out"
+    pb backup --log-level detail "$@" >>"$BENCH_TMP/pb-runs.out" 2>&1
+}
 run_tool() {
     case $1 in
+    # The physical reference: what the disk gives one plain reader, no pause, no priority.
+    dd_direct) for f in "${FILES[@]}"; do
+                   dd if="$f" of=/dev/null bs=512K iflag=direct status=none; done ;;
     pb_adaptive) pb_run --type full ;;
+    pb_noidle) pb_run --type full --io-class default ;;
     # The same full with another binary (BENCH_OLD_BIN, e.g. the one a change started from),
     # into the same repository: a change measured side by side in one run.
     pb_old) PB_BIN=${BENCH_OLD_BIN:?pb_old needs BENCH_OLD_BIN} pb_run --type full ;;
@@ -149,8 +164,9 @@ for t in $TOOLS; do
 done
 kill "$LOAD" 2>/dev/null
 wait "$LOAD" 2>/dev/null
+# This run's pgbench, by its pid: another user's pgbench on a shared machine is not ours.
+kill -0 "$LOAD" 2>/dev/null && pb_die "pgbench still runs: scenario 2 would not be idle"
 LOAD=
-pgrep -x pgbench >/dev/null && pb_die "pgbench still runs: scenario 2 would not be idle"
 SCENARIOS=${BENCH_SCENARIOS:-123}
 cp "$BENCH_TMP/pb-runs.out" "$BENCH_RESULTS/impact-runs.log" 2>/dev/null # the tools' logs
 archive_for pageback
@@ -161,7 +177,6 @@ IDLE=$PB_WORK/idle.txt
 if [[ $SCENARIOS == *2* ]]; then
 pb_log "scenario 2: idle database, pageback vs dd O_DIRECT"
 : >"$BENCH_RESULTS/impact-idle.log"
-mapfile -t FILES < <(find "$SRC/base" -type f -size +1M | sort)
 # The virtual disk's rate moves by 2x from one pass to the next (the host's cache):
 # dd at every size and pageback alternate, BENCH_IDLE_REPS times; the best of each counts.
 for rep in $(seq 1 "${BENCH_IDLE_REPS:-3}"); do

@@ -46,16 +46,23 @@ def main():
                      "p99_after_ms": after["p99_ms"] if after else None,
                      "p99_ratio": w["p99_ms"] / prev_idle["p99_ms"] if prev_idle["p99_ms"] else None,
                      "tool_read_MBps": max(0.0, w["device_read_MBps"] - idle_rate)})
+    # The read rate under load against dd O_DIRECT's in the same run (the physical
+    # reference: 512 KiB, one in flight, no pause, no I/O priority).
+    dd_row = next((r for r in rows if r["tool"] == "dd_direct"), None)
+    for r in rows:
+        ref = dd_row["tool_read_MBps"] if dd_row else 0
+        r["read_vs_dd"] = r["tool_read_MBps"] / ref if ref else None
     print(f"Scenario 1: point selects at a fixed rate, PostgreSQL in a {cg} MiB memory cgroup, "
           f"{data} MiB of relation files (scale {scale}), windows of {window} s")
     print("| tool | runs | p50 before / during ms | p99 before / during / after ms | "
-          "p99 during / before | tool read MB/s |")
-    print("|---|---|---|---|---|---|")
+          "p99 during / before | tool read MB/s | read / dd |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['tool']} | {r['runs']} | {r['p50_before_ms']:.2f} / {r['p50_during_ms']:.2f} | "
               f"{r['p99_before_ms']:.2f} / {r['p99_during_ms']:.2f} / "
               f"{(r['p99_after_ms'] or float('nan')):.2f} | {(r['p99_ratio'] or float('nan')):.2f}x | "
-              f"{r['tool_read_MBps']:.0f} |")
+              f"{r['tool_read_MBps']:.0f} | "
+              + (f"{r['read_vs_dd']:.2f}x |" if r["read_vs_dd"] is not None else "- |"))
     idle, dd, hot, control, idle_runs = {}, [], None, None, []
     for line in open(ifile):
         p = line.split()

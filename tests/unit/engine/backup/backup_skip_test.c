@@ -52,6 +52,37 @@ static void test_skip_margin(void)
         PBT_CHECK(strcmp(bk_skip_verdict_name((bk_skip_verdict)v), "?") != 0);
 }
 
+/* The horizon needs no wait for the server's next second: for a mark at any point of a
+ * second, a file the walk read just after it and written again just after that (within
+ * the same second, the kernel's coarse clock a few ms behind) is never skipped by the next
+ * backup. Taking the mark's own second as the horizon without the wait would skip some. */
+static void test_horizon_without_wait(void)
+{
+    const int64_t base_ms = (int64_t)H * 1000;
+    const int lags[] = {0, 4, 10}, befores[] = {1, 5, 300}, afters[] = {1, 2, 5, 20};
+    unsigned cases = 0, skipped = 0, naive_skips = 0;
+    for (int64_t t0 = base_ms; t0 < base_ms + 1000; t0 += 3) {
+        int64_t s = t0 / 1000, walk = t0 + 1; /* the server's second at the mark */
+        for (size_t l = 0; l < 3; l++)
+            for (size_t b = 0; b < 3; b++)
+                for (size_t a = 0; a < 4; a++) {
+                    bk_skip_stat prev = {8192, (walk - befores[b] - lags[l]) / 1000, 5};
+                    bk_skip_stat cur = prev;
+                    cur.mtime = (walk + afters[a] - lags[l]) / 1000; /* written after */
+                    cases++;
+                    skipped += bk_skip_decide(&cur, &prev, bk_mtime_horizon(s), s + 100) ==
+                               BK_SKIP;
+                    naive_skips += bk_skip_decide(&cur, &prev, s, s + 100) == BK_SKIP;
+                }
+    }
+    PBT_CHECK(cases > 10000 && skipped == 0);
+    PBT_CHECK(naive_skips > 0); /* the case the margin is for does occur */
+    PBT_CHECK(bk_mtime_horizon(H) == H - 1);
+    /* A file untouched since well before the mark is still skipped. */
+    bk_skip_stat old = {8192, H - 2, 5};
+    PBT_CHECK(bk_skip_decide(&old, &old, bk_mtime_horizon(H), H + 1) == BK_SKIP);
+}
+
 /* A chain of headers: types and read modes from spec ('F' full, 's' scan, 'f' file,
  * 'v' file + verify scan, '0' an incremental of an older version, 'S' a synthetic full
  * rebased from a file-mode incremental, 'T' one rebased from a full), one hour apart. */
@@ -166,6 +197,7 @@ int main(void)
 {
     PBT_RUN(test_skip_rule);
     PBT_RUN(test_skip_margin);
+    PBT_RUN(test_horizon_without_wait);
     PBT_RUN(test_verify_due);
     PBT_RUN(test_control_follows);
     return PBT_DONE();

@@ -180,33 +180,6 @@ static void test_cut_on_scattered_doubling(void)
     PBT_CHECK(strstr(c.st.decision, "latency 2.2x") != NULL);
 }
 
-/* Others' reads while at 1 MiB requests: yield at once to one request of the base size;
- * no growth on either axis while yielding; after, probing again from the base. */
-static void test_yield_to_base_size(void)
-{
-    const size_t base = 512 * 1024;
-    scan_ctl c;
-    double now = 1;
-    scan_ctl_init(&c, 8, false);
-    scan_ctl_sizes(&c, base, 4);
-    epoch_scaled(&c, &now, 550e6, base, 1);
-    epoch_scaled(&c, &now, 560e6, base, 1.9);
-    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_SIZE_GROW);
-    PBT_CHECK(scan_ctl_mult(&c) == 2);
-    PBT_CHECK(scan_ctl_device(&c, now, 1000, 100) == SCAN_CTL_NONE);
-    now += 0.5;
-    PBT_CHECK(scan_ctl_device(&c, now, 1000 + 10 + 155, 110) == SCAN_CTL_YIELD);
-    PBT_CHECK(scan_ctl_mult(&c) == 1 && scan_ctl_depth(&c) == 1);
-    PBT_CHECK(c.st.request_bytes_final == base);
-    for (int i = 0; i < 5; i++)
-        PBT_CHECK(epoch_scaled(&c, &now, 2000e6, base, 1) == SCAN_CTL_NONE);
-    PBT_CHECK(scan_ctl_mult(&c) == 1 && scan_ctl_depth(&c) == 1);
-    now += 0.5;
-    PBT_CHECK(scan_ctl_device(&c, now, 1000 + 165 + 12, 120) == SCAN_CTL_RESUME);
-    PBT_CHECK(scan_ctl_mult(&c) == 1);
-    PBT_CHECK(epoch_scaled(&c, &now, 550e6, base, 1) == SCAN_CTL_GROW);
-}
-
 /* Throughput that rises with depth at the floor latency: one more each epoch. */
 static void test_growth_at_floor(void)
 {
@@ -278,48 +251,6 @@ static void test_no_growth_when_flat(void)
     PBT_CHECK(c.st.plateaus == 1 && c.st.grows == 1);
 }
 
-/* Others' reads on the device: one in flight, pauses; when they stop, probing again. */
-static void test_yield_on_foreground(void)
-{
-    scan_ctl c;
-    double now = 1;
-    scan_ctl_init(&c, 8, false);
-    for (unsigned d = 1; d < 4; d++)
-        step(&c, &now, 500e6 * d, 0.001);
-    PBT_CHECK(scan_ctl_depth(&c) == 4);
-    uint64_t own = 100, reads = 1000; /* own: device reads our requests became */
-    PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_NONE); /* the baseline */
-    /* 0.5 s: we read 200 requests' worth (200 device reads), the device did 355. */
-    now += 0.5;
-    own += 200;
-    reads += 355;
-    PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_YIELD);
-    PBT_CHECK(scan_ctl_depth(&c) == 1);
-    PBT_CHECK(c.st.yields == 1);
-    PBT_CHECK(c.st.foreground_reads_per_s_peak > 309 && c.st.foreground_reads_per_s_peak < 311);
-    PBT_CHECK(strstr(c.msg, "310 foreground reads/s") != NULL);
-    c.last_lat = 0.002;
-    c.last_bytes = 512 * 1024;
-    double p = scan_ctl_pause(&c, now);
-    PBT_CHECK(p > 0.0039 && p < 0.0041); /* twice the last latency of a full request */
-    PBT_CHECK(scan_ctl_pause(&c, now + 0.005) == 0);
-    c.last_bytes = 128 * 1024;
-    p = scan_ctl_pause(&c, now);
-    PBT_CHECK(p > 0.00099 && p < 0.00101); /* a quarter of the size: a quarter of it */
-    PBT_CHECK(scan_ctl_pause(&c, now + 0.002) == 0);
-    c.last_bytes = 8192; /* a small file's read: no pause worth taking */
-    PBT_CHECK(scan_ctl_pause(&c, now) == 0);
-    PBT_CHECK(c.st.pauses == 2);
-    PBT_CHECK(epoch(&c, &now, 4000e6, 0.001) == SCAN_CTL_NONE); /* no growth while yielding */
-    PBT_CHECK(scan_ctl_depth(&c) == 1);
-    now += 0.5;
-    own += 100;
-    reads += 102; /* 4 reads/s of others */
-    PBT_CHECK(scan_ctl_device(&c, now, reads, own) == SCAN_CTL_RESUME);
-    PBT_CHECK(scan_ctl_pause(&c, now) == 0);
-    PBT_CHECK(epoch(&c, &now, 500e6, 0.001) == SCAN_CTL_GROW);
-}
-
 /* Pinned: the given depth, whatever the samples and counters say. */
 static void test_pinned(void)
 {
@@ -329,8 +260,11 @@ static void test_pinned(void)
     PBT_CHECK(scan_ctl_depth(&c) == 2);
     for (int i = 0; i < 4; i++)
         PBT_CHECK(epoch(&c, &now, 100e6 * (i + 1), 0.001 * (i + 1)) == SCAN_CTL_NONE);
-    scan_ctl_device(&c, now, 0, 0);
-    PBT_CHECK(scan_ctl_device(&c, now + 1, 100000, 0) == SCAN_CTL_NONE);
+    scan_dev_sample d = {0};
+    scan_ctl_device(&c, now, &d);
+    d.reads = 100000; /* others read hard: pinned reads do not steer */
+    d.read_ticks_ms = 900000;
+    PBT_CHECK(scan_ctl_device(&c, now + 1, &d) == SCAN_CTL_NONE);
     PBT_CHECK(scan_ctl_depth(&c) == 2 && scan_ctl_pause(&c, now) == 0);
     PBT_CHECK(!c.st.adaptive && c.st.grows == 0 && c.st.cuts == 0 && c.st.yields == 0);
     PBT_CHECK(c.st.requests == 4);
@@ -413,7 +347,7 @@ static void test_parse_stat_fixture(void)
     text[n] = '\0';
     scan_dev_counters dc;
     PBT_CHECK(scan_ctl_parse_stat(text, &dc) == 0);
-    PBT_CHECK(dc.reads == 2063422 && dc.read_sectors == 278544010);
+    PBT_CHECK(dc.reads == 2063422 && dc.read_sectors == 278544010 && dc.read_ticks == 847551);
     PBT_CHECK(dc.writes == 5547981 && dc.write_sectors == 543705280 && dc.in_flight == 0);
     PBT_CHECK(scan_ctl_parse_stat("12 3 4\n", &dc) == PB_EINVAL);
     PBT_CHECK(scan_ctl_parse_stat("not a stat line", &dc) == PB_EINVAL);
@@ -425,14 +359,12 @@ int main(void)
     PBT_RUN(test_small_reads_leave_the_floor);
     PBT_RUN(test_cut_on_latency_climb);
     PBT_RUN(test_no_growth_when_flat);
-    PBT_RUN(test_yield_on_foreground);
     PBT_RUN(test_pinned);
     PBT_RUN(test_scatter_probes_two);
     PBT_RUN(test_second_request_judged_by_throughput);
     PBT_RUN(test_queueing_probe_is_a_plateau);
     PBT_RUN(test_size_axis);
     PBT_RUN(test_cut_on_scattered_doubling);
-    PBT_RUN(test_yield_to_base_size);
     PBT_RUN(test_parse_stat_fixture);
     PBT_RUN(test_md_members);
     PBT_RUN(test_members_direct);

@@ -1,10 +1,10 @@
 /*
  * tests/unit/engine/scan/scan_yield_test.c — the scanner while others read its device. A thread
  * rewrites a /sys/block/<dev>/stat-format file with made-up counters (others' reads at
- * ~20,000/s, far over the yielding threshold), handed to the scanner as its device's
- * counters. The scanner must yield, and while yielding read each chunk in requests of at
- * most 128 KiB with pauses between them (a foreground read then waits behind less
- * transfer), and still deliver every byte in order, over io_uring and pread alike.
+ * ~20,000/s, 1 ms each), handed to the scanner as its device's counters. The scanner must
+ * steer by their latency: a quiet window to measure it (a pause), then requests below the
+ * read size to start with (a chunk read in several), growing while the others' latency
+ * stays where it was; and still deliver every byte in order, over io_uring and pread alike.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,8 +37,9 @@ static void *feed(void *arg)
     uint64_t reads = 1000;
     while (fd >= 0 && !atomic_load(&f->stop)) {
         char line[256];
-        int n = snprintf(line, sizeof(line), "%20llu 0 %20llu 0 0 0 0 0 0 0 0\n",
-                         (unsigned long long)reads, (unsigned long long)reads * 8);
+        int n = snprintf(line, sizeof(line), "%20llu 0 %20llu %20llu 0 0 0 0 0 0 0\n",
+                         (unsigned long long)reads, (unsigned long long)reads * 8,
+                         (unsigned long long)reads); /* 1 ms each */
         if (pwrite(fd, line, (size_t)n, 0) != n)
             break;
         reads += 100;
@@ -107,18 +108,23 @@ static void test_yielding_reads_in_small_requests(void)
         const uint64_t chunks = size / rs;
         PBT_CHECK(got == size && k.calls == (int)chunks && k.bad == 0);
         PBT_CHECK(memcmp(k.data, want, size) == 0);
-        PBT_CHECK(st.device_watched && st.yields >= 1 && st.pauses > 0);
+        PBT_CHECK(st.device_watched && st.yields >= 1 && st.quiet_windows >= 1);
         PBT_CHECK(st.foreground_reads_per_s_peak > 1000);
-        /* Yielding from the first 0.1 s on: most chunks are 4 requests of 128 KiB. The
-         * old scanner made one 512 KiB request per chunk whatever others did. */
-        PBT_CHECK(st.requests > 2 * chunks);
-        PBT_CHECK(st.requests <= 4 * chunks);
+        PBT_CHECK(st.others_base_ms > 0.9 && st.others_base_ms < 1.1);
+        /* Steering from the first 0.1 s on, from 128 KiB requests up: more requests than
+         * chunks. The old scanner made one 512 KiB request per chunk whatever others did. */
+        PBT_CHECK(st.requests > chunks);
+        PBT_CHECK(st.requests <= 8 * chunks);
+        /* others' latency never moved: no step down, no pause but the quiet windows */
+        PBT_CHECK(st.steer_downs == 0 && st.pauses == st.quiet_windows);
         /* every request is one device read of ours: none counted as others' */
         PBT_CHECK(st.own_device_reads == st.requests);
-        printf("  %s: %llu requests for %llu chunks, %llu yields, %llu pauses (%.2f s), "
-               "others' reads up to %.0f/s\n", scan_method(s), (unsigned long long)st.requests,
-               (unsigned long long)chunks, (unsigned long long)st.yields,
-               (unsigned long long)st.pauses, st.pause_seconds, st.foreground_reads_per_s_peak);
+        printf("  %s: %llu requests for %llu chunks, %llu quiet windows (%.2f s), %llu steps "
+               "up, request %zu KiB x %u at the end, others' reads up to %.0f/s\n",
+               scan_method(s), (unsigned long long)st.requests, (unsigned long long)chunks,
+               (unsigned long long)st.quiet_windows, st.quiet_seconds,
+               (unsigned long long)st.steer_ups, st.steer_bytes / 1024, st.steer_depth,
+               st.foreground_reads_per_s_peak);
         free(k.data);
         scan_free(s);
     }
