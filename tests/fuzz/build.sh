@@ -20,7 +20,8 @@ cd "$SRC"
 for f in common/*.c manifest/*.c engine/pack/pack.c engine/pack/envelope.c \
          engine/wal/*.c engine/pgver/*.c \
          engine/storage/*.c engine/storage/s3/*.c \
-         tools/options.c tools/options_ops.c tools/options_sources.c tools/config.c tools/help.c; do
+         tools/options.c tools/options_table.c tools/options_ops.c tools/options_sources.c \
+         tools/config.c tools/help.c; do
     o=$OUT/obj/$(echo "$f" | tr / _).o
     if [ ! -f "$o" ] || [ "$SRC/$f" -nt "$o" ]; then
         stale+=("$f")
