@@ -6,10 +6,7 @@
 # and the backup restores byte-exact. --compress-adapt off pins the level. pgbench -s 1.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-1}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-1}"
 OUT=$PB_WORK/out
 mkdir -p "$OUT" && _pb_chown_pg "$OUT"
 

@@ -7,9 +7,7 @@
 # with it the other database becomes the stub.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$@" >/dev/null; }
 for db in postgres db_one db_two; do
     [ $db = postgres ] || q "CREATE DATABASE $db"

@@ -25,10 +25,7 @@ trap '_pb_rc=$?; for d in "${_PB_CLUSTERS[@]}"; do
       umount "$MNT" 2>/dev/null || umount -l "$MNT"; (exit $_pb_rc); _pb_cleanup' EXIT
 _pb_chown_pg "$MNT"
 
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 
 listed() { ls "$PB_REPO"/backup/*/manifest 2>/dev/null | awk -F/ '{print $(NF-1)}'; }
 leftovers() {

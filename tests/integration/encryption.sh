@@ -23,10 +23,7 @@ PB_REPO_ARGS+=(--encrypt-key-file "$KEY")
 PB_ARCHIVE_COMMAND="$PB_BIN archive-push %p ${PB_REPO_ARGS[*]}"
 export PB_ARCHIVE_COMMAND
 
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 MARKER=PBSECRETMARKER
 # the marker in readable rows that compress well (level 1) and in rows beside random bytes
 pg_psql "$SRC" "CREATE TABLE secret (id int, v text)" >/dev/null

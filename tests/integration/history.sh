@@ -8,9 +8,7 @@
 # before the kept backup's start.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$1"; }
 q "CREATE TABLE r (tag text PRIMARY KEY)" >/dev/null
 q "CREATE TABLE tick (n int)" >/dev/null

@@ -8,10 +8,7 @@
 # binary's incremental, restore and verify must read across both versions.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 q() { pg_psql "$SRC" "$1"; }
 sum() { pg_psql "$1" "SELECT sum(abalance) || '/' || count(*) FROM pgbench_accounts"; }
 last_id() { pb info --json | python3 -c "

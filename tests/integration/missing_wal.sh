@@ -5,10 +5,7 @@
 # replay past it).
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 
 q() { pg_psql "$SRC" "$1"; }
 pb backup --type full >"$PB_WORK/backup.out" 2>&1 || { cat "$PB_WORK/backup.out"; pb_die "backup failed"; }

@@ -302,3 +302,13 @@ pb_source_cluster() {
         pb_die "source cluster did not start"
     pg_env "$SRC"
 }
+
+# pb_source_pgbench SCALE [CONF_LINE...]: pb_source_cluster with pgbench data at SCALE
+# (autovacuum left as configured, unlike pb_pgbench_source). Dies on failure.
+pb_source_pgbench() {
+    _pb_in_main_shell pb_source_pgbench
+    local scale=$1
+    shift
+    pb_source_cluster "$@"
+    pgbench_init "$SRC" "$scale" || pb_die "pgbench init failed"
+}

@@ -8,10 +8,7 @@
 # each repaired repository verifies again.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 q() { pg_psql "$SRC" "$1"; }
 backup() {
     local var=$1 out
