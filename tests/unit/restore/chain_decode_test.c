@@ -117,11 +117,8 @@ static void test_bad_content_writes_nothing(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "chain-decode-test") != 0)
-        return 1;
-    PBT_RUN(test_one_frame_decoded_once);
-    PBT_RUN(test_frames_checked_before_written);
-    PBT_RUN(test_bad_content_writes_nothing);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_one_frame_decoded_once),
+                                     PBT_CASE(test_frames_checked_before_written),
+                                     PBT_CASE(test_bad_content_writes_nothing)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "chain-decode-test", cases, PBT_COUNT(cases));
 }

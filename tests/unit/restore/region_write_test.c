@@ -309,13 +309,9 @@ static void test_target_by_backup_buffered(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "region-write-test") != 0)
-        return 1;
-    PBT_RUN(test_one_write_per_region);
-    PBT_RUN(test_bad_page_named);
-    PBT_RUN(test_frames_sized);
-    PBT_RUN(test_target_assembled_direct);
-    PBT_RUN(test_target_by_backup_buffered);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_one_write_per_region),
+                                     PBT_CASE(test_bad_page_named), PBT_CASE(test_frames_sized),
+                                     PBT_CASE(test_target_assembled_direct),
+                                     PBT_CASE(test_target_by_backup_buffered)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "region-write-test", cases, PBT_COUNT(cases));
 }

@@ -243,13 +243,8 @@ static void test_wal_dir(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "tblspc-test") != 0)
-        return 1;
-    PBT_RUN(test_delta_source_tablespace);
-    PBT_RUN(test_own_link_and_mapped_source);
-    PBT_RUN(test_shared_or_nested);
-    PBT_RUN(test_inside_target);
-    PBT_RUN(test_wal_dir);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {
+        PBT_CASE(test_delta_source_tablespace), PBT_CASE(test_own_link_and_mapped_source),
+        PBT_CASE(test_shared_or_nested), PBT_CASE(test_inside_target), PBT_CASE(test_wal_dir)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "tblspc-test", cases, PBT_COUNT(cases));
 }

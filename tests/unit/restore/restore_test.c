@@ -515,16 +515,10 @@ static void test_durability(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "restore-test") != 0)
-        return 1;
-    PBT_RUN(test_restore_chain);
-    PBT_RUN(test_corrupt_hash_and_missing_wal);
-    PBT_RUN(test_hostile_frame_locations);
-    PBT_RUN(test_delta_through_link);
-    PBT_RUN(test_hostile_manifest);
-    PBT_RUN(test_wal_link);
-    PBT_RUN(test_running_cluster);
-    PBT_RUN(test_durability);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {
+        PBT_CASE(test_restore_chain),           PBT_CASE(test_corrupt_hash_and_missing_wal),
+        PBT_CASE(test_hostile_frame_locations), PBT_CASE(test_delta_through_link),
+        PBT_CASE(test_hostile_manifest),        PBT_CASE(test_wal_link),
+        PBT_CASE(test_running_cluster),         PBT_CASE(test_durability)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "restore-test", cases, PBT_COUNT(cases));
 }

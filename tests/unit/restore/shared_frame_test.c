@@ -149,10 +149,6 @@ static void test_run_past_frame(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "shared-frame-test") != 0)
-        return 1;
-    PBT_RUN(test_round_trip);
-    PBT_RUN(test_run_past_frame);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_round_trip), PBT_CASE(test_run_past_frame)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "shared-frame-test", cases, PBT_COUNT(cases));
 }

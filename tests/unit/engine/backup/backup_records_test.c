@@ -271,11 +271,7 @@ static void test_catalog_and_parent(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "backup-records-test") != 0)
-        return 1;
-    PBT_RUN(test_bounded);
-    PBT_RUN(test_duplicate);
-    PBT_RUN(test_catalog_and_parent);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_bounded), PBT_CASE(test_duplicate),
+                                     PBT_CASE(test_catalog_and_parent)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "backup-records-test", cases, PBT_COUNT(cases));
 }
