@@ -35,7 +35,6 @@ static repo *backup_with_links(const char *name, const char *const links[][2], s
     h.start_lsn = PBT_SEG + 0x28;
     h.stop_lsn = PBT_SEG + 0x100;
     mf_manifest *m = pbt_manifest_new(&h);
-    pb_error err = PB_ERROR_INIT;
     pbt_add_entry(m, "base", MF_DIR, NULL);
     pbt_add_entry(m, "pg_tblspc", MF_DIR, NULL);
     for (size_t i = 0; i < n; i++) {
@@ -44,9 +43,7 @@ static repo *backup_with_links(const char *name, const char *const links[][2], s
         snprintf(sub, sizeof(sub), "%s/%s", links[i][0], wal ? "archive_status" : PGDIR);
         pbt_add_entry(m, sub, MF_DIR, NULL);
     }
-    mf_sort(m);
-    PBT_CHECK(chain_commit(r, m, &err) == 0);
-    mf_free(m);
+    pbt_commit_manifest(r, m);
     pbt_push_segment(r, root, 1, 1);
     return r;
 }

@@ -104,11 +104,7 @@ static void build_chain(repo *r, bool corrupt_hash)
     ver.runs[0] = (mf_run){0, 1, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     ver.nruns = 1;
     PBT_CHECK(mf_add_file(f, &ver, &err) == 0);
-    PBT_CHECK(pack_writer_finish(pw, &err) == 0);
-    pack_writer_free(pw);
-    mf_sort(f);
-    PBT_CHECK(chain_commit(r, f, &err) == 0);
-    mf_free(f);
+    pbt_finish_commit(r, pw, f);
 
     pbt_fill_page(pages[1], 101);
     pbt_fill_page(pages[3], 103);
@@ -124,11 +120,7 @@ static void build_chain(repo *r, bool corrupt_hash)
     PBT_CHECK(mf_add_file(inc, &rel2, &err) == 0);
     mf_file ver2 = pg_version();
     PBT_CHECK(mf_add_file(inc, &ver2, &err) == 0);
-    PBT_CHECK(pack_writer_finish(pw, &err) == 0);
-    pack_writer_free(pw);
-    mf_sort(inc);
-    PBT_CHECK(chain_commit(r, inc, &err) == 0);
-    mf_free(inc);
+    pbt_finish_commit(r, pw, inc);
     memcpy(expect, pages, sizeof(expect));
 }
 
@@ -249,11 +241,7 @@ static void test_hostile_frame_locations(void)
         pbt_ship(pw, &rel, 0, 1, page);
         rel.runs[0] = evil[i];
         PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
-        PBT_CHECK(pack_writer_finish(pw, &err) == 0);
-        pack_writer_free(pw);
-        mf_sort(f);
-        PBT_CHECK(chain_commit(r, f, &err) == 0);
-        mf_free(f);
+        pbt_finish_commit(r, pw, f);
         pbt_push_segment(r, root, 1, 1);
         rs_stats st;
         int rc = rs_verify(r, NULL, 1, &st, &err);
@@ -405,9 +393,7 @@ static void test_wal_link(void)
     pbt_add_entry(m, "base", MF_DIR, NULL);
     pbt_add_entry(m, "pg_wal", MF_LINK, walto);
     pbt_add_entry(m, "pg_wal/archive_status", MF_DIR, NULL);
-    mf_sort(m);
-    PBT_CHECK(chain_commit(r, m, &err) == 0);
-    mf_free(m);
+    pbt_commit_manifest(r, m);
     pbt_push_segment(r, root, 1, 1);
     rs_opts o = RS_OPTS_INIT;
     o.target_dir = target;
