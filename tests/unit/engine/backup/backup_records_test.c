@@ -9,9 +9,7 @@
  * large manifest; the catalog applied from the spool holds the hashes; the parent's
  * records are found forward along the walk; nothing is left in the state directory.
  */
-#include "engine/backup/backup_internal.h"
-#include "engine/backup/backup_records_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/engine/backup/records_fixture.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -24,46 +22,9 @@
 
 static char root[256];
 
-typedef struct fixture {
-    char state[400];
-    bk_opts opts;
-    repo *r;
-    bk_ctx ctx;
-} fixture;
-
 static void fx_open(fixture *fx, const char *name, const char *id, const char *parent)
 {
-    char dir[400];
-    memset(fx, 0, sizeof(*fx));
-    snprintf(dir, sizeof(dir), "%s/%s-repo", root, name);
-    snprintf(fx->state, sizeof(fx->state), "%s/%s-state", root, name);
-    mkdir(dir, 0700);
-    mkdir(fx->state, 0700);
-    repo_opts ro = REPO_OPTS_INIT;
-    ro.location = dir;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&fx->r, &ro, &err) == 0);
-    fx->opts = (bk_opts)BK_OPTS_INIT;
-    fx->opts.state_dir = fx->state;
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = parent[0] ? 'I' : 'F';
-    h.system_id = SYS;
-    h.timeline = 1;
-    h.wal_segment_size = 16u << 20;
-    fx->ctx.opts = &fx->opts;
-    fx->ctx.repo = fx->r;
-    PBT_CHECK(mf_new(&fx->ctx.m, &h, &err) == 0);
-    PBT_CHECK(bk_records_open(&fx->ctx, &err) == 0);
-}
-
-static void fx_close(fixture *fx)
-{
-    bk_records_free(fx->ctx.rec);
-    mf_free(fx->ctx.m);
-    repo_free(fx->r);
+    fx_open_records(fx, root, name, id, parent, SYS);
 }
 
 /* Relation i: NPAGES pages shipped in one run, hashes that do not compress. */
