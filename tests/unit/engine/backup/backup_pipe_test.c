@@ -47,13 +47,9 @@ static uint8_t pattern(uint32_t file, uint32_t page, size_t i)
  * does (engine/backup/backup_file.c); the record goes to bk_record_later (f NULL: vanished). */
 static int add_rel(bk_ctx *ctx, uint32_t no, uint32_t nframes, bool vanished, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
     char path[64];
     snprintf(path, sizeof(path), "base/1/%u", no);
-    f.path = strdup(path);
-    f.kind = MF_REL;
-    f.mode = 0600;
+    mf_file f = fx_file(path, MF_REL, 0600);
     f.size = (uint64_t)nframes * PPF * PB_PAGE_SIZE;
     f.npages = nframes * PPF;
     f.page_hashes = malloc(sizeof(uint64_t) * f.npages);
@@ -75,18 +71,10 @@ static int add_rel(bk_ctx *ctx, uint32_t no, uint32_t nframes, bool vanished, pb
 
 static int add_dir(bk_ctx *ctx, uint32_t no, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
     char path[64];
     snprintf(path, sizeof(path), "base/1/%u", no);
-    f.path = strdup(path);
-    f.kind = MF_DIR;
-    f.mode = 0700;
-    int rc = bk_record_add(ctx, &f, err);
-    if (rc == 0)
-        memset(&f, 0, sizeof(f));
-    mf_file_clear(&f);
-    return rc;
+    mf_file f = fx_file(path, MF_DIR, 0700);
+    return fx_record_add(ctx, &f, err);
 }
 
 /* Commit and stream back: paths in order as expected (nos[]), every relation's runs

@@ -30,13 +30,9 @@ static void fx_open(fixture *fx, const char *name, const char *id, const char *p
 /* Relation i: NPAGES pages shipped in one run, hashes that do not compress. */
 static int add_rel(bk_ctx *ctx, size_t i, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
     char path[64];
     snprintf(path, sizeof(path), "base/5/%08zu", i);
-    f.path = strdup(path);
-    f.kind = MF_REL;
-    f.mode = 0600;
+    mf_file f = fx_file(path, MF_REL, 0600);
     f.size = NPAGES * 8192ull;
     f.mtime = 1000 + (int64_t)i;
     f.inode = 77 + i;
@@ -51,31 +47,19 @@ static int add_rel(bk_ctx *ctx, size_t i, pb_error *err)
     f.runs[0] = (mf_run){0, NPAGES, 1, 100, 4096ull * i, NPAGES * 8192u, 0};
     for (uint32_t p = 0; p < NPAGES; p++)
         f.page_hashes[p] = pb_hash64(&(uint64_t[2]){i, p}, 16) | 1;
-    int rc = bk_record_add(ctx, &f, err);
-    if (rc == 0)
-        memset(&f, 0, sizeof(f));
-    mf_file_clear(&f);
-    return rc;
+    return fx_record_add(ctx, &f, err);
 }
 
 static int add_whole(bk_ctx *ctx, const char *path, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
-    f.path = strdup(path);
-    f.kind = MF_FILE;
-    f.mode = 0600;
+    mf_file f = fx_file(path, MF_FILE, 0600);
     f.size = 10;
     f.hash = 42;
     snprintf(f.stored_in, sizeof(f.stored_in), "%s", mf_header_c(ctx->m)->id);
     f.nruns = 1;
     f.runs = calloc(1, sizeof(*f.runs));
     f.runs[0] = (mf_run){0, 1, 1, 10, 0, 10, 0};
-    int rc = bk_record_add(ctx, &f, err);
-    if (rc == 0)
-        memset(&f, 0, sizeof(f));
-    mf_file_clear(&f);
-    return rc;
+    return fx_record_add(ctx, &f, err);
 }
 
 /* The walk's order (base/, then global/ without pg_control), then pg_control and the

@@ -10,6 +10,7 @@
 #include "tests/unit/pbtest.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -58,6 +59,29 @@ static inline void fx_close(fixture *fx)
     bk_records_free(fx->ctx.rec);
     mf_free(fx->ctx.m);
     repo_free(fx->r);
+}
+
+/* A record of path (copied; NULL path when out of memory), kind and mode; the caller
+ * fills in the rest. */
+static inline mf_file fx_file(const char *path, mf_kind kind, uint32_t mode)
+{
+    mf_file f;
+    memset(&f, 0, sizeof(f));
+    f.path = strdup(path);
+    f.kind = kind;
+    f.mode = mode;
+    return f;
+}
+
+/* Hand f to ctx's records, which own its allocations once it is added; what is left is
+ * freed either way. */
+static inline int fx_record_add(bk_ctx *ctx, mf_file *f, pb_error *err)
+{
+    int rc = bk_record_add(ctx, f, err);
+    if (rc == 0)
+        memset(f, 0, sizeof(*f));
+    mf_file_clear(f);
+    return rc;
 }
 
 #endif
