@@ -32,9 +32,6 @@ backup() {
     printf -v "$var" %s "$(sed -n 's/^backup \([^ ]*\) (.*complete.*/\1/p' <<<"$out")"
 }
 rows() { pg_psql "$1" "SELECT coalesce(string_agg(tag, ',' ORDER BY tag), '') FROM r"; }
-ids_in_info() { pb info --json | python3 -c "
-import json, sys
-print(' '.join(b['id'] for b in json.load(sys.stdin)['backups']))"; }
 N=0
 # restored LABEL EXPECTED_ROWS EXPECTED_SET RESTORE_ARGS...
 restored() {
@@ -68,7 +65,7 @@ pb_log "backups: F=$F I1=$I1 I2=$I2 S=$S (rebase of I1)"
 pb_check "the synthetic full's id sorts after incr 2's" test "$S" \> "$I2"
 pb_assert_eq "$(pb_info_field "$S" stop_lsn)" "$(pb_info_field "$I1" stop_lsn)" \
     "the synthetic full has the stop LSN of incr 1"
-pb_assert_eq "$(ids_in_info)" "$F $I1 $S $I2" "info lists backups in history order"
+pb_assert_eq "$(pb_ids)" "$F $I1 $S $I2" "info lists backups in history order"
 
 restored "default restore (latest)" "A,B" "$I2"
 restored "time target after incr 2: the newest backup before it" "A,B" "$I2" \
@@ -81,7 +78,7 @@ pb_assert_eq "$(pb_info_field "$I3" parent)" "$I2" "the next incremental builds 
 restored "restore of the next incremental" "A,B,C" "$I3"
 
 out=$(pb expire --retain-full 1 2>&1) || { echo "$out"; pb_test_fail "expire failed"; }
-pb_assert_eq "$(ids_in_info)" "$F $I1 $S $I2 $I3" \
+pb_assert_eq "$(pb_ids)" "$F $I1 $S $I2 $I3" \
     "expire --retain-full 1 keeps every backup that the kept ones need"
 restored "restore after expire" "A,B,C" "$I3"
 
@@ -89,7 +86,7 @@ q "INSERT INTO r VALUES ('D')" >/dev/null
 backup F2 --type full
 START_F2=$(pb_info_field "$F2" start_wal)
 out=$(pb expire --retain-full 1 2>&1) || { echo "$out"; pb_test_fail "second expire failed"; }
-pb_assert_eq "$(ids_in_info)" "$F2" "after a new full, expire --retain-full 1 keeps it alone"
+pb_assert_eq "$(pb_ids)" "$F2" "after a new full, expire --retain-full 1 keeps it alone"
 OLDEST_WAL=$(pb info --json | python3 -c "
 import json, sys
 print(min(w['first'] for w in json.load(sys.stdin)['wal'] if w['timeline'] == 1))")

@@ -312,3 +312,10 @@ pb_source_pgbench() {
     pb_source_cluster "$@"
     pgbench_init "$SRC" "$scale" || pb_die "pgbench init failed"
 }
+
+# pb_ids: the ids of the backups `info` lists, in its order, on one line.
+pb_ids() {
+    pb info --json | /usr/bin/python3 -c "
+import json, sys
+print(' '.join(b['id'] for b in json.load(sys.stdin)['backups']))"
+}
