@@ -111,10 +111,6 @@ pb_assert_ne "$NEW" "$GOOD" "a new backup is listed"
 pb_check "verify of the new backup" pb verify --set "$NEW"
 pb_assert_eq "$(leftovers)" "" "no leftovers in the repository"
 WANT=$(pg_digest_all "$SRC")
-if pb_restore_start "$PB_WORK/restored" --set "$NEW"; then
-    pb_assert_eq "$(pg_digest_all "$PB_WORK/restored")" "$WANT" "the new backup restores byte-exact"
-    pg_stop "$PB_WORK/restored"
-else
-    pb_test_fail "restore of $NEW"
-fi
+pb_restore_digest "the new backup restores byte-exact" "restore of $NEW" \
+    "$PB_WORK/restored" "$WANT" --set "$NEW"
 pb_test_summary

@@ -319,3 +319,30 @@ pb_ids() {
 import json, sys
 print(' '.join(b['id'] for b in json.load(sys.stdin)['backups']))"
 }
+
+# pb_log_has FILE REGEX MSG: one check, that FILE has a line matching the extended REGEX.
+pb_log_has() {
+    if grep -Eq -- "$2" "$1"; then pb_test_ok "$3"; else
+        pb_test_fail "$3 (no line matching '$2' in $1)"; fi
+}
+
+# pb_restore_digest MSG FAIL_MSG DIR DIGEST RESTORE_ARGS...: restore into DIR and start it
+# (pb_restore_start); one check: its contents (pg_digest_all) are DIGEST (MSG), or the
+# restore failed (FAIL_MSG). The copy is stopped.
+pb_restore_digest() {
+    local msg=$1 fail=$2 d=$3 want=$4
+    shift 4
+    if pb_restore_start "$d" "$@"; then
+        pb_assert_eq "$(pg_digest_all "$d")" "$want" "$msg"
+        pg_stop "$d"
+    else
+        pb_test_fail "$fail"
+    fi
+}
+
+# pb_backup_to FILE ARGS...: pb backup ARGS, its output in FILE (shown on failure).
+pb_backup_to() {
+    local out=$1
+    shift
+    pb backup "$@" >"$out" 2>&1 || { cat "$out"; return 1; }
+}
