@@ -78,7 +78,7 @@ static int rebuild(const char *name, uint32_t nframes, bool with_sink, bool bad_
     const mf_file *recs[1] = {&f};
     memset(image, 0, sizeof(image));
     bytes_in = 0;
-    int rc = pbt_rebuild_one(r, &hdr, 1, recs, with_sink ? sink : NULL, st, e);
+    int rc = pbt_rebuild_one(r, &hdr, 1, recs, with_sink ? sink : NULL, NULL, st, e);
     if (rc == 0 && with_sink)
         PBT_CHECK(bytes_in == f.size && memcmp(image, content, (size_t)f.size) == 0);
     mf_file_clear(&f);
