@@ -7,6 +7,7 @@
 #include "restore/restore_internal.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 typedef int (*pbt_sink_fn)(void *sink_ctx, const mf_file *f, uint64_t offset,
                            const uint8_t *data, size_t len, pb_error *err);
@@ -32,6 +33,17 @@ static inline int pbt_rebuild_one(repo *r, const mf_backup *hdrs, size_t n,
         rc = rs_rebuild_file(&ctx, recs, e);
     rs_ctx_free_buffers(&ctx);
     return rc;
+}
+
+/* A new posix repository at loc (made here): PB_EIO when loc exists or cannot be made. */
+static inline int pbt_repo_new(repo **r, const char *loc, pb_error *e)
+{
+    repo_opts o = REPO_OPTS_INIT;
+    o.location = loc;
+    *r = NULL;
+    if (mkdir(loc, 0700) != 0 || repo_open(r, &o, e) != 0)
+        return PB_EIO;
+    return 0;
 }
 
 /* A sink's span is whole pages inside a file of npages pages. */

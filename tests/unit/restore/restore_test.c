@@ -82,6 +82,22 @@ static mf_file pg_version(void)
     return ver;
 }
 
+/* Begin backup id (new_backup) with its pack writer in *pw and the directories base and
+ * base/1. One check, and one per directory. */
+static mf_manifest *begin_backup(repo *r, const char *id, const char *parent, char type,
+                                 pack_writer **pw)
+{
+    pb_error err = PB_ERROR_INIT;
+    char dir[128];
+    snprintf(dir, sizeof(dir), "backup/%s", id);
+    *pw = NULL;
+    PBT_CHECK(pack_writer_open(pw, r, dir, 1 << 20, 1, &err) == 0);
+    mf_manifest *m = new_backup(id, parent, type);
+    pbt_add_entry(m, "base", MF_DIR, NULL);
+    pbt_add_entry(m, "base/1", MF_DIR, NULL);
+    return m;
+}
+
 /* F: base/1/100 = pages A0 A1 A2, PG_VERSION "15\n"; I: page 1 -> B1, page 3 added. */
 static void build_chain(repo *r, bool corrupt_hash)
 {
@@ -89,11 +105,8 @@ static void build_chain(repo *r, bool corrupt_hash)
     uint8_t pages[4][PB_PAGE_SIZE];
     for (int i = 0; i < 3; i++)
         pbt_fill_page(pages[i], i);
-    pack_writer *pw = NULL;
-    PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000000F", 1 << 20, 1, &err) == 0);
-    mf_manifest *f = new_backup("20260101-000000F", "", 'F');
-    pbt_add_entry(f, "base", MF_DIR, NULL);
-    pbt_add_entry(f, "base/1", MF_DIR, NULL);
+    pack_writer *pw;
+    mf_manifest *f = begin_backup(r, "20260101-000000F", "", 'F', &pw);
     mf_file rel = pbt_rel_file("base/1/100", 3);
     pbt_ship(pw, &rel, 0, 3, pages[0]);
     PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
@@ -108,10 +121,7 @@ static void build_chain(repo *r, bool corrupt_hash)
 
     pbt_fill_page(pages[1], 101);
     pbt_fill_page(pages[3], 103);
-    PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000100I", 1 << 20, 1, &err) == 0);
-    mf_manifest *inc = new_backup("20260101-000100I", "20260101-000000F", 'I');
-    pbt_add_entry(inc, "base", MF_DIR, NULL);
-    pbt_add_entry(inc, "base/1", MF_DIR, NULL);
+    mf_manifest *inc = begin_backup(r, "20260101-000100I", "20260101-000000F", 'I', &pw);
     mf_file rel2 = pbt_rel_file("base/1/100", 4);
     pbt_ship(pw, &rel2, 1, 1, pages[1]);
     pbt_ship(pw, &rel2, 3, 1, pages[3]);

@@ -69,12 +69,10 @@ static mf_manifest *rel_backup(repo *r, const char *id, const char *parent, char
  * page second_at of the shared frame (2 is right). */
 static int rebuild(uint32_t second_at, rs_stats *st, pb_error *e)
 {
-    repo_opts o = REPO_OPTS_INIT;
     char loc[300];
     snprintf(loc, sizeof(loc), "%s/repo-%u", root, second_at);
-    o.location = loc;
-    repo *r = NULL;
-    if (mkdir(loc, 0700) != 0 || repo_open(&r, &o, e) != 0)
+    repo *r;
+    if (pbt_repo_new(&r, loc, e) != 0)
         return PB_EIO;
     static uint8_t full[NPAGES][PB_PAGE_SIZE], changed[5][PB_PAGE_SIZE];
     for (uint32_t p = 0; p < NPAGES; p++)

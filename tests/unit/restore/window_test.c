@@ -91,12 +91,10 @@ static mf_manifest *incr_backup(repo *r, const uint8_t *changed)
 
 static int rebuild(const char *name, bool drop_last, rs_stats *st, pb_error *e)
 {
-    repo_opts o = REPO_OPTS_INIT;
     char loc[300];
     snprintf(loc, sizeof(loc), "%s/%s", root, name);
-    o.location = loc;
-    repo *r = NULL;
-    if (mkdir(loc, 0700) != 0 || repo_open(&r, &o, e) != 0)
+    repo *r;
+    if (pbt_repo_new(&r, loc, e) != 0)
         return PB_EIO;
     uint8_t *frame = malloc((size_t)FP * PB_PAGE_SIZE), changed[3][PB_PAGE_SIZE];
     PBT_CHECK(frame != NULL);
