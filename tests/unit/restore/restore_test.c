@@ -134,6 +134,15 @@ static void build_chain(repo *r, bool corrupt_hash)
     memcpy(expect, pages, sizeof(expect));
 }
 
+/* A restore that should succeed: one check; its error, if any, on stderr. */
+static void restore_ok(repo *r, const rs_opts *o, rs_stats *st, pb_error *err)
+{
+    int rc = rs_restore(r, o, st, err);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "restore: %s\n", err->msg);
+}
+
 static repo *open_repo(const char *dir)
 {
     repo *r = pbt_repo_open(dir);
@@ -169,10 +178,7 @@ static void test_restore_chain(void)
     o.progress_ctx = &seen;
     rs_stats st;
     pb_error err = PB_ERROR_INIT;
-    int rc = rs_restore(r, &o, &st, &err);
-    PBT_CHECK(rc == 0);
-    if (rc)
-        fprintf(stderr, "restore: %s\n", err.msg);
+    restore_ok(r, &o, &st, &err);
     /* one progress call per regular file, the last one at the totals */
     PBT_CHECK(seen.calls > 0 && seen.calls == seen.last.files_total);
     PBT_CHECK(seen.last.files_done == seen.last.files_total);
@@ -305,10 +311,7 @@ static void test_delta_through_link(void)
     o.delta = true;
     rs_stats st;
     pb_error err = PB_ERROR_INIT;
-    int rc = rs_restore(r, &o, &st, &err);
-    PBT_CHECK(rc == 0);
-    if (rc)
-        fprintf(stderr, "restore: %s\n", err.msg);
+    restore_ok(r, &o, &st, &err);
     struct stat sb;
     snprintf(path, sizeof(path), "%s/canary", outside);
     PBT_CHECK(pbt_file_equals(path, "canary\n", 7));
@@ -408,10 +411,7 @@ static void test_wal_link(void)
     rs_opts o = RS_OPTS_INIT;
     o.target_dir = target;
     rs_stats st;
-    int rc = rs_restore(r, &o, &st, &err);
-    PBT_CHECK(rc == 0);
-    if (rc)
-        fprintf(stderr, "restore: %s\n", err.msg);
+    restore_ok(r, &o, &st, &err);
     char to[400] = "";
     snprintf(path, sizeof(path), "%s/pg_wal", target);
     ssize_t n = readlink(path, to, sizeof(to) - 1);
