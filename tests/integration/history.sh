@@ -24,13 +24,6 @@ archive_all() {
     return 1
 }
 
-# backup VAR ARGS...: take a backup, put its id (from the summary line) in VAR.
-backup() {
-    local var=$1 out
-    shift
-    out=$(pb backup "$@" 2>&1) || { echo "$out" >&2; pb_die "backup $var failed"; }
-    printf -v "$var" %s "$(sed -n 's/^backup \([^ ]*\) (.*complete.*/\1/p' <<<"$out")"
-}
 rows() { pg_psql "$1" "SELECT coalesce(string_agg(tag, ',' ORDER BY tag), '') FROM r"; }
 N=0
 # restored LABEL EXPECTED_ROWS EXPECTED_SET RESTORE_ARGS...
@@ -50,11 +43,11 @@ restored() {
     rm -rf "$d"
 }
 
-backup F --type full
+pb_backup_id F --type full
 q "INSERT INTO r VALUES ('A')" >/dev/null
-backup I1
+pb_backup_id I1
 q "INSERT INTO r VALUES ('B')" >/dev/null
-backup I2
+pb_backup_id I2
 pb_next_second # a target time in a later second than incr 2's end (1 s resolution)
 T_AFTER_I2=$(PGTZ=UTC q "SELECT now()")
 q "INSERT INTO tick VALUES (1)" >/dev/null # a commit after the target time, archived
@@ -73,7 +66,7 @@ restored "time target after incr 2: the newest backup before it" "A,B" "$I2" \
 restored "--set of the synthetic full" "A" "$S" --set "$S"
 
 q "INSERT INTO r VALUES ('C')" >/dev/null
-backup I3
+pb_backup_id I3
 pb_assert_eq "$(pb_info_field "$I3" parent)" "$I2" "the next incremental builds on incr 2"
 restored "restore of the next incremental" "A,B,C" "$I3"
 
@@ -83,7 +76,7 @@ pb_assert_eq "$(pb_ids)" "$F $I1 $S $I2 $I3" \
 restored "restore after expire" "A,B,C" "$I3"
 
 q "INSERT INTO r VALUES ('D')" >/dev/null
-backup F2 --type full
+pb_backup_id F2 --type full
 START_F2=$(pb_info_field "$F2" start_wal)
 out=$(pb expire --retain-full 1 2>&1) || { echo "$out"; pb_test_fail "second expire failed"; }
 pb_assert_eq "$(pb_ids)" "$F2" "after a new full, expire --retain-full 1 keeps it alone"

@@ -346,3 +346,12 @@ pb_backup_to() {
     shift
     pb backup "$@" >"$out" 2>&1 || { cat "$out"; return 1; }
 }
+
+# pb_backup_id VAR ARGS...: pb backup ARGS (dies on failure, its output shown), the id
+# from its summary line put in the caller's variable VAR.
+pb_backup_id() {
+    local _pb_var=$1 _pb_out
+    shift
+    _pb_out=$(pb backup "$@" 2>&1) || { echo "$_pb_out" >&2; pb_die "backup $_pb_var failed"; }
+    printf -v "$_pb_var" %s "$(sed -n 's/^backup \([^ ]*\) (.*complete.*/\1/p' <<<"$_pb_out")"
+}
