@@ -28,16 +28,22 @@ typedef struct jw {
     bool first[8]; /* per nesting level: nothing written yet */
 } jw;
 
+static void jw_vraw(jw *j, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void jw_vraw(jw *j, const char *fmt, va_list ap)
+{
+    char tmp[512];
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    if (n < 0 || (size_t)n >= sizeof(tmp) || pb_buf_append(&j->b, tmp, (size_t)n))
+        j->failed = 1;
+}
+
 static void jw_raw(jw *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void jw_raw(jw *j, const char *fmt, ...)
 {
-    char tmp[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    jw_vraw(j, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(tmp) || pb_buf_append(&j->b, tmp, (size_t)n))
-        j->failed = 1;
 }
 
 static void jw_key(jw *j, const char *key)
@@ -85,6 +91,18 @@ static void jw_kstr(jw *j, const char *key, const char *v)
         jw_str(j, v);
     else
         jw_raw(j, "null");
+}
+
+/* A key and its value as printf formats it (numbers, true/false, null). */
+static void jw_kfmt(jw *j, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void jw_kfmt(jw *j, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    jw_key(j, key);
+    va_start(ap, fmt);
+    jw_vraw(j, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- field tables: one row per reported field ---- */
@@ -263,22 +281,18 @@ static void report_resources(jw *j, const cmd_outcome *res)
     struct rusage ru;
     memset(&ru, 0, sizeof(ru));
     getrusage(RUSAGE_SELF, &ru);
-    jw_key(j, "duration_seconds");
-    jw_raw(j, "%.3f", pb_now() - res->started);
-    jw_key(j, "cpu_user_seconds");
-    jw_raw(j, "%.3f", (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6);
-    jw_key(j, "cpu_system_seconds");
-    jw_raw(j, "%.3f", (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
-    jw_key(j, "peak_rss_bytes");
-    jw_raw(j, "%" PRIu64, (uint64_t)ru.ru_maxrss * 1024); /* Linux: KiB */
+    jw_kfmt(j, "duration_seconds", "%.3f", pb_now() - res->started);
+    jw_kfmt(j, "cpu_user_seconds", "%.3f", (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6);
+    jw_kfmt(j, "cpu_system_seconds", "%.3f",
+            (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+    jw_kfmt(j, "peak_rss_bytes", "%" PRIu64, (uint64_t)ru.ru_maxrss * 1024); /* Linux: KiB */
     jw_key(j, "page_cache_bytes_left"); /* measured by a backup (engine/backup/backup_cache.c) */
     if (res->have_io)
         jw_raw(j, "%" PRIu64, res->io.page_cache_left_bytes);
     else
         jw_raw(j, "null");
     if (!res->have_io) {
-        jw_key(j, "adaptive_io");
-        jw_raw(j, "null");
+        jw_kfmt(j, "adaptive_io", "null");
         return;
     }
     JW_FIELDS(j, "adaptive_io", &res->io.scan, scan_fields);
@@ -292,39 +306,27 @@ static void report_resources(jw *j, const cmd_outcome *res)
 static void report_limits(jw *j, const pb_options *o)
 {
     jw_open(j, "limits");
-    jw_key(j, "max_rate_bytes_per_second");
-    jw_raw(j, "%" PRIu64, o->backup.max_rate);
-    jw_key(j, "nice");
-    jw_raw(j, "%d", o->backup.nice);
-    jw_key(j, "read_size");
-    jw_raw(j, "%zu", o->backup.read_size);
-    jw_key(j, "queue_depth");
-    jw_raw(j, "%u", o->backup.queue_depth);
-    jw_key(j, "direct_io");
-    jw_raw(j, "%s", o->backup.direct ? "true" : "false");
-    jw_key(j, "io_uring");
-    jw_raw(j, "%s", o->backup.use_uring ? "true" : "false");
-    jw_key(j, "jobs");
-    jw_raw(j, "%u", o->restore.jobs);
-    jw_key(j, "compress_level");
-    jw_raw(j, "%d", o->backup.zstd_level);
+    jw_kfmt(j, "max_rate_bytes_per_second", "%" PRIu64, o->backup.max_rate);
+    jw_kfmt(j, "nice", "%d", o->backup.nice);
+    jw_kfmt(j, "read_size", "%zu", o->backup.read_size);
+    jw_kfmt(j, "queue_depth", "%u", o->backup.queue_depth);
+    jw_kfmt(j, "direct_io", "%s", o->backup.direct ? "true" : "false");
+    jw_kfmt(j, "io_uring", "%s", o->backup.use_uring ? "true" : "false");
+    jw_kfmt(j, "jobs", "%u", o->restore.jobs);
+    jw_kfmt(j, "compress_level", "%d", o->backup.zstd_level);
     jw_close(j);
 }
 
 static void report_body(jw *j, const pb_options *o, const cmd_outcome *res)
 {
     jw_open(j, NULL);
-    jw_key(j, "report_version");
-    jw_raw(j, "1");
+    jw_kfmt(j, "report_version", "1");
     jw_kstr(j, "pageback_version", PACKAGE_VERSION);
     jw_kstr(j, "command", res->command);
     jw_kstr(j, "repository", o->repo.location);
-    jw_key(j, "started_at");
-    jw_raw(j, "%" PRId64, res->started_unix);
-    jw_key(j, "exit_status");
-    jw_raw(j, "%d", res->exit_code);
-    jw_key(j, "ok");
-    jw_raw(j, "%s", res->failed || res->exit_code ? "false" : "true");
+    jw_kfmt(j, "started_at", "%" PRId64, res->started_unix);
+    jw_kfmt(j, "exit_status", "%d", res->exit_code);
+    jw_kfmt(j, "ok", "%s", res->failed || res->exit_code ? "false" : "true");
     jw_key(j, "error");
     if (res->failed) {
         jw_open(j, NULL);
@@ -338,9 +340,8 @@ static void report_body(jw *j, const pb_options *o, const cmd_outcome *res)
     report_limits(j, o);
     if (res->have_backup) {
         JW_FIELDS(j, "backup", &res->backup, backup_fields);
-        jw_key(j, "read_rate_bytes_per_second");
-        jw_raw(j, "%.0f", res->backup.seconds > 0 ? res->backup.bytes_read / res->backup.seconds
-                                                  : 0.0);
+        jw_kfmt(j, "read_rate_bytes_per_second", "%.0f",
+                res->backup.seconds > 0 ? res->backup.bytes_read / res->backup.seconds : 0.0);
     }
     if (res->have_restore)
         JW_FIELDS(j, "restore", &res->restore, restore_fields);

@@ -6,9 +6,7 @@
 # (PB_OLD_BIN, when given, reads the annotated repository).
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 pg_psql "$SRC" "CREATE TABLE t AS SELECT generate_series(1, 100) AS n" >/dev/null
 ann() { pb info --json | python3 -c "
 import json, sys

@@ -11,9 +11,7 @@ source "$(dirname "$0")/pb_lib.sh"
 # test machine; polite_io.sh checks the priorities themselves): this script is about the record of committed backups.
 export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$1"; }
 # Stored objects by repository key on either kind (as encryption.sh).
 s3tool() { (set -a && . "$PB_S3_DIR/env" && /usr/bin/python3 "$PB_SRCDIR/tests/s3server/s3tool.py" "$@"); }

@@ -9,9 +9,7 @@
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 chmod 0750 "$PB_REPO"
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 
 # expect LABEL RC CMD_ARGS... -- PATTERN...: `pb check CMD_ARGS` exits RC and its output
 # matches every PATTERN (extended regexes).

@@ -6,18 +6,10 @@
 # and the backup restores byte-exact. --compress-adapt off pins the level. pgbench -s 1.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-1}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-1}"
 OUT=$PB_WORK/out
 mkdir -p "$OUT" && _pb_chown_pg "$OUT"
 
-log_has() { # FILE REGEX MSG
-    if grep -Eq -- "$2" "$1"; then pb_test_ok "$3"; else
-        pb_test_fail "$3 (no line matching '$2' in $1)"; fi
-}
-backup_to() { local out=$1; shift; pb backup "$@" >"$out" 2>&1 || { cat "$out"; return 1; }; }
 # check REPORT PYTHON-CONDITION MSG: the condition holds on the report's JSON (d)
 check() {
     if python3 - "$1" "$2" <<'PY'
@@ -33,7 +25,7 @@ PY
 # SCHED_IDLE threads may barely run (polite_io.sh checks the priorities themselves).
 B1=$PB_WORK/b1.log
 pb_check "full backup, --compress-level 12, adaptive" \
-    backup_to "$B1" --type full --compress-level 12 --cpu-priority normal --nice 0 \
+    pb_backup_to "$B1" --type full --compress-level 12 --cpu-priority normal --nice 0 \
     --report "$OUT/r1.json"
 ID1=$(pb_last_id)
 DIGEST1=$(pg_digest_all "$SRC")
@@ -57,21 +49,21 @@ check "$R1" 'st["scan_seconds"] > 0 and st["check_seconds"] > 0 and abs(st["queu
 check "$R1" 'st["queue_wait_seconds"] > 0 and st["compress_seconds"] > 0 and st["write_seconds"] > 0 and st["workers"] >= 1' \
     "stages: queue waits, compression and repository writes are measured"
 check "$R1" 'd["io_applied"]["cpu_reader_applied"] != ""' "the report says the reading thread's CPU priority"
-log_has "$B1" "stages: reading thread [0-9.]+ s: read wait [0-9.]+ s, pauses [0-9.]+ s, waiting for the checks [0-9.]+ s; check thread [0-9.]+ s = page checks and hashing [0-9.]+ s \+ compression queue full [0-9.]+ s; [0-9]+ workers: compression [0-9.]+ s" \
+pb_log_has "$B1" "stages: reading thread [0-9.]+ s: read wait [0-9.]+ s, pauses [0-9.]+ s, waiting for the checks [0-9.]+ s; check thread [0-9.]+ s = page checks and hashing [0-9.]+ s \+ compression queue full [0-9.]+ s; [0-9]+ workers: compression [0-9.]+ s" \
     "the log's summary says where the time went"
-log_has "$B1" "compression levels \(adaptive, ceiling 12, floor -?[0-9]+, [1-9][0-9]* down, [0-9]+ up, final -?[0-9]+\): 12: " \
+pb_log_has "$B1" "compression levels \(adaptive, ceiling 12, floor -?[0-9]+, [1-9][0-9]* down, [0-9]+ up, final -?[0-9]+\): 12: " \
     "the log names the levels used"
-log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) at the process's priority \(--cpu-priority normal\)" \
+pb_log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) at the process's priority \(--cpu-priority normal\)" \
     "the log says the reading thread's CPU priority"
 
 # 2. --compress-adapt off pins the level.
 B2=$PB_WORK/b2.log
 pb_check "full backup, --compress-level 9 --compress-adapt off" \
-    backup_to "$B2" --type full --compress-level 9 --compress-adapt off --cpu-priority normal \
+    pb_backup_to "$B2" --type full --compress-level 9 --compress-adapt off --cpu-priority normal \
     --nice 0 --report "$OUT/r2.json"
 check "$OUT/r2.json" 'c["compress_adapt"] is False and c["level_downs"] == 0 and [l["level"] for l in lv] == [9]' \
     "pinned: every frame at level 9"
-log_has "$B2" "compression levels \(pinned, ceiling 9" "the log says the level was pinned"
+pb_log_has "$B2" "compression levels \(pinned, ceiling 9" "the log says the level was pinned"
 
 # 3. The adaptive backup restores byte-exact (frames at fast levels are ordinary zstd).
 pb_check "restore of the adaptive backup starts" pb_restore_start "$PB_WORK/r1" --set "$ID1"

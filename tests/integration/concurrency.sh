@@ -14,10 +14,7 @@
 source "$(dirname "$0")/pb_lib.sh"
 [ "$PB_REPO_KIND" = posix ] || { echo "concurrency.sh: posix repository only"; exit 0; }
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-2}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-2}"
 
 # pbx STATE REPO CMD ARGS...: pageback as postgres with its own state dir and --repo.
 pbx() {

@@ -13,10 +13,7 @@ set -a
 # shellcheck disable=SC1091
 source "$PB_S3_DIR/env"
 set +a
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-2}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-2}"
 BUCKET=${PB_REPO#s3://}
 BUCKET=${BUCKET%%/*}
 S3TOOL=(/usr/bin/python3 "$PB_SRCDIR/tests/s3server/s3tool.py" request)

@@ -9,10 +9,7 @@
 # chain needs. Prints the matrix as a table.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 
 pb_check "full backup" pb backup --type full >/dev/null
 FULL=$(pb_last_id)

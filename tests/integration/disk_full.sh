@@ -25,10 +25,7 @@ trap '_pb_rc=$?; for d in "${_PB_CLUSTERS[@]}"; do
       umount "$MNT" 2>/dev/null || umount -l "$MNT"; (exit $_pb_rc); _pb_cleanup' EXIT
 _pb_chown_pg "$MNT"
 
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 
 listed() { ls "$PB_REPO"/backup/*/manifest 2>/dev/null | awk -F/ '{print $(NF-1)}'; }
 leftovers() {
@@ -114,10 +111,6 @@ pb_assert_ne "$NEW" "$GOOD" "a new backup is listed"
 pb_check "verify of the new backup" pb verify --set "$NEW"
 pb_assert_eq "$(leftovers)" "" "no leftovers in the repository"
 WANT=$(pg_digest_all "$SRC")
-if pb_restore_start "$PB_WORK/restored" --set "$NEW"; then
-    pb_assert_eq "$(pg_digest_all "$PB_WORK/restored")" "$WANT" "the new backup restores byte-exact"
-    pg_stop "$PB_WORK/restored"
-else
-    pb_test_fail "restore of $NEW"
-fi
+pb_restore_digest "the new backup restores byte-exact" "restore of $NEW" \
+    "$PB_WORK/restored" "$WANT" --set "$NEW"
 pb_test_summary

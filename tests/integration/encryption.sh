@@ -26,10 +26,7 @@ PB_REPO_ARGS+=(--encrypt-key-file "$KEY")
 PB_ARCHIVE_COMMAND="$PB_BIN archive-push %p ${PB_REPO_ARGS[*]}"
 export PB_ARCHIVE_COMMAND
 
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 MARKER=PBSECRETMARKER
 # the marker in readable rows that compress well (level 1) and in rows beside random bytes
 pg_psql "$SRC" "CREATE TABLE secret (id int, v text)" >/dev/null
@@ -231,12 +228,8 @@ ROT_ARGS=("${PB_REPO_ARGS[@]}")
 PB_REPO_ARGS=("${PLAIN_ARGS[@]}" --encrypt-key-file "$NEWKEY")
 pb_check "the new key alone verifies the synthetic full $SYN" pb verify --set "$SYN" >/dev/null 2>&1
 R2=$PB_WORK/restored-newkey
-if pb_restore_start "$R2" --set "$SYN"; then
-    pb_assert_eq "$(pg_digest_all "$R2")" "$DIGEST_LAST" "restore of $SYN with the new key alone: digests equal the source"
-    pg_stop "$R2"
-else
-    pb_test_fail "restore of the rebased $SYN with the new key alone"
-fi
+pb_restore_digest "restore of $SYN with the new key alone: digests equal the source" \
+    "restore of the rebased $SYN with the new key alone" "$R2" "$DIGEST_LAST" --set "$SYN"
 pb_assert_eq "$(grep -o -- '--encrypt-key-file' "$R2/postgresql.auto.conf" | wc -l)" 1 \
     "its restore_command carries the new key file alone"
 PB_REPO_ARGS=("${ROT_ARGS[@]}")

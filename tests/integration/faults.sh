@@ -4,10 +4,7 @@
 # repository, an unreachable server, a killed backup.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-5}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-5}"
 
 # expect_fail MSG PATTERN CMD...: the command must fail and print PATTERN.
 expect_fail() {

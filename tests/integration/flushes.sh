@@ -13,10 +13,7 @@
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 command -v strace >/dev/null || pb_die "strace not installed (tools/deps.sh)"
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-2}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-2}"
 # 16 MB of random bytes: packs of more than the writer's lag (4 MiB), so the pacing waits
 # for writeback (sync_file_range with WAIT flags), which flushes nothing.
 pg_psql "$SRC" "CREATE TABLE noise AS SELECT decode(string_agg(md5(random()::text), ''), 'hex')

@@ -8,9 +8,7 @@
 # reached along timeline 1, with or without --target-timeline 1.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$1"; }
 rows() { pg_psql "$1" "SELECT count(*) || ' ' || md5(coalesce(string_agg(id || tag, ',' ORDER BY id), '')) FROM t"; }
 # archive_all DIR: switch WAL on DIR and wait until that segment is archived.

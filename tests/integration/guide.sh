@@ -14,10 +14,7 @@ GUIDE=$PB_SRCDIR/docs/GUIDE.md
 W=$PB_WORK/root
 mkdir -p "$W/srv" "$W/var" "$W/etc" "$W/blocks"
 _pb_chown_pg "$W/srv"
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 PORT2=$(_pb_free_port) || pb_die "no free port"
 
 # Split the guide into numbered block files: N.KIND (KIND: pg, root, exec), and

@@ -8,9 +8,7 @@
 # before the kept backup's start.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$1"; }
 q "CREATE TABLE r (tag text PRIMARY KEY)" >/dev/null
 q "CREATE TABLE tick (n int)" >/dev/null
@@ -26,17 +24,7 @@ archive_all() {
     return 1
 }
 
-# backup VAR ARGS...: take a backup, put its id (from the summary line) in VAR.
-backup() {
-    local var=$1 out
-    shift
-    out=$(pb backup "$@" 2>&1) || { echo "$out" >&2; pb_die "backup $var failed"; }
-    printf -v "$var" %s "$(sed -n 's/^backup \([^ ]*\) (.*complete.*/\1/p' <<<"$out")"
-}
 rows() { pg_psql "$1" "SELECT coalesce(string_agg(tag, ',' ORDER BY tag), '') FROM r"; }
-ids_in_info() { pb info --json | python3 -c "
-import json, sys
-print(' '.join(b['id'] for b in json.load(sys.stdin)['backups']))"; }
 N=0
 # restored LABEL EXPECTED_ROWS EXPECTED_SET RESTORE_ARGS...
 restored() {
@@ -55,11 +43,11 @@ restored() {
     rm -rf "$d"
 }
 
-backup F --type full
+pb_backup_id F --type full
 q "INSERT INTO r VALUES ('A')" >/dev/null
-backup I1
+pb_backup_id I1
 q "INSERT INTO r VALUES ('B')" >/dev/null
-backup I2
+pb_backup_id I2
 pb_next_second # a target time in a later second than incr 2's end (1 s resolution)
 T_AFTER_I2=$(PGTZ=UTC q "SELECT now()")
 q "INSERT INTO tick VALUES (1)" >/dev/null # a commit after the target time, archived
@@ -70,7 +58,7 @@ pb_log "backups: F=$F I1=$I1 I2=$I2 S=$S (rebase of I1)"
 pb_check "the synthetic full's id sorts after incr 2's" test "$S" \> "$I2"
 pb_assert_eq "$(pb_info_field "$S" stop_lsn)" "$(pb_info_field "$I1" stop_lsn)" \
     "the synthetic full has the stop LSN of incr 1"
-pb_assert_eq "$(ids_in_info)" "$F $I1 $S $I2" "info lists backups in history order"
+pb_assert_eq "$(pb_ids)" "$F $I1 $S $I2" "info lists backups in history order"
 
 restored "default restore (latest)" "A,B" "$I2"
 restored "time target after incr 2: the newest backup before it" "A,B" "$I2" \
@@ -78,20 +66,20 @@ restored "time target after incr 2: the newest backup before it" "A,B" "$I2" \
 restored "--set of the synthetic full" "A" "$S" --set "$S"
 
 q "INSERT INTO r VALUES ('C')" >/dev/null
-backup I3
+pb_backup_id I3
 pb_assert_eq "$(pb_info_field "$I3" parent)" "$I2" "the next incremental builds on incr 2"
 restored "restore of the next incremental" "A,B,C" "$I3"
 
 out=$(pb expire --retain-full 1 2>&1) || { echo "$out"; pb_test_fail "expire failed"; }
-pb_assert_eq "$(ids_in_info)" "$F $I1 $S $I2 $I3" \
+pb_assert_eq "$(pb_ids)" "$F $I1 $S $I2 $I3" \
     "expire --retain-full 1 keeps every backup that the kept ones need"
 restored "restore after expire" "A,B,C" "$I3"
 
 q "INSERT INTO r VALUES ('D')" >/dev/null
-backup F2 --type full
+pb_backup_id F2 --type full
 START_F2=$(pb_info_field "$F2" start_wal)
 out=$(pb expire --retain-full 1 2>&1) || { echo "$out"; pb_test_fail "second expire failed"; }
-pb_assert_eq "$(ids_in_info)" "$F2" "after a new full, expire --retain-full 1 keeps it alone"
+pb_assert_eq "$(pb_ids)" "$F2" "after a new full, expire --retain-full 1 keeps it alone"
 OLDEST_WAL=$(pb info --json | python3 -c "
 import json, sys
 print(min(w['first'] for w in json.load(sys.stdin)['wal'] if w['timeline'] == 1))")

@@ -5,10 +5,7 @@
 # and the restore of what is backed up equals the source.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 
 # 1. --read-size: 12 KiB is a multiple of 4 KiB but splits every other page.
 # 18014398509482984K is 2^64 + 1 MiB: it must not wrap to a valid 1 MiB.

@@ -14,10 +14,7 @@ if [ "$PB_REPO_KIND" != posix ]; then
     exit 0
 fi
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 
 # pbf SPEC CMD ARGS...: pageback as postgres with a fault point armed.
 pbf() {

@@ -9,9 +9,7 @@
 source "$(dirname "$0")/pb_lib.sh"
 unset PAGEBACK_LOG_LEVEL # the console's default level is part of what is checked
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 pg_psql "$SRC" "CREATE TABLE t AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 20000) g" \
     >/dev/null || pb_die "cannot create the table"
 LOGDIR=$PB_STATE/log

@@ -8,15 +8,9 @@
 # binary's incremental, restore and verify must read across both versions.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 q() { pg_psql "$SRC" "$1"; }
 sum() { pg_psql "$1" "SELECT sum(abalance) || '/' || count(*) FROM pgbench_accounts"; }
-last_id() { pb info --json | python3 -c "
-import json, sys
-print(json.load(sys.stdin)['backups'][-1]['id'])"; }
 head_of() { od -An -c -N 8 "$1" | tr -d ' \n'; }       # the magic
 version_of() { od -An -tu4 -j 8 -N 4 "$1" | tr -d ' '; } # the u32 after it
 
@@ -25,18 +19,18 @@ if [ -n "${PB_OLD_BIN:-}" ] && [ -x "$PB_OLD_BIN" ]; then
     PB_BIN=$PB_OLD_BIN
     pb_check "full backup by the binary before version 2" pb backup --type full >/dev/null
     PB_BIN=$NEW_BIN
-    F=$(last_id)
+    F=$(pb_last_id)
     pb_assert_eq "$(head_of "$PB_REPO/backup/$F/manifest")" PBZOBJ01 \
         "the old binary's manifest is version 1 in the compressed envelope"
 else
     pb_log "PB_OLD_BIN not set: the full is taken by $PB_BIN (no mixed-version chain)"
     pb_check "full backup" pb backup --type full >/dev/null
-    F=$(last_id)
+    F=$(pb_last_id)
 fi
 q "UPDATE pgbench_accounts SET abalance = abalance + 7 WHERE aid % 50 = 0" >/dev/null
 q "CHECKPOINT" >/dev/null
 pb_check "incremental backup" pb backup >/dev/null
-I=$(last_id)
+I=$(pb_last_id)
 WANT=$(sum "$SRC")
 M=$PB_REPO/backup/$I/manifest
 pb_assert_eq "$(head_of "$M")" PBMANIF1 "the incremental's manifest starts with PBMANIF1"

@@ -73,12 +73,8 @@ pb_log "GETs (plain + ranged): quiet incrementals $(gets quiet1), $g1 and $g2, t
 pb_assert_eq "$((g3 - g2))" "$((g2 - g1))" "an incremental with progress makes no GETs more than a quiet one"
 
 DIGEST=$(pg_digest_all "$SRC")
-if pb_restore_start "$PB_WORK/rs" --set "$LAST"; then
-    pb_assert_eq "$(pg_digest_all "$PB_WORK/rs")" "$DIGEST" "the chain restores to the source's contents"
-    pg_stop "$PB_WORK/rs"
-else
-    pb_test_fail "restore of the chain"
-fi
+pb_restore_digest "the chain restores to the source's contents" "restore of the chain" \
+    "$PB_WORK/rs" "$DIGEST" --set "$LAST"
 # archive-push: one 16 MiB segment is read and compressed in pieces, so a
 # push holds the compressed object and a MiB, not the segment and its copy. Measured
 # against the push of a history file (the same process, libraries and repository open,

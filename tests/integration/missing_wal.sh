@@ -5,10 +5,7 @@
 # replay past it).
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 
 q() { pg_psql "$SRC" "$1"; }
 pb backup --type full >"$PB_WORK/backup.out" 2>&1 || { cat "$PB_WORK/backup.out"; pb_die "backup failed"; }
@@ -69,13 +66,8 @@ else
     pb_test_fail "no warning about the gap for a time target: $out"
 fi
 rm -rf "$PB_WORK/w"
-if pb_restore_start "$PB_WORK/r1" --set "$F"; then
-    pb_assert_eq "$(pg_digest_all "$PB_WORK/r1")" "$DIGEST" \
-        "a restore to the backup's end does not need the gap and works"
-    pg_stop "$PB_WORK/r1"
-else
-    pb_test_fail "restore to the backup's end failed"
-fi
+pb_restore_digest "a restore to the backup's end does not need the gap and works" \
+    "restore to the backup's end failed" "$PB_WORK/r1" "$DIGEST" --set "$F"
 
 # 2. A segment inside the backup's window.
 pb_check "remove $START from the repository" del_wal "$START"

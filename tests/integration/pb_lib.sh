@@ -332,3 +332,56 @@ pb_wait_pgbench() {
         sleep 0.05
     done
 }
+
+# pb_source_pgbench SCALE [CONF_LINE...]: pb_source_cluster with pgbench data at SCALE
+# (autovacuum left as configured, unlike pb_pgbench_source). Dies on failure.
+pb_source_pgbench() {
+    _pb_in_main_shell pb_source_pgbench
+    local scale=$1
+    shift
+    pb_source_cluster "$@"
+    pgbench_init "$SRC" "$scale" || pb_die "pgbench init failed"
+}
+
+# pb_ids: the ids of the backups `info` lists, in its order, on one line.
+pb_ids() {
+    pb info --json | /usr/bin/python3 -c "
+import json, sys
+print(' '.join(b['id'] for b in json.load(sys.stdin)['backups']))"
+}
+
+# pb_log_has FILE REGEX MSG: one check, that FILE has a line matching the extended REGEX.
+pb_log_has() {
+    if grep -Eq -- "$2" "$1"; then pb_test_ok "$3"; else
+        pb_test_fail "$3 (no line matching '$2' in $1)"; fi
+}
+
+# pb_restore_digest MSG FAIL_MSG DIR DIGEST RESTORE_ARGS...: restore into DIR and start it
+# (pb_restore_start); one check: its contents (pg_digest_all) are DIGEST (MSG), or the
+# restore failed (FAIL_MSG). The copy is stopped.
+pb_restore_digest() {
+    local msg=$1 fail=$2 d=$3 want=$4
+    shift 4
+    if pb_restore_start "$d" "$@"; then
+        pb_assert_eq "$(pg_digest_all "$d")" "$want" "$msg"
+        pg_stop "$d"
+    else
+        pb_test_fail "$fail"
+    fi
+}
+
+# pb_backup_to FILE ARGS...: pb backup ARGS, its output in FILE (shown on failure).
+pb_backup_to() {
+    local out=$1
+    shift
+    pb backup "$@" >"$out" 2>&1 || { cat "$out"; return 1; }
+}
+
+# pb_backup_id VAR ARGS...: pb backup ARGS (dies on failure, its output shown), the id
+# from its summary line put in the caller's variable VAR.
+pb_backup_id() {
+    local _pb_var=$1 _pb_out
+    shift
+    _pb_out=$(pb backup "$@" 2>&1) || { echo "$_pb_out" >&2; pb_die "backup $_pb_var failed"; }
+    printf -v "$_pb_var" %s "$(sed -n 's/^backup \([^ ]*\) (.*complete.*/\1/p' <<<"$_pb_out")"
+}

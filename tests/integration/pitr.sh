@@ -10,12 +10,8 @@ source "$(dirname "$0")/pb_lib.sh"
 # test machine; polite_io.sh checks the priorities themselves): this script is about recovery targets.
 export PAGEBACK_CPU_PRIORITY=${PAGEBACK_CPU_PRIORITY-normal}
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" || pb_die "initdb failed"
 # Commit timestamps are what recovery_target_time is compared with: keep them.
-pg_conf "$SRC" "track_commit_timestamp = on"
-pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster "track_commit_timestamp = on"
 
 q() { pg_psql "$SRC" "$1"; }
 q "CREATE TABLE t (id bigserial PRIMARY KEY, ts timestamptz NOT NULL, txid bigint NOT NULL,

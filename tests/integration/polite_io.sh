@@ -6,17 +6,8 @@
 # and the backups restore byte-exact.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-5}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-5}"
 PGLOG=$(pg_logfile "$SRC")
-
-# log_has FILE REGEX MSG
-log_has() {
-    if grep -Eq -- "$2" "$1"; then pb_test_ok "$3"; else
-        pb_test_fail "$3 (no line matching '$2' in $1)"; fi
-}
 
 # The checkpoint lines PostgreSQL logged since line $1 of its log.
 ckpt_since() { tail -n +"$1" "$PGLOG" | grep -E "checkpoint starting:" || true; }
@@ -25,16 +16,15 @@ ckpt_since() { tail -n +"$1" "$PGLOG" | grep -E "checkpoint starting:" || true; 
 pg_psql "$SRC" "CHECKPOINT" >/dev/null
 N0=$(wc -l <"$PGLOG")
 B1=$PB_WORK/b1.log
-backup_to() { local out=$1; shift; pb backup "$@" >"$out" 2>&1 || { cat "$out"; return 1; }; }
-pb_check "full backup with the polite defaults" backup_to "$B1" --type full
+pb_check "full backup with the polite defaults" pb_backup_to "$B1" --type full
 ID1=$(pb_last_id)
 DIGEST1=$(pg_digest_all "$SRC")
-log_has "$B1" "I/O class: (idle|best-effort 7 \(idle refused).*; (scheduler|the device)" \
+pb_log_has "$B1" "I/O class: (idle|best-effort 7 \(idle refused).*; (scheduler|the device)" \
     "the log says which I/O class was applied and what the scheduler does with it"
-log_has "$B1" "CPU priority: workers (SCHED_IDLE|nice 19)" "the log says the workers' CPU priority"
-log_has "$B1" "reading [0-9]+ KiB requests, adaptive: 1 in flight to start, at most [0-9]+" \
+pb_log_has "$B1" "CPU priority: workers (SCHED_IDLE|nice 19)" "the log says the workers' CPU priority"
+pb_log_has "$B1" "reading [0-9]+ KiB requests, adaptive: 1 in flight to start, at most [0-9]+" \
     "the reads start adaptive at one in flight"
-log_has "$B1" "I/O: adaptive, 1\.\.[0-9]+ in flight \(peak [0-9]+, final [0-9]+\): [0-9]+ grows" \
+pb_log_has "$B1" "I/O: adaptive, 1\.\.[0-9]+ in flight \(peak [0-9]+, final [0-9]+\): [0-9]+ grows" \
     "the log counts the controller's decisions"
 if grep -Eq "scan: ([0-9]+ in flight: |yielding: [0-9]+ foreground reads/s|resuming: )" "$B1"; then
     pb_test_ok "the controller's decisions are stated in words: $(grep -m1 'scan: ' "$B1" |
@@ -44,8 +34,8 @@ else
     grep -Eq "requests, adaptive" "$B1" && pb_test_ok "no decision was due (scan too short)" ||
         pb_test_fail "no controller decision in $B1"
 fi
-log_has "$B1" "checkpoint \(spread\) took [0-9.]+ s" "the log reports the spread checkpoint's wait"
-log_has "$B1" "repository: [0-9]+ flushes for [0-9.]+ MiB written \([0-9.]+ per GB\); peak RSS" \
+pb_log_has "$B1" "checkpoint \(spread\) took [0-9.]+ s" "the log reports the spread checkpoint's wait"
+pb_log_has "$B1" "repository: [0-9]+ flushes for [0-9.]+ MiB written \([0-9.]+ per GB\); peak RSS" \
     "the log reports flushes per GB and peak RSS"
 C1=$(ckpt_since "$N0")
 case "$C1" in
@@ -116,17 +106,17 @@ case "$CHECK_POLICY" in
 idle|nice19) pb_test_ok "the check thread (page checks, hashing) is $CHECK_POLICY too" ;;
 *) pb_test_fail "the running backup's check thread (pb-check) is not SCHED_IDLE or nice 19" ;;
 esac
-log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) (SCHED_IDLE|nice 19)" \
+pb_log_has "$B1" "CPU priority: reading thread \(page checks, hashing\) (SCHED_IDLE|nice 19)" \
     "the log says the reading thread's CPU priority"
 case "$IOCLASS" in
 idle*) pb_test_ok "the running backup's I/O class is idle (ionice: $IOCLASS)" ;;
 *) pb_test_fail "the running backup's I/O class is '$IOCLASS', not idle" ;;
 esac
-log_has "$B2" "reading 256 KiB x 3 in flight \(pinned" "--read-size and --queue-depth pin the reads"
-log_has "$B2" "I/O: pinned, [0-9]+\.\.3 in flight \(peak 3, final 3\): 0 grows, 0 plateaus, 0 cuts, 0 yields" \
+pb_log_has "$B2" "reading 256 KiB x 3 in flight \(pinned" "--read-size and --queue-depth pin the reads"
+pb_log_has "$B2" "I/O: pinned, [0-9]+\.\.3 in flight \(peak 3, final 3\): 0 grows, 0 plateaus, 0 cuts, 0 yields" \
     "a pinned scan makes no adaptive decision"
-log_has "$B2" "checkpoint \(fast\) took" "the log reports the fast checkpoint's wait"
-log_has "$B2" "(CPU weight: cgroup .*(cpu.shares|cpu.weight)|--cpu-weight 50 not applied: )" \
+pb_log_has "$B2" "checkpoint \(fast\) took" "the log reports the fast checkpoint's wait"
+pb_log_has "$B2" "(CPU weight: cgroup .*(cpu.shares|cpu.weight)|--cpu-weight 50 not applied: )" \
     "the log says whether --cpu-weight was applied"
 C2=$(ckpt_since "$N0")
 case "$C2" in
@@ -138,13 +128,13 @@ esac
 if pb backup --type full --max-memory 1M >"$PB_WORK/b3.log" 2>&1; then
     pb_test_fail "--max-memory 1M was accepted"
 else
-    log_has "$PB_WORK/b3.log" "--max-memory 1048576 bytes is too small: one read request of 512 KiB plus" \
+    pb_log_has "$PB_WORK/b3.log" "--max-memory 1048576 bytes is too small: one read request of 512 KiB plus" \
         "--max-memory too small for one request is refused, naming what is needed"
 fi
-pb_check "a backup under --max-memory 5M" backup_to "$PB_WORK/b4.log" --type full --max-memory 5M
-log_has "$PB_WORK/b4.log" "--max-memory 5 MiB: at most 6 reads in flight \(of 8\) and 2 compression buffers \(of 12\)" \
+pb_check "a backup under --max-memory 5M" pb_backup_to "$PB_WORK/b4.log" --type full --max-memory 5M
+pb_log_has "$PB_WORK/b4.log" "--max-memory 5 MiB: at most 6 reads in flight \(of 8\) and 2 compression buffers \(of 12\)" \
     "--max-memory bounds both the reads in flight and the compression queue (2 x 1 MiB + 6 x 512 KiB)"
-log_has "$PB_WORK/b4.log" "peak RSS [0-9.]+ MiB \(buffers 5.0 MiB\)" "the report gives peak RSS and the bounded buffers"
+pb_log_has "$PB_WORK/b4.log" "peak RSS [0-9.]+ MiB \(buffers 5.0 MiB\)" "the report gives peak RSS and the bounded buffers"
 
 # 4. What the reads cost others' reads, against the budget, is in the log; a budget that
 # is no ratio is refused, naming the variable, and takes no backup.

@@ -13,10 +13,7 @@ pb_repo_setup
 # archive-push counts its failures in the state directory the backups use.
 PB_ARCHIVE_COMMAND="$PB_BIN archive-push %p ${PB_REPO_ARGS[*]} --state-dir $PB_STATE"
 export PB_ARCHIVE_COMMAND
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 OUT=$PB_WORK/out
 mkdir -p "$OUT" && _pb_chown_pg "$OUT"
 

@@ -9,9 +9,7 @@
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
 PB_TARGET_IMMEDIATE=false # this script checks the default itself (pb_lib.sh)
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$1"; }
 rows() { pg_psql "$1" "SELECT count(*) FROM t"; }
 q "CREATE TABLE t (n int)" >/dev/null

@@ -8,10 +8,7 @@
 # and works with the map. Small cluster (pgbench -s 1) to stay fast.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 mkdir -p "$PB_WORK/ts1" "$PB_WORK/ts-r" && _pb_chown_pg "$PB_WORK/ts1" && _pb_chown_pg "$PB_WORK/ts-r"
 pg_psql "$SRC" "CREATE TABLESPACE ts1 LOCATION '$PB_WORK/ts1'" >/dev/null
 pg_psql "$SRC" "CREATE TABLE in_ts TABLESPACE ts1 AS SELECT g AS id FROM generate_series(1, 1000) g" \

@@ -9,13 +9,8 @@
 # (start to stop) and restores to its end.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$1"; }
-ids() { pb info --json | python3 -c "
-import json, sys
-print(' '.join(b['id'] for b in json.load(sys.stdin)['backups']))"; }
 has_wal() { [ -e "$PB_REPO/wal/$1.zst" ] || ls "$PB_REPO"/wal/*/"$1".zst >/dev/null 2>&1; }
 seg_after() { printf '%s%016X' "${1:0:8}" $((16#${1:8:16} + 1)); }
 # backup TYPE: a row (n counts backups), a closed segment, a later second, then the
@@ -34,7 +29,7 @@ for k in 1 2 3; do q "INSERT INTO t VALUES (100)" >/dev/null; pb_archive_all "$S
 F4=$(backup full)
 pb_archive_all "$SRC"
 ALL="$F1 $I1 $F2 $I2 $F3 $F4"
-pb_assert_eq "$(ids)" "$ALL" "six backups: two chains of a full and an incremental, two fulls"
+pb_assert_eq "$(pb_ids)" "$ALL" "six backups: two chains of a full and an incremental, two fulls"
 
 # ---- expire --set
 out=$(pb expire --set "$I2" --dry-run 2>&1)
@@ -46,7 +41,7 @@ grep -q "would expire backup $F1\$" <<<"$out" &&
     grep -q "would expire backup $I1 (built on $F1" <<<"$out" &&
     pb_test_ok "expire --set FULL lists the incremental built on it" ||
     pb_test_fail "expire --set FULL --dry-run: $out"
-pb_assert_eq "$(ids)" "$ALL" "expire --set --dry-run removes nothing"
+pb_assert_eq "$(pb_ids)" "$ALL" "expire --set --dry-run removes nothing"
 out=$(pb expire --set "$F4" 2>&1)
 rc=$?
 [ "$rc" != 0 ] && grep -q "$F4.*newest backup of the newest timeline" <<<"$out" &&
@@ -59,7 +54,7 @@ rc=$?
 out=$(pb expire --set "$F1" --retain-full 2 2>&1)
 rc=$?
 pb_assert_eq "$rc" 2 "expire with --set and --retain-full is a usage error"
-pb_assert_eq "$(ids)" "$ALL" "refused expires remove nothing"
+pb_assert_eq "$(pb_ids)" "$ALL" "refused expires remove nothing"
 
 # ---- --retain-full-days: the window starts at F3's stop; F2 is the newest full before it
 F3_STOP=$(pb_info_field "$F3" stop_time)
@@ -71,12 +66,12 @@ grep -q "would expire backup $F1" <<<"$out" && grep -q "would expire backup $I1"
     pb_test_fail "--retain-full-days --dry-run: $out"
 expire_at() { PAGEBACK_TEST_RETENTION_NOW=$1 pb expire "${@:2}" >/dev/null; }
 pb_check "expire --retain-full-days 1" expire_at "$NOW" --retain-full-days 1
-pb_assert_eq "$(ids)" "$F2 $I2 $F3 $F4" "the window (F3, F4) and the full before it (F2, with its incremental) stay"
+pb_assert_eq "$(pb_ids)" "$F2 $I2 $F3 $F4" "the window (F3, F4) and the full before it (F2, with its incremental) stay"
 out=$(pb expire --set "$F2" 2>&1)
 grep -q "expired backup $I2 (built on $F2" <<<"$out" &&
     pb_test_ok "expire --set removes a full with its incremental and says so" ||
     pb_test_fail "expire --set FULL: $out"
-pb_assert_eq "$(ids)" "$F3 $F4" "F2 and I2 are gone"
+pb_assert_eq "$(pb_ids)" "$F3 $F4" "F2 and I2 are gone"
 
 # ---- --retain-archive 1: continuous WAL from F4's start; F3 keeps its own
 F3_START=$(pb_info_field "$F3" start_wal); F3_END=$(pb_info_field "$F3" stop_wal)
@@ -86,7 +81,7 @@ has_wal "$GAP" && [[ "${GAP:8}" < "${F4_START:8}" ]] ||
     pb_die "no archived segment between F3 ($F3_END) and F4 ($F4_START)"
 out=$(pb expire --retain-full 2 --retain-archive 1 2>&1) ||
     pb_test_fail "expire --retain-archive: $out"
-pb_assert_eq "$(ids)" "$F3 $F4" "--retain-archive removes no backup"
+pb_assert_eq "$(pb_ids)" "$F3 $F4" "--retain-archive removes no backup"
 has_wal "$GAP" && pb_test_fail "segment $GAP between F3 and F4 was kept" ||
     pb_test_ok "WAL between F3's stop and F4's start is expired"
 has_wal "$F3_START" && has_wal "$F3_END" && pb_test_ok "F3's own WAL (start and stop) is kept" ||
@@ -106,6 +101,6 @@ fi
 # ---- every full older than the window: the newest of them stays
 NOW=$((F3_STOP + 30 * 86400))
 pb_check "expire --retain-full-days 7 a month later" expire_at "$NOW" --retain-full-days 7
-pb_assert_eq "$(ids)" "$F4" "a window without a full keeps the newest full before it"
+pb_assert_eq "$(pb_ids)" "$F4" "a window without a full keeps the newest full before it"
 pg_stop "$SRC"
 pb_test_summary

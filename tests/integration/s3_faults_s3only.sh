@@ -5,10 +5,7 @@
 source "$(dirname "$0")/pb_lib.sh"
 [ "$PB_REPO_KIND" = s3 ] || { echo "0 passed, 0 failed"; exit 0; }
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" "${PB_SCALE:-5}" || pb_die "pgbench init failed"
+pb_source_pgbench "${PB_SCALE:-5}"
 
 pb_check "full backup to S3" pb backup --type full
 FIRST=$(pb_last_id)

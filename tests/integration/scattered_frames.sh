@@ -5,10 +5,7 @@
 # incremental has few frames and its restore reads few; the chain restores exactly.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 2 || pb_die "pgbench init failed"
+pb_source_pgbench 2
 pg_psql "$SRC" "VACUUM FREEZE" >/dev/null
 pg_psql "$SRC" "CHECKPOINT" >/dev/null
 pb backup --type full >"$PB_WORK/full.out" 2>&1 || { cat "$PB_WORK/full.out" >&2; pb_die "full failed"; }

@@ -7,9 +7,7 @@
 # WAL was read that was not).
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 q() { pg_psql "$SRC" "$1"; }
 pb_backup_logged --checkpoint fast || pb_die "full backup"
 # WAL that fills segments by itself, then the segment before the current one archived.

@@ -97,9 +97,7 @@ fi
 rm -rf "$d"
 
 pb_check "expire --retain-full 1" pb expire --retain-full 1
-ids=$(pb info --json | python3 -c "
-import json, sys
-print(' '.join(b['id'] for b in json.load(sys.stdin)['backups']))")
+ids=$(pb_ids)
 pb_assert_eq "$ids" "$F2" "expire kept F2 (the live cluster's backup) and dropped the rest"
 
 q "INSERT INTO t VALUES ('tl2-incr')" >/dev/null

@@ -8,17 +8,8 @@
 # each repaired repository verifies again.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
-pgbench_init "$SRC" 1 || pb_die "pgbench init failed"
+pb_source_pgbench 1
 q() { pg_psql "$SRC" "$1"; }
-backup() {
-    local var=$1 out
-    shift
-    out=$(pb backup "$@" 2>&1) || { echo "$out" >&2; pb_die "backup $var failed"; }
-    printf -v "$var" %s "$(sed -n 's/^backup \([^ ]*\) (.*complete.*/\1/p' <<<"$out")"
-}
 change() { q "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 50 = $1" >/dev/null; }
 # switch_n N: N segments of WAL, each with a little change, all archived.
 switch_n() {
@@ -55,17 +46,17 @@ verify_passes() {
     fi
 }
 
-backup F1 --type full
+pb_backup_id F1 --type full
 # One row, so I1 re-ships one page and still needs almost every frame of F1's pack (the
 # damaged frame below is in the middle of it); a change spread over every page would let
 # I1 ship its own copy of that frame, and the check that I1 fails too would depend on
 # where the damage falls.
 q "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 1" >/dev/null
-backup I1
+pb_backup_id I1
 switch_n 4 || pb_die "WAL between the chains was not archived"
-backup F2 --type full
+pb_backup_id F2 --type full
 change 7
-backup I2
+pb_backup_id I2
 switch_n 1 || pb_die "WAL after the last backup was not archived"
 pb_log "chains: $F1 <- $I1, then $F2 <- $I2"
 

@@ -7,11 +7,7 @@
 # nothing), `info --restore-points`, and targets on a second timeline.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" || pb_die "initdb failed"
-pg_conf "$SRC" "max_prepared_transactions = 5"
-pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster "max_prepared_transactions = 5"
 
 q() { pg_psql "$SRC" "$1"; }
 q "CREATE TABLE t (id bigserial PRIMARY KEY, txid bigint NOT NULL, tag text NOT NULL)" >/dev/null

@@ -6,9 +6,7 @@
 # symbolic link, is accepted.
 source "$(dirname "$0")/pb_lib.sh"
 pb_setup
-SRC=$PB_WORK/src
-pg_init_cluster "$SRC" && pg_start "$SRC" || pb_die "source cluster did not start"
-pg_env "$SRC"
+pb_source_cluster
 pg_psql "$SRC" "CREATE TABLE t AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 5000) g" \
     >/dev/null || pb_die "table"
 pb_backup_logged --checkpoint fast --pgdata "$SRC" ||

@@ -90,6 +90,25 @@ static inline void pbt_commit_header(repo *r, const mf_backup *h)
     mf_free(m);
 }
 
+/* Sort m, commit it to r and free it. One check. */
+static inline void pbt_commit_manifest(repo *r, mf_manifest *m)
+{
+    pb_error err = PB_ERROR_INIT;
+    mf_sort(m);
+    PBT_CHECK(chain_commit(r, m, &err) == 0);
+    mf_free(m);
+}
+
+/* Finish and free pw, the pack writer of m's backup, then pbt_commit_manifest. Two
+ * checks. */
+static inline void pbt_finish_commit(repo *r, pack_writer *pw, mf_manifest *m)
+{
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(pack_writer_finish(pw, &err) == 0);
+    pack_writer_free(pw);
+    pbt_commit_manifest(r, m);
+}
+
 /* Add a directory (mode 0700) or, with link_to, a link (0777) to m. One check. */
 static inline void pbt_add_entry(mf_manifest *m, const char *path, mf_kind kind,
                                  const char *link_to)

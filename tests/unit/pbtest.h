@@ -42,4 +42,29 @@ static inline void pbt_rmtree(const char *dir)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* One test of a runner: its function and the name it is reported by. */
+typedef struct pbt_case {
+    void (*fn)(void);
+    const char *name;
+} pbt_case;
+#define PBT_CASE(fn) {fn, #fn}
+#define PBT_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The main of a runner whose tests share one temp directory: make /tmp/pb-<name>.XXXXXX
+ * in root (cap bytes), run the n cases in order as PBT_RUN does, remove the directory and
+ * return the runner's exit status. */
+static inline int pbt_main_in_tmpdir(char *root, size_t cap, const char *name,
+                                     const pbt_case *cases, size_t n)
+{
+    if (pbt_tmpdir(root, cap, name) != 0)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        int before = pbt_failed;
+        cases[i].fn();
+        printf("%s %s\n", pbt_failed == before ? "ok  " : "FAIL", cases[i].name);
+    }
+    pbt_rmtree(root);
+    return PBT_DONE();
+}
+
 #endif

@@ -29,13 +29,7 @@ static int add_seg(mf_manifest *m, unsigned seg, uint32_t first, uint32_t count,
 {
     char path[64];
     seg_path(path, sizeof(path), seg);
-    mf_file f;
-    memset(&f, 0, sizeof(f));
-    f.path = strdup(path);
-    f.kind = MF_REL;
-    f.mode = 0600;
-    f.npages = SEG_PAGES;
-    f.size = (uint64_t)SEG_PAGES * PB_PAGE_SIZE;
+    mf_file f = rel_record(strdup(path), SEG_PAGES);
     f.nruns = (count + 1023) / 1024;
     f.runs = calloc(f.nruns ? f.nruns : 1, sizeof(*f.runs));
     f.page_hashes = malloc((count ? count : 1) * sizeof(uint64_t));

@@ -44,18 +44,26 @@ static inline mf_manifest *new_manifest(const char *id, const char *parent, char
     return m;
 }
 
+/* A REL record of npages pages at path (which it takes: allocated by the caller, may be
+ * NULL); runs and hashes are the caller's. */
+static inline mf_file rel_record(char *path, uint32_t npages)
+{
+    mf_file f;
+    memset(&f, 0, sizeof(f));
+    f.path = path;
+    f.kind = MF_REL;
+    f.mode = 0600;
+    f.npages = npages;
+    f.size = (uint64_t)npages * PB_PAGE_SIZE;
+    return f;
+}
+
 /* A REL file shipping the given (first, count) ranges, cut into runs of at most 700
  * pages so runs cross 8192-page chunk boundaries; reverse lists the runs backwards. */
 static inline int add_rel(mf_manifest *m, uint32_t backup, const char *path, uint32_t npages,
                    int reverse, int nranges, ...)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
-    f.path = xstrdup(path);
-    f.kind = MF_REL;
-    f.mode = 0600;
-    f.npages = npages;
-    f.size = (uint64_t)npages * PB_PAGE_SIZE;
+    mf_file f = rel_record(xstrdup(path), npages);
     uint32_t firsts[4096], counts[4096], nr = 0;
     va_list ap;
     va_start(ap, nranges);

@@ -78,7 +78,7 @@ static int rebuild(const char *name, uint32_t nframes, bool with_sink, bool bad_
     const mf_file *recs[1] = {&f};
     memset(image, 0, sizeof(image));
     bytes_in = 0;
-    int rc = pbt_rebuild_one(r, &hdr, 1, recs, with_sink ? sink : NULL, st, e);
+    int rc = pbt_rebuild_one(r, &hdr, 1, recs, with_sink ? sink : NULL, NULL, st, e);
     if (rc == 0 && with_sink)
         PBT_CHECK(bytes_in == f.size && memcmp(image, content, (size_t)f.size) == 0);
     mf_file_clear(&f);
@@ -117,11 +117,8 @@ static void test_bad_content_writes_nothing(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "chain-decode-test") != 0)
-        return 1;
-    PBT_RUN(test_one_frame_decoded_once);
-    PBT_RUN(test_frames_checked_before_written);
-    PBT_RUN(test_bad_content_writes_nothing);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_one_frame_decoded_once),
+                                     PBT_CASE(test_frames_checked_before_written),
+                                     PBT_CASE(test_bad_content_writes_nothing)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "chain-decode-test", cases, PBT_COUNT(cases));
 }

@@ -248,9 +248,6 @@ static void test_flat(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "flat-memory-test") != 0)
-        return 1;
-    PBT_RUN(test_flat);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_flat)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "flat-memory-test", cases, PBT_COUNT(cases));
 }

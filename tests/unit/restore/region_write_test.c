@@ -28,28 +28,8 @@ static const char *ids[NINCR + 1] = {"20260101-000000F", "20260101-000100I", "20
 static char root[256];
 static uint64_t seen[NPAGES]; /* hash of what the writer received, per page */
 static uint8_t times[NPAGES];  /* how often each page was received */
-static unsigned calls;         /* writes handed to the writer */
-static uint64_t last_end;      /* where the previous write ended */
-static bool in_order;
 
-static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, size_t len,
-                pb_error *err)
-{
-    (void)ctx;
-    (void)f;
-    (void)err;
-    if (!pbt_span_in(off, len, NPAGES))
-        return PB_EINVAL;
-    calls++;
-    in_order = in_order && off == last_end;
-    last_end = off + len;
-    for (size_t k = 0; k < len / PB_PAGE_SIZE; k++) {
-        size_t p = off / PB_PAGE_SIZE + k;
-        seen[p] = pb_hash64(data + k * PB_PAGE_SIZE, PB_PAGE_SIZE);
-        times[p]++;
-    }
-    return 0;
-}
+static pbt_pages sunk = {.npages = NPAGES, .seen = seen, .times = times};
 
 /* Page p's content in backup b (0: the full). */
 static void content(uint8_t *page, int b, uint32_t p)
@@ -159,12 +139,8 @@ static int rebuild(const char *name, int bad_in, uint32_t bad_block, rs_stats *s
         return PB_EIO;
     test_chain c;
     test_chain_make(&c, r, bad_in, bad_block);
-    memset(seen, 0, sizeof(seen));
-    memset(times, 0, sizeof(times));
-    calls = 0;
-    last_end = 0;
-    in_order = true;
-    int rc = pbt_rebuild_one(r, c.hdrs, NINCR + 1, c.recs, sink, st, e);
+    pbt_pages_reset(&sunk);
+    int rc = pbt_rebuild_one(r, c.hdrs, NINCR + 1, c.recs, pbt_page_sink, &sunk, st, e);
     bool right = true;
     uint8_t want[PB_PAGE_SIZE];
     for (uint32_t p = 0; rc == 0 && p < NPAGES; p++) {
@@ -186,11 +162,11 @@ static void test_one_write_per_region(void)
     pb_error e = PB_ERROR_INIT;
     PBT_CHECK(rebuild("chain", -1, 0, &st, &e) == 0);
     /* backup by backup, each scattered page was a write of its own (about 200 here) */
-    PBT_CHECK(calls == (NPAGES + REGION - 1) / REGION);
-    PBT_CHECK(in_order);
+    PBT_CHECK(sunk.calls == (NPAGES + REGION - 1) / REGION);
+    PBT_CHECK(sunk.in_order);
     /* each frame decoded once: the full's, and two of each incremental */
     PBT_CHECK(st.frames_read <= (NPAGES + FULL_FRAME - 1) / FULL_FRAME + 2 * NINCR);
-    fprintf(stderr, "%u writes, %llu frames decoded\n", calls,
+    fprintf(stderr, "%u writes, %llu frames decoded\n", sunk.calls,
             (unsigned long long)st.frames_read);
 }
 
@@ -309,13 +285,9 @@ static void test_target_by_backup_buffered(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "region-write-test") != 0)
-        return 1;
-    PBT_RUN(test_one_write_per_region);
-    PBT_RUN(test_bad_page_named);
-    PBT_RUN(test_frames_sized);
-    PBT_RUN(test_target_assembled_direct);
-    PBT_RUN(test_target_by_backup_buffered);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_one_write_per_region),
+                                     PBT_CASE(test_bad_page_named), PBT_CASE(test_frames_sized),
+                                     PBT_CASE(test_target_assembled_direct),
+                                     PBT_CASE(test_target_by_backup_buffered)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "region-write-test", cases, PBT_COUNT(cases));
 }

@@ -68,11 +68,7 @@ static void commit_backup(repo *r, int k)
     mf_file rel = pbt_rel_file("base/1/100", 3);
     pbt_ship(pw, &rel, first, count, expect[first]);
     PBT_CHECK(mf_add_file(m, &rel, &err) == 0);
-    PBT_CHECK(pack_writer_finish(pw, &err) == 0);
-    pack_writer_free(pw);
-    mf_sort(m);
-    PBT_CHECK(chain_commit(r, m, &err) == 0);
-    mf_free(m);
+    pbt_finish_commit(r, pw, m);
 }
 
 static repo *chain_repo(void)

@@ -35,7 +35,6 @@ static repo *backup_with_links(const char *name, const char *const links[][2], s
     h.start_lsn = PBT_SEG + 0x28;
     h.stop_lsn = PBT_SEG + 0x100;
     mf_manifest *m = pbt_manifest_new(&h);
-    pb_error err = PB_ERROR_INIT;
     pbt_add_entry(m, "base", MF_DIR, NULL);
     pbt_add_entry(m, "pg_tblspc", MF_DIR, NULL);
     for (size_t i = 0; i < n; i++) {
@@ -44,9 +43,7 @@ static repo *backup_with_links(const char *name, const char *const links[][2], s
         snprintf(sub, sizeof(sub), "%s/%s", links[i][0], wal ? "archive_status" : PGDIR);
         pbt_add_entry(m, sub, MF_DIR, NULL);
     }
-    mf_sort(m);
-    PBT_CHECK(chain_commit(r, m, &err) == 0);
-    mf_free(m);
+    pbt_commit_manifest(r, m);
     pbt_push_segment(r, root, 1, 1);
     return r;
 }
@@ -243,13 +240,8 @@ static void test_wal_dir(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "tblspc-test") != 0)
-        return 1;
-    PBT_RUN(test_delta_source_tablespace);
-    PBT_RUN(test_own_link_and_mapped_source);
-    PBT_RUN(test_shared_or_nested);
-    PBT_RUN(test_inside_target);
-    PBT_RUN(test_wal_dir);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {
+        PBT_CASE(test_delta_source_tablespace), PBT_CASE(test_own_link_and_mapped_source),
+        PBT_CASE(test_shared_or_nested), PBT_CASE(test_inside_target), PBT_CASE(test_wal_dir)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "tblspc-test", cases, PBT_COUNT(cases));
 }

@@ -82,6 +82,22 @@ static mf_file pg_version(void)
     return ver;
 }
 
+/* Begin backup id (new_backup) with its pack writer in *pw and the directories base and
+ * base/1. One check, and one per directory. */
+static mf_manifest *begin_backup(repo *r, const char *id, const char *parent, char type,
+                                 pack_writer **pw)
+{
+    pb_error err = PB_ERROR_INIT;
+    char dir[128];
+    snprintf(dir, sizeof(dir), "backup/%s", id);
+    *pw = NULL;
+    PBT_CHECK(pack_writer_open(pw, r, dir, 1 << 20, 1, &err) == 0);
+    mf_manifest *m = new_backup(id, parent, type);
+    pbt_add_entry(m, "base", MF_DIR, NULL);
+    pbt_add_entry(m, "base/1", MF_DIR, NULL);
+    return m;
+}
+
 /* F: base/1/100 = pages A0 A1 A2, PG_VERSION "15\n"; I: page 1 -> B1, page 3 added. */
 static void build_chain(repo *r, bool corrupt_hash)
 {
@@ -89,11 +105,8 @@ static void build_chain(repo *r, bool corrupt_hash)
     uint8_t pages[4][PB_PAGE_SIZE];
     for (int i = 0; i < 3; i++)
         pbt_fill_page(pages[i], i);
-    pack_writer *pw = NULL;
-    PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000000F", 1 << 20, 1, &err) == 0);
-    mf_manifest *f = new_backup("20260101-000000F", "", 'F');
-    pbt_add_entry(f, "base", MF_DIR, NULL);
-    pbt_add_entry(f, "base/1", MF_DIR, NULL);
+    pack_writer *pw;
+    mf_manifest *f = begin_backup(r, "20260101-000000F", "", 'F', &pw);
     mf_file rel = pbt_rel_file("base/1/100", 3);
     pbt_ship(pw, &rel, 0, 3, pages[0]);
     PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
@@ -104,18 +117,11 @@ static void build_chain(repo *r, bool corrupt_hash)
     ver.runs[0] = (mf_run){0, 1, loc.pack_no, loc.clen, loc.offset, loc.rlen, 0};
     ver.nruns = 1;
     PBT_CHECK(mf_add_file(f, &ver, &err) == 0);
-    PBT_CHECK(pack_writer_finish(pw, &err) == 0);
-    pack_writer_free(pw);
-    mf_sort(f);
-    PBT_CHECK(chain_commit(r, f, &err) == 0);
-    mf_free(f);
+    pbt_finish_commit(r, pw, f);
 
     pbt_fill_page(pages[1], 101);
     pbt_fill_page(pages[3], 103);
-    PBT_CHECK(pack_writer_open(&pw, r, "backup/20260101-000100I", 1 << 20, 1, &err) == 0);
-    mf_manifest *inc = new_backup("20260101-000100I", "20260101-000000F", 'I');
-    pbt_add_entry(inc, "base", MF_DIR, NULL);
-    pbt_add_entry(inc, "base/1", MF_DIR, NULL);
+    mf_manifest *inc = begin_backup(r, "20260101-000100I", "20260101-000000F", 'I', &pw);
     mf_file rel2 = pbt_rel_file("base/1/100", 4);
     pbt_ship(pw, &rel2, 1, 1, pages[1]);
     pbt_ship(pw, &rel2, 3, 1, pages[3]);
@@ -124,12 +130,17 @@ static void build_chain(repo *r, bool corrupt_hash)
     PBT_CHECK(mf_add_file(inc, &rel2, &err) == 0);
     mf_file ver2 = pg_version();
     PBT_CHECK(mf_add_file(inc, &ver2, &err) == 0);
-    PBT_CHECK(pack_writer_finish(pw, &err) == 0);
-    pack_writer_free(pw);
-    mf_sort(inc);
-    PBT_CHECK(chain_commit(r, inc, &err) == 0);
-    mf_free(inc);
+    pbt_finish_commit(r, pw, inc);
     memcpy(expect, pages, sizeof(expect));
+}
+
+/* A restore that should succeed: one check; its error, if any, on stderr. */
+static void restore_ok(repo *r, const rs_opts *o, rs_stats *st, pb_error *err)
+{
+    int rc = rs_restore(r, o, st, err);
+    PBT_CHECK(rc == 0);
+    if (rc)
+        fprintf(stderr, "restore: %s\n", err->msg);
 }
 
 static repo *open_repo(const char *dir)
@@ -167,10 +178,7 @@ static void test_restore_chain(void)
     o.progress_ctx = &seen;
     rs_stats st;
     pb_error err = PB_ERROR_INIT;
-    int rc = rs_restore(r, &o, &st, &err);
-    PBT_CHECK(rc == 0);
-    if (rc)
-        fprintf(stderr, "restore: %s\n", err.msg);
+    restore_ok(r, &o, &st, &err);
     /* one progress call per regular file, the last one at the totals */
     PBT_CHECK(seen.calls > 0 && seen.calls == seen.last.files_total);
     PBT_CHECK(seen.last.files_done == seen.last.files_total);
@@ -249,11 +257,7 @@ static void test_hostile_frame_locations(void)
         pbt_ship(pw, &rel, 0, 1, page);
         rel.runs[0] = evil[i];
         PBT_CHECK(mf_add_file(f, &rel, &err) == 0);
-        PBT_CHECK(pack_writer_finish(pw, &err) == 0);
-        pack_writer_free(pw);
-        mf_sort(f);
-        PBT_CHECK(chain_commit(r, f, &err) == 0);
-        mf_free(f);
+        pbt_finish_commit(r, pw, f);
         pbt_push_segment(r, root, 1, 1);
         rs_stats st;
         int rc = rs_verify(r, NULL, 1, &st, &err);
@@ -307,10 +311,7 @@ static void test_delta_through_link(void)
     o.delta = true;
     rs_stats st;
     pb_error err = PB_ERROR_INIT;
-    int rc = rs_restore(r, &o, &st, &err);
-    PBT_CHECK(rc == 0);
-    if (rc)
-        fprintf(stderr, "restore: %s\n", err.msg);
+    restore_ok(r, &o, &st, &err);
     struct stat sb;
     snprintf(path, sizeof(path), "%s/canary", outside);
     PBT_CHECK(pbt_file_equals(path, "canary\n", 7));
@@ -405,17 +406,12 @@ static void test_wal_link(void)
     pbt_add_entry(m, "base", MF_DIR, NULL);
     pbt_add_entry(m, "pg_wal", MF_LINK, walto);
     pbt_add_entry(m, "pg_wal/archive_status", MF_DIR, NULL);
-    mf_sort(m);
-    PBT_CHECK(chain_commit(r, m, &err) == 0);
-    mf_free(m);
+    pbt_commit_manifest(r, m);
     pbt_push_segment(r, root, 1, 1);
     rs_opts o = RS_OPTS_INIT;
     o.target_dir = target;
     rs_stats st;
-    int rc = rs_restore(r, &o, &st, &err);
-    PBT_CHECK(rc == 0);
-    if (rc)
-        fprintf(stderr, "restore: %s\n", err.msg);
+    restore_ok(r, &o, &st, &err);
     char to[400] = "";
     snprintf(path, sizeof(path), "%s/pg_wal", target);
     ssize_t n = readlink(path, to, sizeof(to) - 1);
@@ -515,16 +511,10 @@ static void test_durability(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "restore-test") != 0)
-        return 1;
-    PBT_RUN(test_restore_chain);
-    PBT_RUN(test_corrupt_hash_and_missing_wal);
-    PBT_RUN(test_hostile_frame_locations);
-    PBT_RUN(test_delta_through_link);
-    PBT_RUN(test_hostile_manifest);
-    PBT_RUN(test_wal_link);
-    PBT_RUN(test_running_cluster);
-    PBT_RUN(test_durability);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {
+        PBT_CASE(test_restore_chain),           PBT_CASE(test_corrupt_hash_and_missing_wal),
+        PBT_CASE(test_hostile_frame_locations), PBT_CASE(test_delta_through_link),
+        PBT_CASE(test_hostile_manifest),        PBT_CASE(test_wal_link),
+        PBT_CASE(test_running_cluster),         PBT_CASE(test_durability)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "restore-test", cases, PBT_COUNT(cases));
 }

@@ -20,20 +20,8 @@
 
 static char root[256];
 static uint8_t image[NPAGES][PB_PAGE_SIZE]; /* what the sink received */
-static unsigned pages_in; /* pages the sink received */
 
-static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, size_t len,
-                pb_error *err)
-{
-    (void)ctx;
-    (void)f;
-    (void)err;
-    if (!pbt_span_in(off, len, NPAGES))
-        return PB_EINVAL;
-    memcpy(image[off / PB_PAGE_SIZE], data, len);
-    pages_in += (unsigned)(len / PB_PAGE_SIZE);
-    return 0;
-}
+static pbt_pages sunk = {.npages = NPAGES, .image = &image[0][0]};
 
 static mf_manifest *backup(const char *id, const char *parent, char type)
 {
@@ -81,12 +69,10 @@ static mf_manifest *rel_backup(repo *r, const char *id, const char *parent, char
  * page second_at of the shared frame (2 is right). */
 static int rebuild(uint32_t second_at, rs_stats *st, pb_error *e)
 {
-    repo_opts o = REPO_OPTS_INIT;
     char loc[300];
     snprintf(loc, sizeof(loc), "%s/repo-%u", root, second_at);
-    o.location = loc;
-    repo *r = NULL;
-    if (mkdir(loc, 0700) != 0 || repo_open(&r, &o, e) != 0)
+    repo *r;
+    if (pbt_repo_new(&r, loc, e) != 0)
         return PB_EIO;
     static uint8_t full[NPAGES][PB_PAGE_SIZE], changed[5][PB_PAGE_SIZE];
     for (uint32_t p = 0; p < NPAGES; p++)
@@ -101,9 +87,8 @@ static int rebuild(uint32_t second_at, rs_stats *st, pb_error *e)
         rel_backup(r, INCR, FULL, 'I', changed[0], 5, irun, 2)};
     mf_backup hdrs[2] = {*mf_header(items[0]), *mf_header(items[1])};
     const mf_file *recs[2] = {mf_find(items[0], "base/1/100"), mf_find(items[1], "base/1/100")};
-    memset(image, 0, sizeof(image));
-    pages_in = 0;
-    int rc = pbt_rebuild_one(r, hdrs, 2, recs, sink, st, e);
+    pbt_pages_reset(&sunk);
+    int rc = pbt_rebuild_one(r, hdrs, 2, recs, pbt_page_sink, &sunk, st, e);
     if (rc == 0) {
         for (uint32_t p = 0; p < NPAGES; p++) {
             const uint8_t *want = p == 1 || p == 2 ? changed[p - 1]
@@ -123,7 +108,7 @@ static void test_round_trip(void)
     rs_stats st;
     pb_error e = PB_ERROR_INIT;
     PBT_CHECK(rebuild(2, &st, &e) == 0);
-    PBT_CHECK(pages_in == NPAGES);
+    PBT_CHECK(sunk.pages_in == NPAGES);
     PBT_CHECK(st.frames_read == 2); /* the shared frame is decoded once */
 }
 
@@ -138,7 +123,7 @@ static void test_run_past_frame(void)
     /* none of the refused run's pages (a region of pages is written whole or not at
      * all: restore/assemble.c) */
     static const uint8_t zero[PB_PAGE_SIZE];
-    PBT_CHECK(pages_in <= NPAGES - 3);
+    PBT_CHECK(sunk.pages_in <= NPAGES - 3);
     for (uint32_t p = 10; p < 13; p++)
         PBT_CHECK(memcmp(image[p], zero, PB_PAGE_SIZE) == 0);
     fprintf(stderr, "refused as expected: %s\n", e.msg);
@@ -149,10 +134,6 @@ static void test_run_past_frame(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "shared-frame-test") != 0)
-        return 1;
-    PBT_RUN(test_round_trip);
-    PBT_RUN(test_run_past_frame);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_round_trip), PBT_CASE(test_run_past_frame)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "shared-frame-test", cases, PBT_COUNT(cases));
 }

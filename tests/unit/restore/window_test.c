@@ -25,21 +25,7 @@ static char root[256];
 static uint64_t *seen;     /* hash of what the sink received, per page */
 static uint8_t *times;     /* how often each page was received */
 
-static int sink(void *ctx, const mf_file *f, uint64_t off, const uint8_t *data, size_t len,
-                pb_error *err)
-{
-    (void)ctx;
-    (void)f;
-    (void)err;
-    if (!pbt_span_in(off, len, NPAGES))
-        return PB_EINVAL;
-    for (size_t k = 0; k < len / PB_PAGE_SIZE; k++) {
-        size_t p = off / PB_PAGE_SIZE + k;
-        seen[p] = pb_hash64(data + k * PB_PAGE_SIZE, PB_PAGE_SIZE);
-        times[p]++;
-    }
-    return 0;
-}
+static pbt_pages sunk = {.npages = NPAGES};
 
 /* The full: pages p hold pbt_fill_page(p % FP), frames of FP pages. Without the last
  * frame when drop_last (a page with no source). */
@@ -105,12 +91,10 @@ static mf_manifest *incr_backup(repo *r, const uint8_t *changed)
 
 static int rebuild(const char *name, bool drop_last, rs_stats *st, pb_error *e)
 {
-    repo_opts o = REPO_OPTS_INIT;
     char loc[300];
     snprintf(loc, sizeof(loc), "%s/%s", root, name);
-    o.location = loc;
-    repo *r = NULL;
-    if (mkdir(loc, 0700) != 0 || repo_open(&r, &o, e) != 0)
+    repo *r;
+    if (pbt_repo_new(&r, loc, e) != 0)
         return PB_EIO;
     uint8_t *frame = malloc((size_t)FP * PB_PAGE_SIZE), changed[3][PB_PAGE_SIZE];
     PBT_CHECK(frame != NULL);
@@ -121,9 +105,8 @@ static int rebuild(const char *name, bool drop_last, rs_stats *st, pb_error *e)
     mf_manifest *items[2] = {full_backup(r, frame, drop_last), incr_backup(r, changed[0])};
     mf_backup hdrs[2] = {*mf_header(items[0]), *mf_header(items[1])};
     const mf_file *recs[2] = {mf_find(items[0], "base/1/100"), mf_find(items[1], "base/1/100")};
-    memset(seen, 0, NPAGES * sizeof(*seen));
-    memset(times, 0, NPAGES);
-    int rc = pbt_rebuild_one(r, hdrs, 2, recs, sink, st, e);
+    pbt_pages_reset(&sunk);
+    int rc = pbt_rebuild_one(r, hdrs, 2, recs, pbt_page_sink, &sunk, st, e);
     bool right = true;
     for (uint32_t p = 0; rc == 0 && p < NPAGES; p++) {
         const uint8_t *want = p == WINDOW - 1 ? changed[0]
@@ -172,6 +155,8 @@ int main(void)
     times = calloc(NPAGES, 1);
     if (!seen || !times)
         return 1;
+    sunk.seen = seen;
+    sunk.times = times;
     PBT_RUN(test_windows);
     PBT_RUN(test_missing_in_last_window);
     free(seen);

@@ -9,9 +9,7 @@
  * are stored but never named; the queue stays within BK_PENDING_FILES; a failed store
  * fails the backup naming the file; the commit refuses while a record is pending.
  */
-#include "engine/backup/backup_internal.h"
-#include "engine/backup/backup_records_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/engine/backup/records_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,38 +22,12 @@
 
 static char root[256];
 
-typedef struct fixture {
-    char dir[400], state[400];
-    bk_opts opts;
-    repo *r;
-    pack_writer *w;
-    bk_ctx ctx;
-} fixture;
-
+/* A full of system SYS whose relations go through a pipe of every buffer into one pack
+ * writer. Five checks. */
 static void fx_open(fixture *fx, const char *name)
 {
-    memset(fx, 0, sizeof(*fx));
-    snprintf(fx->dir, sizeof(fx->dir), "%s/%s-repo", root, name);
-    snprintf(fx->state, sizeof(fx->state), "%s/%s-state", root, name);
-    mkdir(fx->dir, 0700);
-    mkdir(fx->state, 0700);
-    repo_opts ro = REPO_OPTS_INIT;
-    ro.location = fx->dir;
     pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&fx->r, &ro, &err) == 0);
-    fx->opts = (bk_opts)BK_OPTS_INIT;
-    fx->opts.state_dir = fx->state;
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "20260101-000000F");
-    h.type = 'F';
-    h.system_id = SYS;
-    h.timeline = 1;
-    h.wal_segment_size = 16u << 20;
-    fx->ctx.opts = &fx->opts;
-    fx->ctx.repo = fx->r;
-    PBT_CHECK(mf_new(&fx->ctx.m, &h, &err) == 0);
-    PBT_CHECK(bk_records_open(&fx->ctx, &err) == 0);
+    fx_open_records(fx, root, name, "20260101-000000F", "", SYS);
     PBT_CHECK(pack_writer_open(&fx->w, fx->r, "backup/20260101-000000F", 64u << 20, 1,
                                &err) == 0);
     fx->ctx.packs = fx->ctx.writers[0] = fx->w;
@@ -64,15 +36,6 @@ static void fx_open(fixture *fx, const char *name)
     PBT_CHECK(bk_pipe_start_jobs(&fx->ctx.pipe, &fx->w, 1, BK_CPU_NORMAL, BK_PIPE_JOBS, &err) ==
               0);
     bk_pipe_set_adapt(fx->ctx.pipe, false, 1);
-}
-
-static void fx_close(fixture *fx)
-{
-    bk_pipe_free(fx->ctx.pipe);
-    pack_writer_free(fx->w);
-    bk_records_free(fx->ctx.rec);
-    mf_free(fx->ctx.m);
-    repo_free(fx->r);
 }
 
 static uint8_t pattern(uint32_t file, uint32_t page, size_t i)
@@ -84,13 +47,9 @@ static uint8_t pattern(uint32_t file, uint32_t page, size_t i)
  * does (engine/backup/backup_file.c); the record goes to bk_record_later (f NULL: vanished). */
 static int add_rel(bk_ctx *ctx, uint32_t no, uint32_t nframes, bool vanished, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
     char path[64];
     snprintf(path, sizeof(path), "base/1/%u", no);
-    f.path = strdup(path);
-    f.kind = MF_REL;
-    f.mode = 0600;
+    mf_file f = fx_file(path, MF_REL, 0600);
     f.size = (uint64_t)nframes * PPF * PB_PAGE_SIZE;
     f.npages = nframes * PPF;
     f.page_hashes = malloc(sizeof(uint64_t) * f.npages);
@@ -112,18 +71,10 @@ static int add_rel(bk_ctx *ctx, uint32_t no, uint32_t nframes, bool vanished, pb
 
 static int add_dir(bk_ctx *ctx, uint32_t no, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
     char path[64];
     snprintf(path, sizeof(path), "base/1/%u", no);
-    f.path = strdup(path);
-    f.kind = MF_DIR;
-    f.mode = 0700;
-    int rc = bk_record_add(ctx, &f, err);
-    if (rc == 0)
-        memset(&f, 0, sizeof(f));
-    mf_file_clear(&f);
-    return rc;
+    mf_file f = fx_file(path, MF_DIR, 0700);
+    return fx_record_add(ctx, &f, err);
 }
 
 /* Commit and stream back: paths in order as expected (nos[]), every relation's runs

@@ -156,12 +156,7 @@ static void test_damaged(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "backup-plan-test") != 0)
-        return 1;
-    PBT_RUN(test_incremental);
-    PBT_RUN(test_rules);
-    PBT_RUN(test_rebased_head);
-    PBT_RUN(test_damaged);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_incremental), PBT_CASE(test_rules),
+                                     PBT_CASE(test_rebased_head), PBT_CASE(test_damaged)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "backup-plan-test", cases, PBT_COUNT(cases));
 }

@@ -9,9 +9,7 @@
  * large manifest; the catalog applied from the spool holds the hashes; the parent's
  * records are found forward along the walk; nothing is left in the state directory.
  */
-#include "engine/backup/backup_internal.h"
-#include "engine/backup/backup_records_internal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/engine/backup/records_fixture.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -24,58 +22,17 @@
 
 static char root[256];
 
-typedef struct fixture {
-    char state[400];
-    bk_opts opts;
-    repo *r;
-    bk_ctx ctx;
-} fixture;
-
 static void fx_open(fixture *fx, const char *name, const char *id, const char *parent)
 {
-    char dir[400];
-    memset(fx, 0, sizeof(*fx));
-    snprintf(dir, sizeof(dir), "%s/%s-repo", root, name);
-    snprintf(fx->state, sizeof(fx->state), "%s/%s-state", root, name);
-    mkdir(dir, 0700);
-    mkdir(fx->state, 0700);
-    repo_opts ro = REPO_OPTS_INIT;
-    ro.location = dir;
-    pb_error err = PB_ERROR_INIT;
-    PBT_CHECK(repo_open(&fx->r, &ro, &err) == 0);
-    fx->opts = (bk_opts)BK_OPTS_INIT;
-    fx->opts.state_dir = fx->state;
-    mf_backup h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.id, sizeof(h.id), "%s", id);
-    snprintf(h.parent, sizeof(h.parent), "%s", parent);
-    h.type = parent[0] ? 'I' : 'F';
-    h.system_id = SYS;
-    h.timeline = 1;
-    h.wal_segment_size = 16u << 20;
-    fx->ctx.opts = &fx->opts;
-    fx->ctx.repo = fx->r;
-    PBT_CHECK(mf_new(&fx->ctx.m, &h, &err) == 0);
-    PBT_CHECK(bk_records_open(&fx->ctx, &err) == 0);
-}
-
-static void fx_close(fixture *fx)
-{
-    bk_records_free(fx->ctx.rec);
-    mf_free(fx->ctx.m);
-    repo_free(fx->r);
+    fx_open_records(fx, root, name, id, parent, SYS);
 }
 
 /* Relation i: NPAGES pages shipped in one run, hashes that do not compress. */
 static int add_rel(bk_ctx *ctx, size_t i, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
     char path[64];
     snprintf(path, sizeof(path), "base/5/%08zu", i);
-    f.path = strdup(path);
-    f.kind = MF_REL;
-    f.mode = 0600;
+    mf_file f = fx_file(path, MF_REL, 0600);
     f.size = NPAGES * 8192ull;
     f.mtime = 1000 + (int64_t)i;
     f.inode = 77 + i;
@@ -90,31 +47,19 @@ static int add_rel(bk_ctx *ctx, size_t i, pb_error *err)
     f.runs[0] = (mf_run){0, NPAGES, 1, 100, 4096ull * i, NPAGES * 8192u, 0};
     for (uint32_t p = 0; p < NPAGES; p++)
         f.page_hashes[p] = pb_hash64(&(uint64_t[2]){i, p}, 16) | 1;
-    int rc = bk_record_add(ctx, &f, err);
-    if (rc == 0)
-        memset(&f, 0, sizeof(f));
-    mf_file_clear(&f);
-    return rc;
+    return fx_record_add(ctx, &f, err);
 }
 
 static int add_whole(bk_ctx *ctx, const char *path, pb_error *err)
 {
-    mf_file f;
-    memset(&f, 0, sizeof(f));
-    f.path = strdup(path);
-    f.kind = MF_FILE;
-    f.mode = 0600;
+    mf_file f = fx_file(path, MF_FILE, 0600);
     f.size = 10;
     f.hash = 42;
     snprintf(f.stored_in, sizeof(f.stored_in), "%s", mf_header_c(ctx->m)->id);
     f.nruns = 1;
     f.runs = calloc(1, sizeof(*f.runs));
     f.runs[0] = (mf_run){0, 1, 1, 10, 0, 10, 0};
-    int rc = bk_record_add(ctx, &f, err);
-    if (rc == 0)
-        memset(&f, 0, sizeof(f));
-    mf_file_clear(&f);
-    return rc;
+    return fx_record_add(ctx, &f, err);
 }
 
 /* The walk's order (base/, then global/ without pg_control), then pg_control and the
@@ -271,11 +216,7 @@ static void test_catalog_and_parent(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "backup-records-test") != 0)
-        return 1;
-    PBT_RUN(test_bounded);
-    PBT_RUN(test_duplicate);
-    PBT_RUN(test_catalog_and_parent);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_bounded), PBT_CASE(test_duplicate),
+                                     PBT_CASE(test_catalog_and_parent)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "backup-records-test", cases, PBT_COUNT(cases));
 }

@@ -141,13 +141,9 @@ static void test_delete_object(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "chain-test") != 0)
-        return 1;
-    PBT_RUN(test_comparator);
-    PBT_RUN(test_history_order_and_head);
-    PBT_RUN(test_retain_keeps_parents);
-    PBT_RUN(test_corrupt_manifest_fails);
-    PBT_RUN(test_delete_object);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {
+        PBT_CASE(test_comparator), PBT_CASE(test_history_order_and_head),
+        PBT_CASE(test_retain_keeps_parents), PBT_CASE(test_corrupt_manifest_fails),
+        PBT_CASE(test_delete_object)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "chain-test", cases, PBT_COUNT(cases));
 }

@@ -208,13 +208,9 @@ static void test_record_hostile(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "chain-timeline-test") != 0)
-        return 1;
-    PBT_RUN(test_newest_follows_timeline);
-    PBT_RUN(test_branches_compete);
-    PBT_RUN(test_same_state_counts_once);
-    PBT_RUN(test_record);
-    PBT_RUN(test_record_hostile);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_newest_follows_timeline),
+                                     PBT_CASE(test_branches_compete),
+                                     PBT_CASE(test_same_state_counts_once), PBT_CASE(test_record),
+                                     PBT_CASE(test_record_hostile)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "chain-timeline-test", cases, PBT_COUNT(cases));
 }

@@ -314,17 +314,11 @@ static void test_write_runs(void)
 
 int main(void)
 {
-    if (pbt_tmpdir(root, sizeof(root), "pack-read-test") != 0)
-        return 1;
-    PBT_RUN(test_plan_coalesces);
-    PBT_RUN(test_plan_max_range);
-    PBT_RUN(test_plan_shared_frames);
-    PBT_RUN(test_plan_hostile);
-    PBT_RUN(test_source_one_read);
-    PBT_RUN(test_source_readahead);
-    PBT_RUN(test_source_two_packs);
-    PBT_RUN(test_source_budget);
-    PBT_RUN(test_write_runs);
-    pbt_rmtree(root);
-    return PBT_DONE();
+    static const pbt_case cases[] = {
+        PBT_CASE(test_plan_coalesces),     PBT_CASE(test_plan_max_range),
+        PBT_CASE(test_plan_shared_frames), PBT_CASE(test_plan_hostile),
+        PBT_CASE(test_source_one_read),    PBT_CASE(test_source_readahead),
+        PBT_CASE(test_source_two_packs),   PBT_CASE(test_source_budget),
+        PBT_CASE(test_write_runs)};
+    return pbt_main_in_tmpdir(root, sizeof(root), "pack-read-test", cases, PBT_COUNT(cases));
 }

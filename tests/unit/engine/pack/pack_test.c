@@ -11,7 +11,7 @@
 #define NFRAMES 120
 #define DIR_KEY "backup/20261130-101500F"
 
-static char tmpdir[] = "/tmp/pb-pack-test-XXXXXX";
+static char tmpdir[256];
 
 /* Frame i: its length and content are a function of i, so they can be regenerated. */
 static size_t frame_len(int i)
@@ -358,16 +358,11 @@ static void test_loc_bounds(void)
 
 int main(void)
 {
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    PBT_RUN(test_round_trip);
-    PBT_RUN(test_small_cases);
-    PBT_RUN(test_corruption);
-    PBT_RUN(test_object_codec);
-    PBT_RUN(test_object_hostile_lengths);
-    PBT_RUN(test_loc_bounds);
-    pbt_rmtree(tmpdir);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_round_trip),
+                                     PBT_CASE(test_small_cases),
+                                     PBT_CASE(test_corruption),
+                                     PBT_CASE(test_object_codec),
+                                     PBT_CASE(test_object_hostile_lengths),
+                                     PBT_CASE(test_loc_bounds)};
+    return pbt_main_in_tmpdir(tmpdir, sizeof(tmpdir), "pack-test", cases, PBT_COUNT(cases));
 }

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char tmpdir[] = "/tmp/pb-storage-cleanup-test-XXXXXX";
+static char tmpdir[256];
 
 static void make_tmp(const char *name, long age)
 {
@@ -386,18 +386,14 @@ static void test_ids_same_second(void)
 
 int main(void)
 {
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    PBT_RUN(test_cleanup);
-    PBT_RUN(test_cleanup_key);
-    PBT_RUN(test_lock);
-    PBT_RUN(test_lock_lease);
-    PBT_RUN(test_lock_remove_unsynced);
-    PBT_RUN(test_cleanup_locked);
-    PBT_RUN(test_chain_cleanup);
-    PBT_RUN(test_ids_same_second);
-    pbt_rmtree(tmpdir);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_cleanup),
+                                     PBT_CASE(test_cleanup_key),
+                                     PBT_CASE(test_lock),
+                                     PBT_CASE(test_lock_lease),
+                                     PBT_CASE(test_lock_remove_unsynced),
+                                     PBT_CASE(test_cleanup_locked),
+                                     PBT_CASE(test_chain_cleanup),
+                                     PBT_CASE(test_ids_same_second)};
+    return pbt_main_in_tmpdir(tmpdir, sizeof(tmpdir), "storage-cleanup-test", cases,
+                              PBT_COUNT(cases));
 }

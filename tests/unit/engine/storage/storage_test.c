@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tmpdir[] = "/tmp/pb-storage-test-XXXXXX";
+static char tmpdir[256];
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
 {
@@ -594,22 +594,17 @@ static void test_put_new_race(void)
 
 int main(void)
 {
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
-    PBT_RUN(test_open_errors);
-    PBT_RUN(test_put_get);
-    PBT_RUN(test_permissions);
-    PBT_RUN(test_invalid_keys);
-    PBT_RUN(test_list);
-    PBT_RUN(test_writer);
-    PBT_RUN(test_writer_paces_writeback);
-    PBT_RUN(test_delete_prunes_empty_dirs);
-    PBT_RUN(test_deferred_dir_syncs);
-    PBT_RUN(test_umask_000);
-    PBT_RUN(test_root_gives_away);
-    PBT_RUN(test_put_new_race);
-    pbt_rmtree(tmpdir);
-    return PBT_DONE();
+    static const pbt_case cases[] = {PBT_CASE(test_open_errors),
+                                     PBT_CASE(test_put_get),
+                                     PBT_CASE(test_permissions),
+                                     PBT_CASE(test_invalid_keys),
+                                     PBT_CASE(test_list),
+                                     PBT_CASE(test_writer),
+                                     PBT_CASE(test_writer_paces_writeback),
+                                     PBT_CASE(test_delete_prunes_empty_dirs),
+                                     PBT_CASE(test_deferred_dir_syncs),
+                                     PBT_CASE(test_umask_000),
+                                     PBT_CASE(test_root_gives_away),
+                                     PBT_CASE(test_put_new_race)};
+    return pbt_main_in_tmpdir(tmpdir, sizeof(tmpdir), "storage-test", cases, PBT_COUNT(cases));
 }

@@ -5,7 +5,7 @@
  * the middle of a record skips to the next; and hostile input (bad CRC, truncated
  * record, a length past the segment, block ids out of order) is refused naming the LSN. */
 #include "engine/wal/wal.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -317,17 +317,6 @@ static void test_hostile(fixture *fx)
     free(copy);
 }
 
-/* CRC-32C bit by bit: an independent reference for records made here. */
-static uint32_t ref_crc32c(uint32_t crc, const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++)
-            crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
-    }
-    return crc;
-}
-
 /* The fixture's segments (orig) copied with magic on every page (or on page only_page
  * counted from the first segment's start); the source reads the copies. */
 static void set_magic(fixture *fx, uint8_t **orig, uint8_t **copies, uint16_t magic,
@@ -387,8 +376,8 @@ static void test_versions(fixture *fx)
 static void seal(uint8_t *rec, uint32_t len)
 {
     pb_put_u32(rec, len);
-    uint32_t crc = ref_crc32c(0xFFFFFFFFu, rec + 24, len - 24);
-    crc = ref_crc32c(crc, rec, 20) ^ 0xFFFFFFFFu;
+    uint32_t crc = pbt_crc32c(0xFFFFFFFFu, rec + 24, len - 24);
+    crc = pbt_crc32c(crc, rec, 20) ^ 0xFFFFFFFFu;
     pb_put_u32(rec + 20, crc);
 }
 

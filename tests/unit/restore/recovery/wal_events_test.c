@@ -11,7 +11,7 @@
  */
 #include "engine/wal/wal.h"
 #include "restore/recovery/recovery.h"
-#include "tests/unit/pbtest.h"
+#include "tests/unit/fixtures.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -115,16 +115,6 @@ static void rewrite_hash(const char *path)
     fclose(f);
 }
 
-static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++)
-            crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
-    }
-    return crc;
-}
-
 /* A WAL record at `at` (rmid, info, main data of mlen bytes, short form); its length. */
 static uint32_t put_record(uint8_t *at, uint64_t prev, uint8_t rmid, uint8_t info,
                            const void *main_data, uint8_t mlen)
@@ -140,8 +130,8 @@ static uint32_t put_record(uint8_t *at, uint64_t prev, uint8_t rmid, uint8_t inf
         at[25] = mlen;
         memcpy(at + 26, main_data, mlen);
     }
-    uint32_t crc = crc32c(0xFFFFFFFFu, at + 24, n - 24);
-    pb_put_u32(at + 20, crc32c(crc, at, 20) ^ 0xFFFFFFFFu);
+    uint32_t crc = pbt_crc32c(0xFFFFFFFFu, at + 24, n - 24);
+    pb_put_u32(at + 20, pbt_crc32c(crc, at, 20) ^ 0xFFFFFFFFu);
     return n;
 }
 
