@@ -426,6 +426,8 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
     pgc *conn = NULL;
     pgc_info info;
     bk_plan plan = {0};
+    chain_ids listed = {0};
+    bool have_list = false;
     int lock_fd = -1;
     bk_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
@@ -462,7 +464,10 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
      * backups without a manifest) go first; failing to remove them does not block a
      * backup. */
     pb_error clean_err = PB_ERROR_INIT;
-    if (chain_cleanup(r, ctx.lock, &clean_err) != 0)
+    /* The cleanup's listing of backup/ is the plan's and the record's too: the lock keeps
+     * every other writer out until this one commits. */
+    have_list = chain_cleanup_listed(r, ctx.lock, &listed, &clean_err) == 0;
+    if (!have_list)
         pb_warn("could not clean up after earlier interrupted runs: %s", clean_err.msg);
     rc = chain_check_identity(r, info.system_id, true, err);
     uint64_t now_lsn = 0; /* the cluster's timeline picks the parent's branch */
@@ -471,7 +476,8 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
     if (rc == 0 && pgc_current_wal(conn, &now_lsn, &now_tli, &terr) != 0)
         now_tli = 0; /* unknown: the newest timeline in the archive decides */
     if (rc == 0)
-        rc = bk_plan_type(r, opts, info.system_id, now_tli, &plan, err);
+        rc = bk_plan_type(r, have_list ? &listed : NULL, opts, info.system_id, now_tli,
+                          &plan, err);
     if (rc == 0)
         rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
@@ -514,7 +520,8 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
         PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
         /* committed already: a record not updated lists it at its next write */
-        if (chain_record_update(r, mf_header(ctx.m)->id, NULL, 0, &cerr) != 0)
+        if (chain_record_update_listed(r, have_list ? &listed : NULL, mf_header(ctx.m)->id,
+                                       NULL, 0, &cerr) != 0)
             pb_warn("%s", cerr.msg);
         if (bk_records_apply(&ctx, ctx.cat, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
@@ -542,6 +549,7 @@ out:
     wg_set_free(ctx.wal);
     mf_free(ctx.m);
     bk_plan_free(&plan);
+    chain_ids_free(&listed);
     mf_catalog_close(ctx.cat);
     pgc_free(conn);
     if (lock_fd >= 0)

@@ -76,12 +76,12 @@ static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char 
  * damaged manifest header somewhere), the last id stands in, as its own header decides.
  * false (a full, with the reason) when no backup is on that history, or branches
  * compete. */
-static bool pick_head(repo *r, uint32_t tli, bk_plan *plan, chain_history *hist,
-                      char head[MF_ID_LEN])
+static bool pick_head(repo *r, const chain_ids *ids, uint32_t tli, bk_plan *plan,
+                      chain_history *hist, char head[MF_ID_LEN])
 {
     pb_error lerr = PB_ERROR_INIT;
     snprintf(head, MF_ID_LEN, "%s", plan->latest);
-    if (chain_history_load_on(r, tli, hist, &lerr) != 0) {
+    if (chain_history_load_listed(r, ids, tli, hist, &lerr) != 0) {
         chain_history_free(hist);
         return true;
     }
@@ -98,15 +98,16 @@ static bool pick_head(repo *r, uint32_t tli, bk_plan *plan, chain_history *hist,
     return true;
 }
 
-int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, uint32_t tli,
-                 bk_plan *plan, pb_error *err)
+int bk_plan_type(repo *r, const chain_ids *listed, const bk_opts *opts, uint64_t system_id,
+                 uint32_t tli, bk_plan *plan, pb_error *err)
 {
-    chain_ids ids;
+    chain_ids own = {0};
     chain_history hist = {0};
     memset(plan, 0, sizeof(*plan));
-    int rc = chain_list(r, &ids, err);
+    int rc = listed ? 0 : chain_list(r, &own, err);
     if (rc)
         return rc;
+    const chain_ids ids = listed ? *listed : own;
     plan->type = 'F';
     if (ids.count == 0) {
         snprintf(plan->reason, sizeof(plan->reason), "no backup in the repository yet");
@@ -120,7 +121,7 @@ int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, uint32_t tli,
     }
     char head[MF_ID_LEN];
     pb_error lerr = PB_ERROR_INIT;
-    if (!pick_head(r, tli, plan, &hist, head))
+    if (!pick_head(r, &ids, tli, plan, &hist, head))
         goto out;
     mf_backup ph;
     const mf_backup *found = chain_history_find(&hist, head);
@@ -136,7 +137,7 @@ out:
     if (plan->type == 'F')
         chain_free(&plan->chain);
     chain_history_free(&hist);
-    chain_ids_free(&ids);
+    chain_ids_free(&own);
     return 0;
 }
 

@@ -20,9 +20,10 @@ typedef struct bk_plan {
  * the newest timeline's in the archive, and competing branches plan a full). A
  * repository that cannot be read well enough to build on (no backup, a damaged or
  * foreign head, a broken chain) plans a full backup with the reason; only a failed
- * listing is an error. Free with bk_plan_free. */
-int bk_plan_type(repo *r, const bk_opts *opts, uint64_t system_id, uint32_t tli,
-                 bk_plan *plan, pb_error *err);
+ * listing is an error. listed: the committed ids (chain_cleanup_listed), so backup/ is
+ * listed once per backup; NULL: listed here. Free with bk_plan_free. */
+int bk_plan_type(repo *r, const chain_ids *listed, const bk_opts *opts, uint64_t system_id,
+                 uint32_t tli, bk_plan *plan, pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
 
 #endif

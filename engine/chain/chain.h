@@ -57,6 +57,10 @@ void chain_history_free(chain_history *h);
 /* As chain_history_load, ordered along the history of timeline tli (0: the newest
  * timeline in the archive, with compete set when branches compete). */
 int chain_history_load_on(repo *r, uint32_t tli, chain_history *out, pb_error *err);
+/* As chain_history_load_on, from ids already listed (chain_list, chain_cleanup_listed)
+ * instead of a listing of its own. */
+int chain_history_load_listed(repo *r, const chain_ids *ids, uint32_t tli,
+                              chain_history *out, pb_error *err);
 /* Order a loaded history along the history of tli (0: the newest in the archive): reads
  * the archive's history file list and the history file of that timeline. */
 int chain_history_place(repo *r, uint32_t tli, chain_history *h, pb_error *err);
@@ -163,6 +167,10 @@ int chain_delete_object(repo *r, const char *key);
  * cannot be read, none is removed. Errors are returned (the caller decides whether they
  * block it). */
 int chain_cleanup(repo *r, const repo_lock *held, pb_error *err);
+/* As chain_cleanup, and committed gets the ids of every committed backup from the same
+ * listing of backup/, sorted as chain_list's (a backup plans from it instead of listing
+ * again). On an error committed is empty. */
+int chain_cleanup_listed(repo *r, const repo_lock *held, chain_ids *committed, pb_error *err);
 
 /* ---- the record of committed backups (engine/chain/chain_record.c) ----------------------
  * "backup.info" and its copy "backup.info.copy" (docs/FORMAT.md): the ids of every
@@ -188,6 +196,10 @@ bool chain_record_has(const chain_record *rec, const char *id);
  * minus drop[0..ndrop). Not inside a repo_defer_syncs window (it makes its own). */
 int chain_record_update(repo *r, const char *add, const char (*drop)[MF_ID_LEN],
                         size_t ndrop, pb_error *err);
+/* As chain_record_update, with "every manifest present" taken from listed (the writer's
+ * own listing under the lock: chain_cleanup_listed) instead of a listing of its own. */
+int chain_record_update_listed(repo *r, const chain_ids *listed, const char *add,
+                               const char (*drop)[MF_ID_LEN], size_t ndrop, pb_error *err);
 /* Parse / format (pure; for tests): text -> sorted ids; ids -> text. */
 int chain_record_parse(const char *text, size_t len, const char *what, chain_record *out,
                        pb_error *err);
