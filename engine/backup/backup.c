@@ -332,6 +332,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
         ctx->cat = NULL;
         ctx->prev_stop_lsn = 0;
         ctx->parent = NULL;
+        ctx->parent_copy = NULL;
     }
     if ((rc = mark_horizon(ctx, conn, err)))
         return rc;
@@ -475,11 +476,13 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
     pb_error terr = PB_ERROR_INIT;
     if (rc == 0 && pgc_current_wal(conn, &now_lsn, &now_tli, &terr) != 0)
         now_tli = 0; /* unknown: the newest timeline in the archive decides */
+    /* The state directory is checked before the plan copies the parent's manifest
+     * into it. */
+    if (rc == 0)
+        rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
         rc = bk_plan_type(r, have_list ? &listed : NULL, opts, info.system_id, now_tli,
                           &plan, err);
-    if (rc == 0)
-        rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
         rc = mf_catalog_open(&ctx.cat, opts->state_dir, err);
     if (rc)
@@ -491,6 +494,7 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
             goto out;
         ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
         ctx.parent = plan.parent;
+        ctx.parent_copy = plan.parent_copy;
     }
     pb_info("taking %s backup: %s", plan.type == 'F' ? "a full" : "an incremental", plan.reason);
     mf_catalog *cat = ctx.cat;

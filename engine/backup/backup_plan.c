@@ -17,16 +17,30 @@
 #include <string.h>
 #include <time.h>
 
+/* The parent's manifest is read from the repository once, into a local copy in the
+ * state directory that this check and the file-level skip both stream. Without a copy
+ * (an older manifest, or no room in the state directory) both read the repository. */
+static int open_records(repo *r, const char *id, bool parent, const char *dir,
+                        chain_copy **copy, mf_stream **s, pb_error *err)
+{
+    pb_error cerr = PB_ERROR_INIT;
+    if (parent && dir && chain_copy_fetch(r, id, dir, copy, &cerr) != 0)
+        pb_debug("the parent's manifest is read twice: %s", cerr.msg);
+    return *copy ? chain_copy_stream(*copy, s, err) : chain_stream_open(r, id, s, err);
+}
+
 /* Every record of the chain's manifests is readable (each chunk's checksum, the count
  * its index promises), read one chunk at a time: a chain the catalog rebuild or the
  * file-level skip would fail on mid-backup plans a full backup instead. */
-static int check_records(repo *r, const chain *c, pb_error *err)
+static int check_records(repo *r, const chain *c, const char *dir, chain_copy **copy,
+                         pb_error *err)
 {
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < c->count; i++) {
         mf_stream *s = NULL;
         mf_file f = {0};
-        rc = chain_stream_open(r, mf_header_c(c->items[i])->id, &s, err);
+        rc = open_records(r, mf_header_c(c->items[i])->id, i + 1 == c->count, dir, copy, &s,
+                          err);
         while (rc == 0 && (rc = mf_stream_next(s, &f, err)) == 1) {
             mf_file_clear(&f);
             rc = 0;
@@ -49,7 +63,7 @@ static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char 
         return;
     }
     if (chain_resolve_headers(r, hist, head, &plan->chain, &lerr) != 0 ||
-        check_records(r, &plan->chain, &lerr) != 0) {
+        check_records(r, &plan->chain, opts->state_dir, &plan->parent_copy, &lerr) != 0) {
         snprintf(plan->reason, sizeof(plan->reason), "chain of %s is broken (%s)", head,
                  lerr.msg);
         return;
@@ -134,8 +148,11 @@ int bk_plan_type(repo *r, const chain_ids *listed, const bk_opts *opts, uint64_t
     }
     choose(r, opts, system_id, head, hist.count ? &hist : NULL, &ph, plan);
 out:
-    if (plan->type == 'F')
+    if (plan->type == 'F') {
         chain_free(&plan->chain);
+        chain_copy_free(plan->parent_copy);
+        plan->parent_copy = NULL;
+    }
     chain_history_free(&hist);
     chain_ids_free(&own);
     return 0;
@@ -146,5 +163,7 @@ void bk_plan_free(bk_plan *plan)
     if (!plan)
         return;
     chain_free(&plan->chain);
+    chain_copy_free(plan->parent_copy);
+    plan->parent_copy = NULL;
     plan->parent = NULL;
 }

@@ -13,6 +13,7 @@ typedef struct bk_plan {
     char latest[MF_ID_LEN]; /* the last id in the repository ("" if none): new ids sort after */
     chain chain;            /* 'I': the chain head's chain, headers only (no records) */
     const mf_manifest *parent; /* 'I': the chain head (the chain's last); else NULL */
+    chain_copy *parent_copy;   /* 'I': its records, read once (chain_copy_fetch), or NULL */
 } bk_plan;
 
 /* Decide for a backup of the cluster system_id, now on timeline tli (0: unknown). The

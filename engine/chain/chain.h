@@ -107,6 +107,16 @@ int chain_load_header(repo *r, const char *id, mf_backup *out, pb_error *err);
 /* One backup's file records in path order, holding one chunk at a time (version 2; an
  * older manifest is parsed whole and streamed from memory). */
 int chain_stream_open(repo *r, const char *id, mf_stream **out, pb_error *err);
+/* A version 2 manifest read once from the repository into an unnamed local file in dir,
+ * to be streamed from there as often as needed (a backup checks its parent's records
+ * before it starts and reads them again for the file-level skip). *out NULL, 0: an older
+ * manifest, not copied (stream it from the repository). */
+typedef struct chain_copy chain_copy;
+int chain_copy_fetch(repo *r, const char *id, const char *dir, chain_copy **out,
+                     pb_error *err);
+/* A stream of the copy's records (several may be open at once). */
+int chain_copy_stream(const chain_copy *c, mf_stream **out, pb_error *err);
+void chain_copy_free(chain_copy *c); /* accepts NULL */
 /* The codec of manifest chunks (zstd, engine/pack/envelope.c). */
 const mf_codec *chain_manifest_codec(void);
 /* Store a manifest as the backup's commit point (the last object written). */

@@ -24,11 +24,11 @@ traced() { PB_BIN=$PB_WORK/traced pb_backup_logged "$@"; }
 # listings: how many listings of backup/ (repo_list, the posix driver's posix_list, opens
 # the directory; the driver's own temp-file walk and directory syncs are not listings).
 listings() { grep -E -A3 "openat\([^,]*, \"backup\", .*O_DIRECTORY" "$OUT/trace" | grep -c "(posix_list+"; }
-# streams ID: the whole reads of backup/ID/manifest (a stream or a whole get; the two
-# small range reads of its header by chain_load_header are not).
+# streams ID: the whole reads of backup/ID/manifest (a stream, a whole get or a local
+# copy; the two small range reads of its header by chain_load_header are not).
 streams() {
     grep -E -A6 "openat\([^,]*, \"backup/$1/manifest\"" "$OUT/trace" |
-        grep -E "^ > .*\((chain_stream_open|chain_load)\+" | grep -c .
+        grep -E "^ > .*\((chain_stream_open|chain_load|chain_copy_fetch)\+" | grep -c .
 }
 
 q "CREATE TABLE t (n int)"
