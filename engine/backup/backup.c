@@ -476,15 +476,15 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
     pb_error terr = PB_ERROR_INIT;
     if (rc == 0 && pgc_current_wal(conn, &now_lsn, &now_tli, &terr) != 0)
         now_tli = 0; /* unknown: the newest timeline in the archive decides */
-    /* The state directory is checked before the plan copies the parent's manifest
-     * into it. */
+    /* The state directory is checked, and the catalog open, before the plan copies the
+     * parent's manifest into one and rebuilds the other when it is behind. */
     if (rc == 0)
         rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
-        rc = bk_plan_type(r, have_list ? &listed : NULL, opts, info.system_id, now_tli,
-                          &plan, err);
-    if (rc == 0)
         rc = mf_catalog_open(&ctx.cat, opts->state_dir, err);
+    if (rc == 0)
+        rc = bk_plan_type(r, have_list ? &listed : NULL, ctx.cat, opts, info.system_id,
+                          now_tli, &plan, err);
     if (rc)
         goto out;
     if (plan.type == 'I') {

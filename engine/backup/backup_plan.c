@@ -29,31 +29,55 @@ static int open_records(repo *r, const char *id, bool parent, const char *dir,
     return *copy ? chain_copy_stream(*copy, s, err) : chain_stream_open(r, id, s, err);
 }
 
+/* Does cat (NULL: none) hold another state than the chain's head? Then the check below
+ * rebuilds it on the way, from the same streams. */
+static bool needs_rebuild(mf_catalog *cat, const chain *c)
+{
+    const char *id = mf_header_c(c->items[c->count - 1])->id;
+    char head[MF_ID_LEN] = "";
+    pb_error err = PB_ERROR_INIT;
+    int rc = cat ? mf_catalog_head(cat, head, &err) : 0;
+    if (!cat || (rc == 0 && strcmp(head, id) == 0))
+        return false;
+    pb_info("catalog head is %s, repository chain head is %s: rebuilding the catalog from "
+            "the repository", rc == 0 ? head : "(empty)", id);
+    return true;
+}
+
 /* Every record of the chain's manifests is readable (each chunk's checksum, the count
  * its index promises), read one chunk at a time: a chain the catalog rebuild or the
- * file-level skip would fail on mid-backup plans a full backup instead. */
-static int check_records(repo *r, const chain *c, const char *dir, chain_copy **copy,
-                         pb_error *err)
+ * file-level skip would fail on mid-backup plans a full backup instead. A catalog that
+ * is not at the chain's head is rebuilt from these same streams (chain_sync_catalog's
+ * work, each manifest read once); one left half-built by a failure is emptied. */
+static int check_records(repo *r, const chain *c, const char *dir, mf_catalog *cat,
+                         chain_copy **copy, pb_error *err)
 {
-    int rc = 0;
+    bool rebuild = needs_rebuild(cat, c);
+    int rc = rebuild ? mf_catalog_reset(cat, err) : 0;
     for (size_t i = 0; rc == 0 && i < c->count; i++) {
         mf_stream *s = NULL;
         mf_file f = {0};
         rc = open_records(r, mf_header_c(c->items[i])->id, i + 1 == c->count, dir, copy, &s,
                           err);
-        while (rc == 0 && (rc = mf_stream_next(s, &f, err)) == 1) {
+        if (rc == 0 && rebuild)
+            rc = mf_catalog_apply_stream(cat, s, err);
+        while (rc == 0 && !rebuild && (rc = mf_stream_next(s, &f, err)) == 1) {
             mf_file_clear(&f);
             rc = 0;
         }
         mf_file_clear(&f);
         mf_stream_close(s);
     }
+    pb_error rerr = PB_ERROR_INIT;
+    if (rc && rebuild && mf_catalog_reset(cat, &rerr) != 0)
+        pb_warn("%s", rerr.msg);
     return rc;
 }
 
 /* With the head usable: incremental unless a rule asks for a full backup. */
-static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char *head,
-                   const chain_history *hist, const mf_backup *ph, bk_plan *plan)
+static void choose(repo *r, const bk_opts *opts, mf_catalog *cat, uint64_t system_id,
+                   const char *head, const chain_history *hist, const mf_backup *ph,
+                   bk_plan *plan)
 {
     pb_error lerr = PB_ERROR_INIT;
     if (ph->system_id != system_id) {
@@ -63,7 +87,7 @@ static void choose(repo *r, const bk_opts *opts, uint64_t system_id, const char 
         return;
     }
     if (chain_resolve_headers(r, hist, head, &plan->chain, &lerr) != 0 ||
-        check_records(r, &plan->chain, opts->state_dir, &plan->parent_copy, &lerr) != 0) {
+        check_records(r, &plan->chain, opts->state_dir, cat, &plan->parent_copy, &lerr) != 0) {
         snprintf(plan->reason, sizeof(plan->reason), "chain of %s is broken (%s)", head,
                  lerr.msg);
         return;
@@ -112,8 +136,8 @@ static bool pick_head(repo *r, const chain_ids *ids, uint32_t tli, bk_plan *plan
     return true;
 }
 
-int bk_plan_type(repo *r, const chain_ids *listed, const bk_opts *opts, uint64_t system_id,
-                 uint32_t tli, bk_plan *plan, pb_error *err)
+int bk_plan_type(repo *r, const chain_ids *listed, mf_catalog *cat, const bk_opts *opts,
+                 uint64_t system_id, uint32_t tli, bk_plan *plan, pb_error *err)
 {
     chain_ids own = {0};
     chain_history hist = {0};
@@ -146,7 +170,7 @@ int bk_plan_type(repo *r, const chain_ids *listed, const bk_opts *opts, uint64_t
                  head, lerr.msg);
         goto out;
     }
-    choose(r, opts, system_id, head, hist.count ? &hist : NULL, &ph, plan);
+    choose(r, opts, cat, system_id, head, hist.count ? &hist : NULL, &ph, plan);
 out:
     if (plan->type == 'F') {
         chain_free(&plan->chain);

@@ -22,9 +22,11 @@ typedef struct bk_plan {
  * repository that cannot be read well enough to build on (no backup, a damaged or
  * foreign head, a broken chain) plans a full backup with the reason; only a failed
  * listing is an error. listed: the committed ids (chain_cleanup_listed), so backup/ is
- * listed once per backup; NULL: listed here. Free with bk_plan_free. */
-int bk_plan_type(repo *r, const chain_ids *listed, const bk_opts *opts, uint64_t system_id,
-                 uint32_t tli, bk_plan *plan, pb_error *err);
+ * listed once per backup; NULL: listed here. cat (NULL: none): the local catalog, which
+ * an incremental's plan brings to the chain head from the streams it checks (so the
+ * chain's manifests are read once). Free with bk_plan_free. */
+int bk_plan_type(repo *r, const chain_ids *listed, mf_catalog *cat, const bk_opts *opts,
+                 uint64_t system_id, uint32_t tli, bk_plan *plan, pb_error *err);
 void bk_plan_free(bk_plan *plan); /* accepts NULL */
 
 #endif

@@ -2,7 +2,8 @@
 # A backup plans from what it read once: backup/ is listed once per `pageback backup`
 # (the cleanup of interrupted runs, the plan and the history share that listing), and
 # each manifest of the parent's chain is read once whole at most (the chain check, the
-# catalog rebuild and the file-level skip share one stream). Counted with strace on a
+# catalog rebuild and the file-level skip share one read; the parent's is kept in an
+# unnamed local file). Counted with strace on a
 # posix repository: the opens of the directory backup/ and of each backup/<id>/manifest.
 source "$(dirname "$0")/pb_lib.sh"
 [ "${PB_REPO_KIND:-posix}" = posix ] || { echo "posix repository only"; exit 0; }
@@ -46,5 +47,16 @@ pb_check "incremental 2 (traced)" traced --checkpoint fast
 pb_log "backup/ listed $(listings) time(s); manifests streamed: $F $(streams "$F"), $I1 $(streams "$I1")"
 pb_assert_eq "$(listings)" 1 "a second incremental lists backup/ once"
 pb_assert_eq "$(streams "$F") $(streams "$I1")" "1 1" "a second incremental streams each manifest of its chain once"
+# A lost catalog is rebuilt from the same streams that check the chain.
+I2=$(pb_last_id)
+rm -rf "$PB_STATE" && mkdir -p "$PB_STATE" && _pb_chown_pg "$PB_STATE"
+q "INSERT INTO t VALUES (3)"
+pb_check "incremental 3 with the catalog lost (traced)" traced --checkpoint fast
+grep -q "rebuilding the catalog" "$PB_WORK/backup.out" &&
+    pb_test_ok "the catalog is rebuilt" || pb_test_fail "the catalog was not rebuilt"
+pb_log "manifests streamed: $F $(streams "$F"), $I1 $(streams "$I1"), $I2 $(streams "$I2")"
+pb_assert_eq "$(streams "$F") $(streams "$I1") $(streams "$I2")" "1 1 1" \
+    "a catalog rebuild streams each manifest of the chain once"
+pb_check "verify" pb verify
 pg_stop "$SRC"
 pb_test_summary
