@@ -398,6 +398,23 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     return rc;
 }
 
+/* The plan's history with the committed backup appended, moved into res (the newest:
+ * it is on the cluster's timeline, after every state before it). */
+static void keep_history(bk_plan *plan, const mf_backup *h, bk_result *res)
+{
+    chain_history *hist = &plan->history;
+    mf_backup *items = plan->history_known
+                           ? realloc(hist->items, (hist->count + 1) * sizeof(*items)) : NULL;
+    if (!items)
+        return; /* unknown, or no memory: the metrics read the repository */
+    items[hist->count++] = *h;
+    hist->items = items;
+    res->history = *hist;
+    res->history_known = true;
+    memset(hist, 0, sizeof(*hist));
+    plan->history_known = false;
+}
+
 /* One backup at a time per catalog: a second one would race for the chain head. */
 static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
 {
@@ -531,6 +548,7 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);
         PB_FAULT_POINT("backup.after-catalog-update");
+        keep_history(&plan, mf_header_c(ctx.m), res);
         res->manifest = ctx.m; /* the committed header and counters: the caller's now */
         ctx.m = NULL;
     }

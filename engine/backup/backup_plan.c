@@ -140,7 +140,7 @@ int bk_plan_type(repo *r, const chain_ids *listed, mf_catalog *cat, const bk_opt
                  uint64_t system_id, uint32_t tli, bk_plan *plan, pb_error *err)
 {
     chain_ids own = {0};
-    chain_history hist = {0};
+    chain_history *hist = &plan->history;
     memset(plan, 0, sizeof(*plan));
     int rc = listed ? 0 : chain_list(r, &own, err);
     if (rc)
@@ -148,6 +148,7 @@ int bk_plan_type(repo *r, const chain_ids *listed, mf_catalog *cat, const bk_opt
     const chain_ids ids = listed ? *listed : own;
     plan->type = 'F';
     if (ids.count == 0) {
+        plan->history_known = true; /* empty */
         snprintf(plan->reason, sizeof(plan->reason), "no backup in the repository yet");
         goto out;
     }
@@ -159,10 +160,12 @@ int bk_plan_type(repo *r, const chain_ids *listed, mf_catalog *cat, const bk_opt
     }
     char head[MF_ID_LEN];
     pb_error lerr = PB_ERROR_INIT;
-    if (!pick_head(r, &ids, tli, plan, &hist, head))
+    bool picked = pick_head(r, &ids, tli, plan, hist, head);
+    plan->history_known = hist->items != NULL;
+    if (!picked)
         goto out;
     mf_backup ph;
-    const mf_backup *found = chain_history_find(&hist, head);
+    const mf_backup *found = chain_history_find(hist, head);
     if (found) {
         ph = *found;
     } else if (chain_load_header(r, head, &ph, &lerr) != 0) {
@@ -170,14 +173,13 @@ int bk_plan_type(repo *r, const chain_ids *listed, mf_catalog *cat, const bk_opt
                  head, lerr.msg);
         goto out;
     }
-    choose(r, opts, cat, system_id, head, hist.count ? &hist : NULL, &ph, plan);
+    choose(r, opts, cat, system_id, head, hist->count ? hist : NULL, &ph, plan);
 out:
     if (plan->type == 'F') {
         chain_free(&plan->chain);
         chain_copy_free(plan->parent_copy);
         plan->parent_copy = NULL;
     }
-    chain_history_free(&hist);
     chain_ids_free(&own);
     return 0;
 }
@@ -190,4 +192,6 @@ void bk_plan_free(bk_plan *plan)
     chain_copy_free(plan->parent_copy);
     plan->parent_copy = NULL;
     plan->parent = NULL;
+    chain_history_free(&plan->history);
+    plan->history_known = false;
 }

@@ -14,6 +14,10 @@ typedef struct bk_plan {
     chain chain;            /* 'I': the chain head's chain, headers only (no records) */
     const mf_manifest *parent; /* 'I': the chain head (the chain's last); else NULL */
     chain_copy *parent_copy;   /* 'I': its records, read once (chain_copy_fetch), or NULL */
+    /* The repository's backups (headers) as the plan read them, kept for the command's
+     * summary and metrics; history_known false when it read none (--type full). */
+    chain_history history;
+    bool history_known;
 } bk_plan;
 
 /* Decide for a backup of the cluster system_id, now on timeline tli (0: unknown). The

@@ -31,6 +31,11 @@ streams() {
     grep -E -A6 "openat\([^,]*, \"backup/$1/manifest\"" "$OUT/trace" |
         grep -E "^ > .*\((chain_stream_open|chain_load|chain_copy_fetch)\+" | grep -c .
 }
+# headers ID: the reads of backup/ID/manifest's header alone (chain_load_header).
+headers() {
+    grep -E -A6 "openat\([^,]*, \"backup/$1/manifest\"" "$OUT/trace" |
+        grep -cE "^ > .*\(chain_load_header\+"
+}
 
 q "CREATE TABLE t (n int)"
 q "INSERT INTO t SELECT generate_series(1, 1000)"
@@ -57,6 +62,21 @@ grep -q "rebuilding the catalog" "$PB_WORK/backup.out" &&
 pb_log "manifests streamed: $F $(streams "$F"), $I1 $(streams "$I1"), $I2 $(streams "$I2")"
 pb_assert_eq "$(streams "$F") $(streams "$I1") $(streams "$I2")" "1 1 1" \
     "a catalog rebuild streams each manifest of the chain once"
+# --metrics-file takes the backups' figures from what the backup read, through the
+# repository it holds open: no second opening, listing or header read.
+q "INSERT INTO t VALUES (4)"
+pb_check "incremental 4 with --metrics-file (traced)" traced --checkpoint fast --metrics-file "$OUT/m.prom"
+I4=$(pb_last_id)
+roots=$(grep -cE "openat\(AT_FDCWD, \"$PB_REPO/?\", .*O_DIRECTORY" "$OUT/trace")
+pb_log "repository opened $roots time(s), backup/ listed $(listings) time(s), header of $F read $(headers "$F") time(s)"
+pb_assert_eq "$roots $(listings) $(headers "$F")" "1 1 1" \
+    "with --metrics-file the repository is opened, backup/ listed and each header read once"
+pb_assert_eq "$(grep -E '^pageback_backups[{ ]' "$OUT/m.prom" | awk '{print $NF}')" 5 \
+    "the metrics count the five backups"
+stop=$(pb_info_field "$I4" stop_time)
+grep -qE "^pageback_backup_last_success_timestamp_seconds\{.*type=\"incr\"\} $stop\$" "$OUT/m.prom" &&
+    pb_test_ok "the newest incremental in the metrics is the one just taken" ||
+    pb_test_fail "the metrics do not show $I4 (stop time $stop) as the newest incremental"
 pb_check "verify" pb verify
 pg_stop "$SRC"
 pb_test_summary
