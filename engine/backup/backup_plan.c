@@ -1,13 +1,13 @@
 /*
  * engine/backup/backup_plan.c — full or incremental, decided before the server's backup state
- * is touched. The repository's history is loaded once (every manifest's header, in
- * history order: engine/chain/chain_order.c; a version 2 manifest's header is two small reads,
- * so this holds no manifest). The chain head's chain is handed down as headers alone
- * (the chain-length, age and verify-scan rules need no more); its records are streamed
- * once here to check they are whole, one chunk at a time, and again by whoever needs
- * them (the catalog rebuild, the file-level skip): memory does not grow with the
- * database (memory bounds).
- */
+ * is touched. The repository's history is loaded once, from the listing of backup/ the
+ * cleanup made (every manifest's header, in history order: engine/chain/chain_order.c; a
+ * version 2 manifest's header is two small reads, so this holds no manifest), and kept for
+ * the command's metrics. The chain head's chain is handed down as headers alone (the
+ * chain-length, age and verify-scan rules need no more); its records are read once, one
+ * chunk at a time, to check they are whole, and that read also rebuilds a catalog left
+ * behind; the parent's own go into a local copy the file-level skip streams again, so
+ * memory does not grow with the database (memory bounds) and nothing is read twice. */
 #include "engine/backup/backup_internal.h"
 #include "engine/backup/backup_plan_internal.h"
 
@@ -86,8 +86,7 @@ static void choose(repo *r, const bk_opts *opts, mf_catalog *cat, uint64_t syste
                  head, ph->system_id);
         return;
     }
-    if (chain_resolve_headers(r, hist, head, &plan->chain, &lerr) != 0 ||
-        check_records(r, &plan->chain, opts->state_dir, cat, &plan->parent_copy, &lerr) != 0) {
+    if (chain_resolve_headers(r, hist, head, &plan->chain, &lerr) != 0) {
         snprintf(plan->reason, sizeof(plan->reason), "chain of %s is broken (%s)", head,
                  lerr.msg);
         return;
@@ -101,6 +100,10 @@ static void choose(repo *r, const bk_opts *opts, mf_catalog *cat, uint64_t syste
         snprintf(plan->reason, sizeof(plan->reason),
                  "the chain's full backup is older than --full-after (%" PRId64 " s)",
                  (int64_t)opts->full_after_secs);
+    } else if (check_records(r, &plan->chain, opts->state_dir, cat, &plan->parent_copy,
+                             &lerr) != 0) { /* read only for a chain built on */
+        snprintf(plan->reason, sizeof(plan->reason), "chain of %s is broken (%s)", head,
+                 lerr.msg);
     } else {
         plan->type = 'I';
         plan->parent = plan->chain.items[plan->chain.count - 1];
