@@ -505,7 +505,7 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
     if (rc)
         goto out;
     if (plan.type == 'I') {
-        bool rebuilt = false;
+        bool rebuilt = false; /* the plan rebuilt it already: this only confirms */
         rc = chain_sync_catalog(ctx.cat, r, &plan.chain, &rebuilt, err);
         if (rc)
             goto out;
