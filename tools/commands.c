@@ -58,6 +58,8 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
         res->backup = *h;
         res->have_backup = true;
     }
+    res->history = run.history; /* the metrics' (freed by main) */
+    res->have_history = run.history_known;
     if (rc == 0 && !o->quiet) {
         const mf_backup *h = mf_header(m);
         char rd[32], st[32], a[32], b[32];
@@ -81,7 +83,7 @@ int cmd_backup(pb_options *o, cmd_outcome *res)
         pb_detail("backup %s object-store requests: %s", h->id, q);
     }
     mf_free(m);
-    repo_free(r);
+    res->repo = r; /* the metrics' (freed by main) */
     return rc ? cmd_report(res, &err) : 0;
 }
 

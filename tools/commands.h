@@ -22,6 +22,12 @@ typedef struct cmd_outcome {
     bool have_io;
     bk_io_report io;          /* what the backup's reads applied and decided (also on failure) */
     repo_requests backup_requests; /* the backup's object-store requests */
+    /* What the command already holds, for --metrics-file (tools/metrics.c): its open
+     * repository (freed by main after the metrics) and the backups' headers as the
+     * backup's plan read them, this backup last (have_history). */
+    repo *repo;
+    bool have_history;
+    chain_history history;
     bool have_restore;
     rs_stats restore;
     bool have_verify;

@@ -1,8 +1,9 @@
 /*
  * tools/metrics.c — --metrics-file FILE: Prometheus text exposition format, written
  * atomically after the run (for node_exporter's textfile collector; docs/GUIDE.md,
- * "Monitoring"). The backup figures come from the repository's history, so the file
- * is right whichever command writes it; the WAL archive lag needs a connection
+ * "Monitoring"). The backup figures come from the repository's history (a backup's
+ * own, as its plan read it, with the repository it holds open), so the file is right
+ * whichever command writes it; the WAL archive lag needs a connection
  * (--dbname or the PG* environment, asked only when --dbname is given or the command
  * is a backup); archive-push failures are counted in the state directory because
  * archive_command runs are separate processes. What is not measured is left out.
@@ -293,25 +294,36 @@ static void run_metrics(mw *m, const cmd_outcome *res)
     }
 }
 
+/* From what the command holds (its repository, the history its backup planned from),
+ * else read here: a backup's metrics cost no second opening or listing. */
+static void repo_metrics(mw *m, const pb_options *o, const cmd_outcome *res)
+{
+    repo *r = res->repo, *own = NULL;
+    chain_history h = {0};
+    const chain_history *hist = res->have_history ? &res->history : &h;
+    pb_error rerr = PB_ERROR_INIT;
+    int rc = r ? 0 : cmd_open_repo(&own, o, &rerr);
+    r = r ? r : own;
+    if (rc == 0 && !res->have_history)
+        rc = chain_history_load(r, &h, &rerr);
+    if (rc == 0) {
+        backup_metrics(m, hist);
+        wal_metrics(m, o, r, hist);
+    } else {
+        pb_warn("repository metrics not written: %s", rerr.msg);
+    }
+    chain_history_free(&h);
+    repo_free(own);
+    archive_metrics(m, o);
+}
+
 int cmd_write_metrics(const char *path, pb_options *o, const cmd_outcome *res, pb_error *err)
 {
     mw m = {{0}, 0, ""};
     mw_labels(&m, o);
     run_metrics(&m, res);
-    if (o->repo.location) {
-        repo *r = NULL;
-        chain_history h = {0};
-        pb_error rerr = PB_ERROR_INIT;
-        if (cmd_open_repo(&r, o, &rerr) == 0 && chain_history_load(r, &h, &rerr) == 0) {
-            backup_metrics(&m, &h);
-            wal_metrics(&m, o, r, &h);
-        } else {
-            pb_warn("repository metrics not written: %s", rerr.msg);
-        }
-        chain_history_free(&h);
-        repo_free(r);
-        archive_metrics(&m, o);
-    }
+    if (o->repo.location)
+        repo_metrics(&m, o, res);
     int rc = m.failed ? pb_fail(err, PB_ENOMEM, "out of memory building the metrics %s", path)
                       : cmd_write_atomic(path, m.b.data, m.b.len, err);
     pb_buf_free(&m.b);

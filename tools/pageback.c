@@ -126,6 +126,8 @@ int main(int argc, char **argv)
         rc = finish(&opts, &res);
         cmd_logfile_close(&lf, &opts, rc, res.started);
     }
+    chain_history_free(&res.history);
+    repo_free(res.repo);
     opts_free(&opts);
     return rc;
 }

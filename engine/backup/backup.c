@@ -343,6 +343,7 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
         ctx->cat = NULL;
         ctx->prev_stop_lsn = 0;
         ctx->parent = NULL;
+        ctx->parent_copy = NULL;
     }
     if ((rc = mark_horizon(ctx, conn, err)))
         return rc;
@@ -408,6 +409,23 @@ static int run_backup(bk_ctx *ctx, pgc *conn, bk_plan *plan, const pgc_info *inf
     return rc;
 }
 
+/* The plan's history with the committed backup appended, moved into res (the newest:
+ * it is on the cluster's timeline, after every state before it). */
+static void keep_history(bk_plan *plan, const mf_backup *h, bk_result *res)
+{
+    chain_history *hist = &plan->history;
+    mf_backup *items = plan->history_known
+                           ? realloc(hist->items, (hist->count + 1) * sizeof(*items)) : NULL;
+    if (!items)
+        return; /* unknown, or no memory: the metrics read the repository */
+    items[hist->count++] = *h;
+    hist->items = items;
+    res->history = *hist;
+    res->history_known = true;
+    memset(hist, 0, sizeof(*hist));
+    plan->history_known = false;
+}
+
 /* One backup at a time per catalog: a second one would race for the chain head. */
 static int lock_state(const char *state_dir, int *fd_out, pb_error *err)
 {
@@ -437,6 +455,8 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
     pgc *conn = NULL;
     pgc_info info;
     bk_plan plan = {0};
+    chain_ids listed = {0};
+    bool have_list = false;
     int lock_fd = -1;
     bk_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
@@ -473,7 +493,10 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
      * backups without a manifest) go first; failing to remove them does not block a
      * backup. */
     pb_error clean_err = PB_ERROR_INIT;
-    if (chain_cleanup(r, ctx.lock, &clean_err) != 0)
+    /* The cleanup's listing of backup/ is the plan's and the record's too: the lock keeps
+     * every other writer out until this one commits. */
+    have_list = chain_cleanup_listed(r, ctx.lock, &listed, &clean_err) == 0;
+    if (!have_list)
         pb_warn("could not clean up after earlier interrupted runs: %s", clean_err.msg);
     rc = chain_check_identity(r, info.system_id, true, err);
     uint64_t now_lsn = 0; /* the cluster's timeline picks the parent's branch */
@@ -481,21 +504,25 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
     pb_error terr = PB_ERROR_INIT;
     if (rc == 0 && pgc_current_wal(conn, &now_lsn, &now_tli, &terr) != 0)
         now_tli = 0; /* unknown: the newest timeline in the archive decides */
-    if (rc == 0)
-        rc = bk_plan_type(r, opts, info.system_id, now_tli, &plan, err);
+    /* The state directory is checked, and the catalog open, before the plan copies the
+     * parent's manifest into one and rebuilds the other when it is behind. */
     if (rc == 0)
         rc = lock_state(opts->state_dir, &lock_fd, err);
     if (rc == 0)
         rc = mf_catalog_open(&ctx.cat, opts->state_dir, err);
+    if (rc == 0)
+        rc = bk_plan_type(r, have_list ? &listed : NULL, ctx.cat, opts, info.system_id,
+                          now_tli, &plan, err);
     if (rc)
         goto out;
     if (plan.type == 'I') {
-        bool rebuilt = false;
+        bool rebuilt = false; /* the plan rebuilt it already: this only confirms */
         rc = chain_sync_catalog(ctx.cat, r, &plan.chain, &rebuilt, err);
         if (rc)
             goto out;
         ctx.prev_stop_lsn = mf_header_c(plan.parent)->stop_lsn;
         ctx.parent = plan.parent;
+        ctx.parent_copy = plan.parent_copy;
     }
     pb_info("taking %s backup: %s", plan.type == 'F' ? "a full" : "an incremental", plan.reason);
     mf_catalog *cat = ctx.cat;
@@ -525,12 +552,14 @@ int bk_run(repo *r, const bk_opts *opts, bk_result *res, pb_error *err)
         PB_FAULT_POINT("backup.after-manifest-commit");
         pb_error cerr = PB_ERROR_INIT;
         /* committed already: a record not updated lists it at its next write */
-        if (chain_record_update(r, mf_header(ctx.m)->id, NULL, 0, &cerr) != 0)
+        if (chain_record_update_listed(r, have_list ? &listed : NULL, mf_header(ctx.m)->id,
+                                       NULL, 0, &cerr) != 0)
             pb_warn("%s", cerr.msg);
         if (bk_records_apply(&ctx, ctx.cat, &cerr) != 0)
             pb_warn("backup %s is committed but the local catalog was not updated (%s); "
                     "the next backup rebuilds it", mf_header(ctx.m)->id, cerr.msg);
         PB_FAULT_POINT("backup.after-catalog-update");
+        keep_history(&plan, mf_header_c(ctx.m), res);
         res->manifest = ctx.m; /* the committed header and counters: the caller's now */
         ctx.m = NULL;
     }
@@ -553,6 +582,7 @@ out:
     wg_set_free(ctx.wal);
     mf_free(ctx.m);
     bk_plan_free(&plan);
+    chain_ids_free(&listed);
     mf_catalog_close(ctx.cat);
     pgc_free(conn);
     if (lock_fd >= 0)

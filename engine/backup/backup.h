@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/pb.h"
+#include "engine/chain/chain.h"
 #include "engine/scan/scan.h"
 #include "engine/storage/storage.h"
 #include "manifest/manifest.h"
@@ -182,6 +183,11 @@ typedef struct bk_result {
     bk_io_report io;        /* what was applied and counted (--report), also on failure */
     repo_requests requests; /* object-store requests of this backup (storage.h), also on
                              * failure */
+    /* On success, when the plan read them: every backup's header in history order, this
+     * one last (for the command's metrics, which then need no second listing; free with
+     * chain_history_free). history_known false: not read (--type full). */
+    chain_history history;
+    bool history_known;
 } bk_result;
 
 /* Run one backup into r; *res is filled as bk_result says. */

@@ -56,6 +56,7 @@ typedef struct bk_ctx {
     /* Reading less (engine/backup/backup_skip.c). */
     const mf_manifest *parent; /* header of the chain head this incremental diffs against,
                                 * or NULL (its records: bk_parent_find) */
+    const chain_copy *parent_copy; /* its records read once (the plan's), or NULL */
     bool skip_on;        /* the file-level skip rule applies to this backup */
     bool verify;         /* verify scan: read every page, count what the skip missed */
     int64_t server_start; /* server clock at the start (unix s) */

@@ -433,7 +433,9 @@ int bk_parent_cursor_find(bk_ctx *ctx, bk_parent_cursor *c, const char *path, co
         return 0;
     int rc = 0;
     if (c->state < 0) {
-        rc = chain_stream_open(ctx->repo, mf_header_c(ctx->parent)->id, &c->s, err);
+        rc = ctx->parent_copy ? chain_copy_stream(ctx->parent_copy, &c->s, err)
+                              : chain_stream_open(ctx->repo, mf_header_c(ctx->parent)->id,
+                                                  &c->s, err);
         c->state = rc ? 0 : mf_stream_next(c->s, &c->cur, err);
         if (c->state < 0) {
             rc = c->state;

@@ -429,9 +429,28 @@ static int mark_recorded(repo *r, orphan_ctx *o, pb_error *err)
     return 0;
 }
 
+/* The committed ids of the listing, sorted as chain_list sorts them: the listing cleanup
+ * made is the one the caller plans from (a backup lists backup/ once). */
+static int keep_committed(const orphan_ctx *o, chain_ids *out, pb_error *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < o->n; i++)
+        n += o->committed[i];
+    out->ids = n ? malloc(n * sizeof(*out->ids)) : NULL;
+    if (n && !out->ids)
+        return pb_fail(err, PB_ENOMEM, "out of memory listing backups");
+    for (size_t i = 0; i < o->n; i++)
+        if (o->committed[i])
+            memcpy(out->ids[out->count++], o->ids[i], MF_ID_LEN);
+    if (out->count)
+        qsort(out->ids, out->count, sizeof(*out->ids), cmp_id);
+    return 0;
+}
+
 /* Objects under backup/<id>/ without a manifest: with the writer lock held, none of them
- * belongs to a writer still running. */
-static int drop_orphans(repo *r, pb_error *err)
+ * belongs to a writer still running. committed (NULL: not wanted) gets the committed ids
+ * of the same listing; only manifest-less backups are removed, so it stays true. */
+static int drop_orphans(repo *r, chain_ids *committed, pb_error *err)
 {
     orphan_ctx o = {0};
     int rc = repo_list(r, "backup/", collect_orphan, &o, err);
@@ -450,6 +469,8 @@ static int drop_orphans(repo *r, pb_error *err)
                 "interrupted)", o.ids[i]);
         rc = chain_drop(r, o.ids[i], err);
     }
+    if (rc == 0 && committed)
+        rc = keep_committed(&o, committed, err);
     free(o.ids);
     free(o.committed);
     free(o.needed);
@@ -458,7 +479,17 @@ static int drop_orphans(repo *r, pb_error *err)
 
 int chain_cleanup(repo *r, const repo_lock *held, pb_error *err)
 {
+    return chain_cleanup_listed(r, held, NULL, err);
+}
+
+int chain_cleanup_listed(repo *r, const repo_lock *held, chain_ids *committed, pb_error *err)
+{
     assert(held);
+    if (committed)
+        memset(committed, 0, sizeof(*committed));
     int rc = repo_cleanup(r, held, err);
-    return rc ? rc : drop_orphans(r, err);
+    rc = rc ? rc : drop_orphans(r, committed, err);
+    if (rc && committed)
+        chain_ids_free(committed);
+    return rc;
 }

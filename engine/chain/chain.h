@@ -57,6 +57,10 @@ void chain_history_free(chain_history *h);
 /* As chain_history_load, ordered along the history of timeline tli (0: the newest
  * timeline in the archive, with compete set when branches compete). */
 int chain_history_load_on(repo *r, uint32_t tli, chain_history *out, pb_error *err);
+/* As chain_history_load_on, from ids already listed (chain_list, chain_cleanup_listed)
+ * instead of a listing of its own. */
+int chain_history_load_listed(repo *r, const chain_ids *ids, uint32_t tli,
+                              chain_history *out, pb_error *err);
 /* Order a loaded history along the history of tli (0: the newest in the archive): reads
  * the archive's history file list and the history file of that timeline. */
 int chain_history_place(repo *r, uint32_t tli, chain_history *h, pb_error *err);
@@ -103,6 +107,16 @@ int chain_load_header(repo *r, const char *id, mf_backup *out, pb_error *err);
 /* One backup's file records in path order, holding one chunk at a time (version 2; an
  * older manifest is parsed whole and streamed from memory). */
 int chain_stream_open(repo *r, const char *id, mf_stream **out, pb_error *err);
+/* A version 2 manifest read once from the repository into an unnamed local file in dir,
+ * to be streamed from there as often as needed (a backup checks its parent's records
+ * before it starts and reads them again for the file-level skip). *out NULL, 0: an older
+ * manifest, not copied (stream it from the repository). */
+typedef struct chain_copy chain_copy;
+int chain_copy_fetch(repo *r, const char *id, const char *dir, chain_copy **out,
+                     pb_error *err);
+/* A stream of the copy's records (several may be open at once). */
+int chain_copy_stream(const chain_copy *c, mf_stream **out, pb_error *err);
+void chain_copy_free(chain_copy *c); /* accepts NULL */
 /* The codec of manifest chunks (zstd, engine/pack/envelope.c). */
 const mf_codec *chain_manifest_codec(void);
 /* Store a manifest as the backup's commit point (the last object written). */
@@ -163,6 +177,10 @@ int chain_delete_object(repo *r, const char *key);
  * cannot be read, none is removed. Errors are returned (the caller decides whether they
  * block it). */
 int chain_cleanup(repo *r, const repo_lock *held, pb_error *err);
+/* As chain_cleanup, and committed gets the ids of every committed backup from the same
+ * listing of backup/, sorted as chain_list's (a backup plans from it instead of listing
+ * again). On an error committed is empty. */
+int chain_cleanup_listed(repo *r, const repo_lock *held, chain_ids *committed, pb_error *err);
 
 /* ---- the record of committed backups (engine/chain/chain_record.c) ----------------------
  * "backup.info" and its copy "backup.info.copy" (docs/FORMAT.md): the ids of every
@@ -188,6 +206,10 @@ bool chain_record_has(const chain_record *rec, const char *id);
  * minus drop[0..ndrop). Not inside a repo_defer_syncs window (it makes its own). */
 int chain_record_update(repo *r, const char *add, const char (*drop)[MF_ID_LEN],
                         size_t ndrop, pb_error *err);
+/* As chain_record_update, with "every manifest present" taken from listed (the writer's
+ * own listing under the lock: chain_cleanup_listed) instead of a listing of its own. */
+int chain_record_update_listed(repo *r, const chain_ids *listed, const char *add,
+                               const char (*drop)[MF_ID_LEN], size_t ndrop, pb_error *err);
 /* Parse / format (pure; for tests): text -> sorted ids; ids -> text. */
 int chain_record_parse(const char *text, size_t len, const char *what, chain_record *out,
                        pb_error *err);

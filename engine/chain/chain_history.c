@@ -19,20 +19,16 @@ int chain_history_load(repo *r, chain_history *out, pb_error *err)
     return chain_history_load_all(r, out, NULL, err);
 }
 
-/* all NULL: each manifest is freed once its header is copied. */
-int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *err)
+/* The history of the listed ids; all NULL: each manifest is freed once its header is
+ * copied. */
+static int load_ids(repo *r, const chain_ids *listed, chain_history *out, chain *all,
+                    pb_error *err)
 {
-    memset(out, 0, sizeof(*out));
-    if (all)
-        memset(all, 0, sizeof(*all));
-    chain_ids ids;
-    int rc = chain_list(r, &ids, err);
-    if (rc)
-        return rc;
+    const chain_ids ids = *listed;
+    int rc = 0;
     size_t n = ids.count ? ids.count : 1;
     out->items = calloc(n, sizeof(*out->items));
     if (!out->items || (all && !(all->items = calloc(n, sizeof(*all->items))))) {
-        chain_ids_free(&ids);
         chain_history_free(out);
         return pb_fail(err, PB_ENOMEM, "out of memory listing backups in %s",
                        repo_location(r));
@@ -56,7 +52,6 @@ int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *er
         else
             mf_free(m);
     }
-    chain_ids_free(&ids);
     if (rc) {
         chain_history_free(out);
         chain_free(all);
@@ -67,6 +62,29 @@ int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *er
         chain_history_free(out);
         chain_free(all);
     }
+    return rc;
+}
+
+int chain_history_load_all(repo *r, chain_history *out, chain *all, pb_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (all)
+        memset(all, 0, sizeof(*all));
+    chain_ids ids;
+    int rc = chain_list(r, &ids, err);
+    if (rc == 0)
+        rc = load_ids(r, &ids, out, all, err);
+    chain_ids_free(&ids);
+    return rc;
+}
+
+int chain_history_load_listed(repo *r, const chain_ids *ids, uint32_t tli,
+                              chain_history *out, pb_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    int rc = load_ids(r, ids, out, NULL, err);
+    if (rc == 0 && tli && (rc = chain_history_place(r, tli, out, err)) != 0)
+        chain_history_free(out);
     return rc;
 }
 

@@ -174,18 +174,19 @@ static bool dropped(const char (*drop)[MF_ID_LEN], size_t ndrop, const char *id)
 /* The record as it is (rebuilt from the manifests when neither copy reads: a record that
  * can never be written again would stop every backup), plus add and the manifests
  * present, minus drop. */
-static int merged(repo *r, const char *add, const char (*drop)[MF_ID_LEN], size_t ndrop,
-                  chain_record *out, pb_error *err)
+static int merged(repo *r, const chain_ids *listed, const char *add,
+                  const char (*drop)[MF_ID_LEN], size_t ndrop, chain_record *out, pb_error *err)
 {
-    chain_ids ids = {0};
+    chain_ids ids = {0}, own = {0};
     int rc = chain_record_load(r, out, err);
     if (rc == PB_ECORRUPT) {
         pb_warn("%s: writing it again from the manifests present", err->msg);
         chain_record_free(out);
         rc = 0;
     }
-    if (rc == 0)
-        rc = chain_list(r, &ids, err);
+    if (rc == 0 && !listed)
+        rc = chain_list(r, &own, err);
+    ids = listed ? *listed : own;
     chain_record old = *out; /* the recorded prefix, sorted, for lookups */
     size_t cap = out->count;
     for (size_t i = 0; rc == 0 && i <= ids.count; i++) {
@@ -194,7 +195,7 @@ static int merged(repo *r, const char *add, const char (*drop)[MF_ID_LEN], size_
         if (id && !chain_record_has(&old, id) && add_id(out, &cap, id))
             rc = pb_fail(err, PB_ENOMEM, "out of memory writing %s", CHAIN_RECORD_KEY);
     }
-    chain_ids_free(&ids);
+    chain_ids_free(&own);
     size_t k = 0;
     for (size_t i = 0; rc == 0 && i < out->count; i++)
         if (!dropped(drop, ndrop, out->ids[i]))
@@ -215,9 +216,15 @@ static int merged(repo *r, const char *add, const char (*drop)[MF_ID_LEN], size_
 int chain_record_update(repo *r, const char *add, const char (*drop)[MF_ID_LEN],
                         size_t ndrop, pb_error *err)
 {
+    return chain_record_update_listed(r, NULL, add, drop, ndrop, err);
+}
+
+int chain_record_update_listed(repo *r, const chain_ids *listed, const char *add,
+                               const char (*drop)[MF_ID_LEN], size_t ndrop, pb_error *err)
+{
     chain_record rec = {0};
     pb_buf buf = {0};
-    int rc = merged(r, add, drop, ndrop, &rec, err);
+    int rc = merged(r, listed, add, drop, ndrop, &rec, err);
     if (rc == 0)
         rc = chain_record_format(&rec, &buf, err);
     /* the primary first: a kill between leaves the copy one step behind, and the

@@ -8,9 +8,11 @@
 #include "engine/chain/chain.h"
 #include "engine/pack/pack.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SNIFF_BYTES 20u /* manifest v2 prefix: magic, version, header and index lengths */
 /* What the first read takes of a manifest: its header and index, and all of a small
@@ -213,4 +215,112 @@ int chain_sync_catalog(mf_catalog *cat, repo *r, const chain *c, bool *rebuilt,
     if (rc == 0)
         *rebuilt = true;
     return rc;
+}
+
+/* ---- a manifest read once into a local file -------------------------------------- */
+
+struct chain_copy {
+    int fd;
+    uint64_t size;
+    char id[MF_ID_LEN];
+    char what[300]; /* the repository object, for messages */
+};
+
+#define COPY_BLOCK (1u << 20)
+
+/* An unnamed file in dir (O_TMPFILE; else a named one, unlinked at once): nothing is
+ * left behind whatever happens to the process. */
+static int copy_file(const char *dir, const char *id, int *fd_out, pb_error *err)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/manifest-%s.copy.XXXXXX", dir, id);
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd >= 0)
+            unlink(path);
+    }
+    if (fd < 0)
+        return pb_fail_errno(err, PB_EIO, "cannot create a local copy of the manifest of %s "
+                             "in %s", id, dir);
+    *fd_out = fd;
+    return 0;
+}
+
+/* The prefix sniff read, then the rest by range reads of COPY_BLOCK. */
+static int copy_rest(chain_copy *c, repo_src *s, pb_error *err)
+{
+    uint8_t *buf = malloc(COPY_BLOCK);
+    if (!buf)
+        return pb_fail(err, PB_ENOMEM, "copying %s", c->what);
+    int rc = 0;
+    for (uint64_t off = 0; rc == 0 && off < c->size;) {
+        size_t n = c->size - off < COPY_BLOCK ? (size_t)(c->size - off) : COPY_BLOCK;
+        rc = repo_read(s, off, n, buf, err);
+        if (rc == 0 && pwrite(c->fd, buf, n, (off_t)off) != (ssize_t)n)
+            rc = pb_fail_errno(err, PB_EIO, "writing the local copy of %s", c->what);
+        off += n;
+    }
+    free(buf);
+    return rc;
+}
+
+int chain_copy_fetch(repo *r, const char *id, const char *dir, chain_copy **out,
+                     pb_error *err)
+{
+    *out = NULL;
+    repo_src *s = NULL;
+    bool v2 = false;
+    int rc = sniff(r, id, &s, &v2, err);
+    chain_copy *c = rc == 0 && v2 ? calloc(1, sizeof(*c)) : NULL;
+    if (rc == 0 && v2 && !c)
+        rc = pb_fail(err, PB_ENOMEM, "copying the manifest of %s", id);
+    if (c) {
+        c->fd = -1;
+        c->size = s->size;
+        snprintf(c->id, sizeof(c->id), "%s", id);
+        snprintf(c->what, sizeof(c->what), "%s/%s", repo_location(r), s->key);
+        rc = copy_file(dir, id, &c->fd, err);
+        if (rc == 0)
+            rc = copy_rest(c, s, err);
+    }
+    src_free(s);
+    if (rc)
+        chain_copy_free(c);
+    else
+        *out = c;
+    return rc;
+}
+
+static int copy_read(void *ctx, uint64_t off, size_t len, void *dst, pb_error *err)
+{
+    const chain_copy *c = ctx;
+    ssize_t n = pread(c->fd, dst, len, (off_t)off);
+    if (n != (ssize_t)len)
+        return pb_fail_errno(err, PB_EIO, "reading the local copy of %s at %llu", c->what,
+                             (unsigned long long)off);
+    return 0;
+}
+
+int chain_copy_stream(const chain_copy *c, mf_stream **out, pb_error *err)
+{
+    *out = NULL;
+    mf_source src = {copy_read, NULL, (void *)c, c->size, chain_manifest_codec()};
+    int rc = mf_stream_open(out, &src, c->what, err);
+    if (rc == 0 && strcmp(mf_stream_header(*out)->id, c->id) != 0) {
+        rc = pb_fail(err, PB_ECORRUPT, "manifest %s names backup %s, not %s", c->what,
+                     mf_stream_header(*out)->id, c->id);
+        mf_stream_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+void chain_copy_free(chain_copy *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
 }

@@ -66,7 +66,7 @@ static bk_plan plan_of(repo *r, const bk_opts *o)
     bk_plan p;
     pb_error err = PB_ERROR_INIT;
     manifest_gets = 0;
-    PBT_CHECK(bk_plan_type(r, o, SYS, 0, &p, &err) == 0);
+    PBT_CHECK(bk_plan_type(r, NULL, NULL, o, SYS, 0, &p, &err) == 0);
     return p;
 }
 
@@ -113,7 +113,7 @@ static void test_rules(void)
     bk_plan_free(&p);
     pb_error err = PB_ERROR_INIT;
     manifest_gets = 0;
-    PBT_CHECK(bk_plan_type(r, &o, SYS + 1, 0, &p, &err) == 0);
+    PBT_CHECK(bk_plan_type(r, NULL, NULL, &o, SYS + 1, 0, &p, &err) == 0);
     PBT_CHECK(p.type == 'F' && strstr(p.reason, "another cluster"));
     repo_free(r);
 }

@@ -349,7 +349,12 @@ static void test_chain_cleanup(void)
     PBT_CHECK(mkdir(p, 0750) == 0);
     repo_lock *l = NULL;
     PBT_CHECK(repo_lock_acquire(r, "expire", &l, &e) == 0);
-    PBT_CHECK(chain_cleanup(r, l, &e) == 0);
+    /* The committed ids come from the cleanup's own listing, as chain_list gives them. */
+    chain_ids ids = {0};
+    PBT_CHECK(chain_cleanup_listed(r, l, &ids, &e) == 0);
+    PBT_CHECK(ids.count == 2 && !strcmp(ids.ids[0], "20260101-000000F") &&
+              !strcmp(ids.ids[1], "20260101-000300I"));
+    chain_ids_free(&ids);
     struct stat st;
     snprintf(p, sizeof(p), "%s/backup/20260101-000100F", dir);
     PBT_CHECK(stat(p, &st) != 0); /* interrupted writer: gone, temp file and dirs too */
