@@ -17,6 +17,7 @@
 #include "engine/backup/backup_skip_internal.h"
 #include "engine/backup/backup_standby_internal.h"
 #include "engine/backup/backup_throttle_internal.h"
+#include "engine/backup/backup_wal_wait_internal.h"
 #include "engine/chain/chain.h"
 #include "engine/pg/pg.h"
 #include "common/fault.h"
@@ -32,53 +33,6 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-/* The LSN whose segment is the last one a restore of the backup replays. A primary's
- * backup ends with its own record, so the segment holding stop_lsn-1 is the last. A
- * standby's ends at its minimum recovery point, which is a segment boundary when the
- * last record replayed was a segment switch; recovery (seen on PostgreSQL 14 and 18)
- * reads the record after it before it calls the backup's end reached, so the segment
- * that begins there is needed too. */
-static uint64_t last_needed_lsn(const mf_backup *h, bool standby)
-{
-    return standby ? h->stop_lsn : h->stop_lsn - 1;
-}
-
-/* Rule 4: the backup needs WAL from the start segment to the one holding
- * last_needed_lsn(). */
-static int wait_for_wal(repo *r, repo_lock *lock, const mf_backup *h, unsigned timeout,
-                        bool standby, pb_error *err)
-{
-    uint64_t seg = h->wal_segment_size;
-    double deadline = pb_now() + timeout;
-    useconds_t nap = 5000; /* the archiver is usually a few ms behind: look again soon */
-    for (uint64_t s = h->start_lsn / seg; s <= last_needed_lsn(h, standby) / seg; s++) {
-        char name[25];
-        arch_walfile_name(name, h->timeline, s * seg, (uint32_t)seg);
-        for (;;) {
-            bool present = false;
-            int rc = arch_exists(r, name, &present, err);
-            if (rc)
-                return rc;
-            if (present)
-                break;
-            if ((rc = repo_lock_renew(lock, err)))
-                return rc;
-            if (pb_now() > deadline)
-                return pb_fail(err, PB_ESTATE,
-                               "WAL segment %s needed by backup %s is not in repository %s "
-                               "after %u s: is archive_command set to pageback archive-push?%s",
-                               name, h->id, repo_location(r), timeout, standby ?
-                               " (a backup from a standby needs the primary's archive_command, "
-                               "or the standby's with archive_mode = always, to archive into "
-                               "this repository; the last segment is archived when the "
-                               "primary switches it: set archive_timeout there)" : "");
-            usleep(nap);
-            nap = nap < 50000 ? nap * 2 : 50000;
-        }
-    }
-    return 0;
-}
 
 /* The bytes of e the walk saw (relations and plain files; 0 for the rest). */
 static uint64_t walk_bytes(const walk_entry *e)
@@ -218,10 +172,10 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
     if (rc)
         return rc;
     arch_walfile_name(h->start_wal, h->timeline, h->start_lsn, h->wal_segment_size);
-    arch_walfile_name(h->stop_wal, h->timeline, last_needed_lsn(h, ctx->standby),
+    arch_walfile_name(h->stop_wal, h->timeline, bk_last_needed_lsn(h, ctx->standby),
                       h->wal_segment_size);
     double tw = pb_now();
-    rc = wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, ctx->standby, err);
+    rc = bk_wait_for_wal(ctx->repo, ctx->lock, h, ctx->opts->wal_timeout_secs, ctx->standby, err);
     ctx->io.stages.wal_wait_seconds = pb_now() - tw;
     h->bytes_stored = 0;
     for (unsigned i = 0; i < ctx->nwriters; i++)

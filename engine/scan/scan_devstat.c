@@ -33,6 +33,11 @@
 #define GROW_MARGIN 0.9       /* step up only below this share of the budget: no flapping */
 #define STEP_MIN_BYTES (64u * 1024) /* the ladder's bottom request (64 KiB: 1.17x above) */
 #define ENTRY_BYTES (128u * 1024)   /* where steering starts, once the baseline is known */
+/* The ladder's top while others read: 256 KiB, one in flight. Above it the cost could not
+ * be held on one virtio disk under load (dd 512 KiB one in flight: 1.35-1.55x p99), and
+ * the others' latency, read from device counters with ours taken out, is too coarse to
+ * say so in time: in a run of 2026-12-05 the steps to 1 and 2 MiB took p99 to 2.9x. */
+#define STEER_MAX_BYTES (256u * 1024)
 #define PAUSE_START 0.001
 #define PAUSE_MIN 0.0005      /* a pause halved below this is dropped */
 #define PAUSE_MAX 0.020
@@ -46,20 +51,22 @@ static void put_level(scan_ctl *c, unsigned level, size_t bytes, unsigned depth)
     }
 }
 
-/* The steps, by bytes in flight: requests below the base size, one in flight (a chunk is
- * then read in several); the base size and its multiples the buffers allow, one in flight
- * with room for the next while one is checked; then more in flight at the largest. */
+/* The steps, by bytes in flight up to STEER_MAX_BYTES: requests below the base size, one
+ * in flight (a chunk is then read in several); the base size and its multiples the
+ * buffers allow, one in flight with room for the next while one is checked; then more in
+ * flight at the largest. */
 void scan_ctl_ladder(scan_ctl *c)
 {
     size_t base = c->base_bytes ? c->base_bytes : STEP_MIN_BYTES;
     unsigned n = 0, m = 1;
     c->nlevels = 0;
-    for (size_t b = STEP_MIN_BYTES; b < base; b *= 2)
+    for (size_t b = STEP_MIN_BYTES; b < base && b <= STEER_MAX_BYTES; b *= 2)
         put_level(c, n++, b, 1);
-    put_level(c, n++, base, 1);
-    while (m * 2 <= c->mult_max && m * 4 <= c->max_depth)
+    if (base <= STEER_MAX_BYTES)
+        put_level(c, n++, base, 1);
+    while (m * 2 <= c->mult_max && m * 4 <= c->max_depth && base * m * 2 <= STEER_MAX_BYTES)
         put_level(c, n++, base * (m *= 2), 1);
-    for (unsigned d = 2; (d + 1) * m <= c->max_depth; d++)
+    for (unsigned d = 2; (d + 1) * m <= c->max_depth && base * m * d <= STEER_MAX_BYTES; d++)
         put_level(c, n++, base * m, d);
     c->level = 0;
 }

@@ -152,7 +152,7 @@ pb_assert_eq "$(pg_psql "$STB" 'SELECT pg_is_in_recovery()')" t "the standby is 
 q "CALL ins(5, 'standby')" >/dev/null
 # The rows, then a segment switch as the primary's last record, replayed: the standby's
 # backup then mostly ends at the segment boundary, where it needs the primary's next
-# segment too (engine/backup/backup.c, last_needed_lsn).
+# segment too (engine/backup/backup_wal_wait.c, bk_last_needed_lsn).
 q "SELECT pg_switch_wal()" >/dev/null
 WANT=$(q "SELECT pg_current_wal_lsn()")
 for i in $(seq 1 300); do

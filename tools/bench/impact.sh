@@ -23,6 +23,7 @@
 #   PAGEBACK_READ_BUDGET (passed through: the ratio pageback steers others' latency to)
 #   BENCH_SCENARIOS (default 123)  BENCH_IDLE_REPS (scenario 2's rounds, default 3)
 #   BENCH_OLD_BIN: the binary of the pb_old tool (a full with another build, side by side)
+#   BENCH_PB_OPTS: the options of the pb_opts tool (a full with one setting changed)
 # The fixed costs a backup is made of, piece by piece, under the same load:
 #   BENCH_SCENARIOS=1 BENCH_TOOLS="flush dirsync switchwal switchwal_nice checkpoint pb_file pg_api"
 # flush: 1 MiB write + fdatasync, 10/s; dirsync: 4 KiB write, fdatasync, rename, directory
@@ -87,6 +88,8 @@ run_tool() {
                    dd if="$f" of=/dev/null bs=512K iflag=direct status=none; done ;;
     pb_adaptive) pb_run --type full ;;
     pb_noidle) pb_run --type full --io-class default ;;
+    # A full with BENCH_PB_OPTS (e.g. "--cpu-priority normal"): one setting measured alone.
+    pb_opts) pb_run --type full ${BENCH_PB_OPTS:-} ;;
     # The same full with another binary (BENCH_OLD_BIN, e.g. the one a change started from),
     # into the same repository: a change measured side by side in one run.
     pb_old) PB_BIN=${BENCH_OLD_BIN:?pb_old needs BENCH_OLD_BIN} pb_run --type full ;;

@@ -538,60 +538,6 @@ static void test_root_gives_away(void)
     repo_free(r);
 }
 
-/* Defect 11 (storage level): of racing create-if-absent writers exactly one wins and
- * the object holds the winner's bytes. */
-static void test_put_new_race(void)
-{
-    enum { N = 8 };
-    pid_t kids[N];
-    int go[2];
-    PBT_CHECK(pipe(go) == 0);
-    for (int i = 0; i < N; i++) {
-        kids[i] = fork();
-        if (kids[i] == 0) {
-            char c;
-            close(go[1]);
-            if (read(go[0], &c, 1) != 0)
-                _exit(3);
-            repo *r = pbt_repo_open(tmpdir);
-            pb_error e = PB_ERROR_INIT;
-            char body[32];
-            int n = snprintf(body, sizeof(body), "writer %d", i);
-            int rc = r ? repo_put_new(r, "race/obj", body, (size_t)n, &e) : -100;
-            repo_free(r);
-            _exit(rc == 0 ? 0 : rc == PB_EEXIST ? 1 : 2);
-        }
-    }
-    close(go[0]);
-    close(go[1]); /* all start at once */
-    int winners = 0, losers = 0, winner = -1;
-    for (int i = 0; i < N; i++) {
-        int st = 0;
-        waitpid(kids[i], &st, 0);
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 9;
-        if (code == 0) {
-            winners++;
-            winner = i;
-        } else if (code == 1) {
-            losers++;
-        }
-    }
-    PBT_CHECK(winners == 1 && losers == N - 1);
-    repo *r = pbt_repo_open(tmpdir);
-    pb_error e = PB_ERROR_INIT;
-    void *data = NULL;
-    size_t len = 0;
-    char want[32];
-    snprintf(want, sizeof(want), "writer %d", winner);
-    PBT_CHECK(r && repo_get(r, "race/obj", &data, &len, &e) == 0);
-    PBT_CHECK(data && len == strlen(want) && memcmp(data, want, len) == 0);
-    free(data);
-    char dir[600];
-    snprintf(dir, sizeof(dir), "%s/race", tmpdir);
-    PBT_CHECK(pbt_count_files(dir, ".tmp.") == 0);
-    repo_free(r);
-}
-
 int main(void)
 {
     static const pbt_case cases[] = {PBT_CASE(test_open_errors),
@@ -604,7 +550,6 @@ int main(void)
                                      PBT_CASE(test_delete_prunes_empty_dirs),
                                      PBT_CASE(test_deferred_dir_syncs),
                                      PBT_CASE(test_umask_000),
-                                     PBT_CASE(test_root_gives_away),
-                                     PBT_CASE(test_put_new_race)};
+                                     PBT_CASE(test_root_gives_away)};
     return pbt_main_in_tmpdir(tmpdir, sizeof(tmpdir), "storage-test", cases, PBT_COUNT(cases));
 }
