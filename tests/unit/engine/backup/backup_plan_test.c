@@ -77,6 +77,7 @@ static void test_incremental(void)
     bk_plan p = plan_of(r, &o);
     PBT_CHECK(p.type == 'F' && strstr(p.reason, "no backup") && !p.parent && !p.latest[0]);
     three(r);
+    bk_plan_free(&p); /* a plan holds what it loaded, a full's history too */
     p = plan_of(r, &o);
     PBT_CHECK(p.type == 'I' && p.parent && !strcmp(mf_header_c(p.parent)->id, I2));
     PBT_CHECK(p.chain.count == 3 && !strcmp(p.latest, I2));
@@ -105,9 +106,11 @@ static void test_rules(void)
     PBT_CHECK(p.chain.count == 0);
     o.full_every = 4;
     o.full_after_secs = 3600; /* the full started three hours ago */
+    bk_plan_free(&p);
     p = plan_of(r, &o);
     PBT_CHECK(p.type == 'F' && strstr(p.reason, "--full-after"));
     o.full_after_secs = 4 * 3600;
+    bk_plan_free(&p);
     p = plan_of(r, &o);
     PBT_CHECK(p.type == 'I');
     bk_plan_free(&p);
@@ -115,6 +118,7 @@ static void test_rules(void)
     manifest_gets = 0;
     PBT_CHECK(bk_plan_type(r, NULL, NULL, &o, SYS + 1, 0, &p, &err) == 0);
     PBT_CHECK(p.type == 'F' && strstr(p.reason, "another cluster"));
+    bk_plan_free(&p);
     repo_free(r);
 }
 
@@ -145,12 +149,14 @@ static void test_damaged(void)
     bk_opts o = BK_OPTS_INIT;
     bk_plan p = plan_of(r, &o);
     PBT_CHECK(p.type == 'F' && strstr(p.reason, "20260101-000300I is unusable"));
+    bk_plan_free(&p);
     repo_free(r);
     r = new_repo("broken");
     commit(r, I1, F, 'I', 1, SYS);
     commit(r, I2, I1, 'I', 2, SYS);
     p = plan_of(r, &o);
     PBT_CHECK(p.type == 'F' && strstr(p.reason, "broken") && p.chain.count == 0);
+    bk_plan_free(&p);
     repo_free(r);
 }
 
