@@ -25,7 +25,11 @@
 #define WINDOW_MIN 0.1        /* seconds a judged window lasts at least ... */
 #define WINDOW_MAX 1.0        /* ... and at most: fewer others' reads by then: they stopped */
 #define OTHERS_MIN 8u         /* others' reads a window needs to be judged */
-#define QUIET_MAX 0.5         /* a quiet window ends by then, however few others read */
+/* A quiet window ends by then, however few others read. With the database reading, the
+ * eight reads it needs come within tens of ms; when they do not, the "others" were mostly
+ * ours, miscounted, and each longer wait was a pause for nothing (0.5 s of a 2 s idle
+ * backup, 2026-12-05). */
+#define QUIET_MAX 0.15
 #define QUIET_GIVE_UP 1.0     /* ... and is given up when it cannot begin by then */
 #define REBASE_SECONDS 10.0   /* the baseline is measured again this often */
 #define UNCLEAR_RATIO 0.5     /* others this much faster than their baseline: unclear */

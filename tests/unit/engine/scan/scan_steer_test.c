@@ -232,12 +232,13 @@ static void test_quiet_given_up(void)
     PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 0, 0, 1) == SCAN_CTL_NONE && !c.yielding);
     look(&c, &f, 10, 0, 0, 0, 0, 1); /* ten seconds of nothing from others */
     PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 0, 0, 1) == SCAN_CTL_YIELD);
-    /* A quiet window with too few of others' reads to time: the same. */
+    /* A quiet window with too few of others' reads to time: the same, and it pauses the
+     * scan for at most 0.15 s. */
     setup(&c, &f);
     look(&c, &f, 0, 0, 0, 0, 0, 0);
     PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 50, 4.0, 1) == SCAN_CTL_YIELD);
     look(&c, &f, 0.01, 0, 0, 1, 4.0, 0);
-    PBT_CHECK(look(&c, &f, 0.6, 3, 1.0, 0, 0, 0) == SCAN_CTL_RESUME);
+    PBT_CHECK(look(&c, &f, 0.16, 3, 1.0, 0, 0, 0) == SCAN_CTL_RESUME);
     PBT_CHECK(!c.yielding && c.hold_until > f.now + 9);
 }
 
