@@ -5,7 +5,7 @@
  * the optional origin and top-level xid, the main data header, then the block images
  * and data in block order, then the main data. Only what the callers need is kept:
  * which blocks a record touches and its main data (docs/DESIGN.md, "Rooms and arrows").
- * The layout is the same from PostgreSQL 14 to 18 but for the full-page-image flags
+ * The layout is the same from PostgreSQL 14 to 19 but for the full-page-image flags
  * (bimg_info), which 15 reassigned: they come from the version's facts (engine/pgver).
  *
  * <isa-l/crc.h> is used here and nowhere else: crc32_iscsi is CRC-32C (Castagnoli),

@@ -1,7 +1,7 @@
 /*
  * engine/wal/reader.c — the stream of WAL records over pages and segments, as
  * PostgreSQL's XLogReadRecord and XLogFindNextRecord (access/transam/xlogreader.c, the
- * same walk from 14 to 18) walk it: every 8 kB page starts with a header (the long one
+ * same walk from 14 to 19) walk it: every 8 kB page starts with a header (the long one
  * at a segment's start); a record that does not fit continues on the next page, whose
  * header says so (XLP_FIRST_IS_CONTRECORD) and how much is left (xlp_rem_len); records
  * start 8-byte aligned; after an XLOG_SWITCH record the rest of the segment is unused.

@@ -127,7 +127,7 @@ int arch_prefetch(repo *r, const char *spool_dir, const char *name, uint32_t seg
                   unsigned count, pb_error *err);
 
 /* ---- the WAL record decoder (decode.c: one record; reader.c: the stream) ---------
- * Reads the WAL of PostgreSQL 14 to 18 (8 kB pages; the version from the page magic,
+ * Reads the WAL of PostgreSQL 14 to 19 (8 kB pages; the version from the page magic,
  * engine/pgver) as its xlogreader does
  * (access/xlogreader.c, access/xlogrecord.h, access/xlog_internal.h): records are
  * gathered across pages and segments, their CRC32C checked, their block references and
