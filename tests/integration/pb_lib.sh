@@ -228,6 +228,13 @@ pb_next_second() {
     while [ "${EPOCHREALTIME%[.,]*}" -le "$past" ]; do sleep 0.05; done
 }
 
+# pb_past_skip_margin: wait until what was written so far has aged past the file-skip
+# rule's margin: a file written in the second a backup starts in, or the second before,
+# is read again by the next backup (engine/backup/backup_skip.c, bk_mtime_horizon).
+pb_past_skip_margin() {
+    pb_next_second "$(( ${EPOCHREALTIME%[.,]*} + 1 ))"
+}
+
 # pb_rm_bg DIR: remove DIR in the background (moved aside first, so DIR can be made
 # again at once): a restored copy's removal overlaps the next step instead of waiting
 # for its freshly written files to be freed.

@@ -85,9 +85,7 @@ setup_chain() {
     psql_src "VACUUM FREEZE"
     psql_src "CREATE TABLE hints_$t AS SELECT g AS id FROM generate_series(1, 20000) g"
     psql_src "CHECKPOINT"
-    # A file written in the second the full starts in, or the second before, is read
-    # again next time (the rule's margin): let the checkpoint's writes age past it.
-    pb_next_second "$(( ${EPOCHREALTIME%[.,]*} + 1 ))"
+    pb_past_skip_margin # the checkpoint's writes: the full may skip them next time
 }
 
 # run_chain MODE: a full, four incrementals in MODE (no verify scan), then a verify scan.

@@ -44,9 +44,7 @@ PY
 
 # 1. A full backup, throttled so it lasts a few seconds: report, metrics, progress log.
 pg_psql "$SRC" "CHECKPOINT" >/dev/null
-# A file written in the second the full starts in, or the second before, is read again
-# by the next backup (the skip rule's margin): let the checkpoint's writes age past it.
-pb_next_second "$(( ${EPOCHREALTIME%[.,]*} + 1 ))"
+pb_past_skip_margin # the checkpoint's writes: the incremental may skip them
 pb backup --type full --max-rate 8M --progress-interval 1 --report "$OUT/full.json" \
     --metrics-file "$OUT/full.prom" --log-file "$OUT/backup.log" >"$PB_WORK/full.out" \
     2>"$PB_WORK/full.err"
