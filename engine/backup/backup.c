@@ -184,29 +184,11 @@ static int stop_and_finish(bk_ctx *ctx, pgc *conn, pb_error *err)
     return rc;
 }
 
-/* A backup's id must name a later second than the latest one's (chain_new_id waits a
- * whole second when it does not): a backup that follows another within its second waits
- * only for the next second to begin. */
-static void after_latest_second(const char *latest)
-{
-    struct timespec now;
-    struct tm tm;
-    char stamp[24];
-    clock_gettime(CLOCK_REALTIME, &now);
-    gmtime_r(&now.tv_sec, &tm);
-    strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-    if (!latest[0] || strncmp(stamp, latest, 15) > 0)
-        return;
-    struct timespec rest = {0, 1000000000L - now.tv_nsec};
-    nanosleep(&rest, NULL);
-}
-
 static int init_manifest(bk_ctx *ctx, const bk_plan *plan, const pgc_info *info, pb_error *err)
 {
     mf_backup hdr;
     memset(&hdr, 0, sizeof(hdr));
     /* After every backup in the repository, full or not: an id is never reused. */
-    after_latest_second(plan->latest);
     chain_new_id(hdr.id, plan->type, plan->latest[0] ? plan->latest : NULL);
     if (plan->parent)
         snprintf(hdr.parent, sizeof(hdr.parent), "%s", mf_header_c(plan->parent)->id);

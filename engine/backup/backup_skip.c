@@ -46,8 +46,11 @@ bk_skip_verdict bk_skip_decide(const bk_skip_stat *cur, const bk_skip_stat *prev
         return BK_READ_MTIME_FUTURE;
     if (cur->mtime < prev->mtime)
         return BK_READ_MTIME_BACKWARDS;
+    /* mtimes are whole seconds: a file grown in the parent's last second after its walk
+     * keeps that second, as normal as any recent write. Only an older mtime with another
+     * size says the metadata lies (a copy that kept the mtime). */
     if (cur->mtime == prev->mtime && cur->size != prev->size)
-        return BK_READ_SIZE_SAME_MTIME;
+        return cur->mtime >= parent_horizon ? BK_READ_RECENT : BK_READ_SIZE_SAME_MTIME;
     if (cur->mtime != prev->mtime || cur->size != prev->size)
         return BK_READ_CHANGED;
     if (cur->mtime >= parent_horizon)

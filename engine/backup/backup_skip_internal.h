@@ -15,7 +15,7 @@ typedef enum bk_skip_verdict {
     BK_READ_INODE,           /* replaced under the same name (both inodes known) */
     BK_READ_MTIME_FUTURE,    /* mtime after the server's clock now */
     BK_READ_MTIME_BACKWARDS, /* mtime before the parent's */
-    BK_READ_SIZE_SAME_MTIME, /* the size changed but the mtime did not */
+    BK_READ_SIZE_SAME_MTIME, /* the size changed but an mtime before the horizon did not */
     BK_READ_CHANGED,         /* the size or mtime moved: the ordinary change */
     BK_READ_RECENT,          /* mtime not before the parent's horizon: may have changed after
                               * the parent read it */

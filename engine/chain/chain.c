@@ -312,11 +312,13 @@ int chain_drop(repo *r, const char *id, pb_error *err)
     return repo_list(r, key, drop_object, r, err);
 }
 
-/* "20261201-083310F-482913-7f3a": the second (what sorts ids by time, and what the wait
- * for `after` compares), the type letter at index 15 (read by expire and backup), then
- * the microsecond and 16 random bits, so two writers starting in the same second (two
- * hosts, or a lock takeover) never share an id or its objects. Ids without the suffix
- * (older versions) stay valid. */
+/* "20261201-083310F-482913-7f3a": the second, the type letter at index 15 (read by
+ * expire and backup), then the microsecond and 16 random bits, so two writers starting in
+ * the same second (two hosts, or a lock takeover) never share an id or its objects. Ids
+ * without the suffix (older versions) stay valid. A new id sorts after `after` as a whole
+ * string, so the listing's order stays the order the backups were taken in: within one
+ * second a later microsecond or a later type letter is enough, and only a full after an
+ * incremental of the same second (F sorts before I) waits for the next second. */
 void chain_new_id(char out[MF_ID_LEN], char type, const char *after)
 {
     for (;;) {
@@ -334,9 +336,18 @@ void chain_new_id(char out[MF_ID_LEN], char type, const char *after)
                  (unsigned)(now.tv_nsec / 1000L) % 1000000u, (unsigned)rnd);
         memcpy(out, id, MF_ID_LEN - 1);
         out[MF_ID_LEN - 1] = '\0';
-        if (!after || strncmp(out, after, 15) > 0)
+        if (!after || strcmp(out, after) > 0)
             return;
-        sleep(1);
+        /* Same second: a type letter not below `after`'s needs only a later microsecond
+         * (two ids can come within one); a lower one the next second; a clock behind
+         * `after`, a whole second. */
+        struct timespec rest = {0, 1000000000L - now.tv_nsec};
+        int second = strncmp(out, after, 15);
+        if (second == 0 && out[15] >= after[15])
+            rest = (struct timespec){0, 1000};
+        else if (second < 0)
+            rest = (struct timespec){1, 0};
+        nanosleep(&rest, NULL);
     }
 }
 

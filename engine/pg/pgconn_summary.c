@@ -19,6 +19,7 @@ static int summaries_reach(pgc *c, uint32_t tli, uint64_t end, unsigned wait_sec
     static const char q[] =
         "SELECT summarized_tli, summarized_lsn FROM pg_get_wal_summarizer_state()";
     double deadline = pb_now() + wait_secs;
+    useconds_t pause = 5000; /* the summarizer follows a checkpoint within milliseconds */
     for (;;) {
         PGresult *res = NULL;
         uint64_t lsn = 0;
@@ -40,7 +41,9 @@ static int summaries_reach(pgc *c, uint32_t tli, uint64_t end, unsigned wait_sec
                      "window's end %s on timeline %u, within %u s", at, t, want, tli, wait_secs);
             return 1;
         }
-        usleep(100 * 1000);
+        usleep(pause);
+        if (pause < 100 * 1000)
+            pause *= 2;
     }
 }
 

@@ -227,6 +227,18 @@ if [ "$VNUM" -ge 170000 ]; then
         pb_test_fail "restore of $U1 (read by WAL summaries)"
     fi
     pb_rm_bg "$d"
+    # Scattered rows (a page or two each): the summaries name every changed block, and
+    # only those are read, with no WAL downloaded or decoded.
+    q "UPDATE pgbench_accounts SET abalance = abalance + 1
+       WHERE aid IN (SELECT 1 + (g * 7919) % 100000 FROM generate_series(1, 300) g)" >/dev/null
+    pb_check "incremental of scattered rows read by WAL summaries" \
+        backup --type incr --incremental-mode wal --verify-scan 0
+    U2=$(made_id)
+    SCANNED=$(field "$U2" pages_scanned) CHANGED=$(field "$U2" pages_changed)
+    pb_check "WAL summaries: $SCANNED pages read for $CHANGED changed (at most 1.1x)" \
+        test "$((SCANNED * 10))" -le "$((CHANGED * 11))"
+    pb_check "WAL summaries: no WAL window decoded" \
+        bash -c '! grep -q "WAL window:" "$1"' _ "$PB_WORK/backup.out"
 fi
 pg_stop "$R"
 pb_log "PostgreSQL $VNUM: $SKIPPED checks skipped for what $PB_PGBIN lacks"

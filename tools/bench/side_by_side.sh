@@ -104,7 +104,7 @@ pb_run() {
 
 backup_pageback() {
     local type=$1 id fields man
-    pb_run backup --type "$type" --pgdata "$SRC" || return 1
+    pb_run backup --type "$type" --pgdata "$SRC" --checkpoint fast || return 1
     id=$(pb_last_id) && PB_LAST=$id
     fields=$(bench_pb_info "$id" bytes_stored bytes_read pages_scanned pages_changed read_mode \
         verify_scan) || return 1

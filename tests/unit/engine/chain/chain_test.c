@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 static char root[256];
 
@@ -139,11 +140,50 @@ static void test_delete_object(void)
     repo_free(r);
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A backup right after another in the same second takes the next id at once: its id sorts
+ * after the latest as a whole string (a later microsecond, or a later type letter), so no
+ * wait for the next second (which cost up to a second per backup taken in quick
+ * succession). Only a full after an incremental of the same second waits, for the rest
+ * of that second alone. */
+static void test_new_id_same_second(void)
+{
+    for (int i = 0; i < 20; i++) {
+        char a[MF_ID_LEN], b[MF_ID_LEN];
+        chain_new_id(a, i % 2 ? 'I' : 'F', NULL);
+        double t0 = now_s();
+        chain_new_id(b, 'I', a);
+        double waited = now_s() - t0;
+        PBT_CHECK(strcmp(b, a) > 0);
+        PBT_CHECK(b[15] == 'I');
+        PBT_CHECK(waited < 0.2); /* the rest of a second was waited before */
+    }
+    char inc[MF_ID_LEN], full[MF_ID_LEN];
+    chain_new_id(inc, 'I', NULL);
+    double t0 = now_s();
+    chain_new_id(full, 'F', inc);
+    double waited = now_s() - t0;
+    PBT_CHECK(strcmp(full, inc) > 0);
+    PBT_CHECK(strncmp(full, inc, 15) > 0); /* F sorts before I: the next second */
+    PBT_CHECK(waited < 1.01);
+    /* Older ids without the suffix stay ordered below the new ones of their second. */
+    char old[MF_ID_LEN], next[MF_ID_LEN];
+    snprintf(old, sizeof(old), "%.16s", inc);
+    chain_new_id(next, 'I', old);
+    PBT_CHECK(strcmp(next, old) > 0);
+}
+
 int main(void)
 {
     static const pbt_case cases[] = {
         PBT_CASE(test_comparator), PBT_CASE(test_history_order_and_head),
         PBT_CASE(test_retain_keeps_parents), PBT_CASE(test_corrupt_manifest_fails),
-        PBT_CASE(test_delete_object)};
+        PBT_CASE(test_delete_object), PBT_CASE(test_new_id_same_second)};
     return pbt_main_in_tmpdir(root, sizeof(root), "chain-test", cases, PBT_COUNT(cases));
 }

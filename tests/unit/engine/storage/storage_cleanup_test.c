@@ -368,8 +368,8 @@ static void test_chain_cleanup(void)
     repo_free(r);
 }
 
-/* Defect 3: ids unique within one second, type letter still at index 15, sorting by
- * the second first. */
+/* Defect 3: ids unique within one second, type letter still at index 15, a new id
+ * sorting after the latest. */
 static void test_ids_same_second(void)
 {
     enum { N = 200 };
@@ -387,7 +387,7 @@ static void test_ids_same_second(void)
     PBT_CHECK(ids[0][15] == 'F' && ids[1][15] == 'I');
     char later[MF_ID_LEN];
     chain_new_id(later, 'I', ids[N - 1]);
-    PBT_CHECK(strncmp(later, ids[N - 1], 15) > 0);
+    PBT_CHECK(strcmp(later, ids[N - 1]) > 0);
 }
 
 /* Defect 11 (storage level): of racing create-if-absent writers exactly one wins and
