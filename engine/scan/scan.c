@@ -94,6 +94,10 @@ static void start_controller(scanner *s, const scan_opts *o)
         else
             pb_debug("scan: watching %s for others' reads", stat_path);
     }
+    /* Our reads besides the scan's own, taken out of the others' (scan_devstat.c); an md
+     * array's member counters are summed apart, so only a plain device. */
+    if (s->stat_fd >= 0 && s->nmembers == 0)
+        s->io_fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
     s->dev_max_io = max_io ? max_io : s->read_size;
     scan_ctl_init(&s->ctl, s->ring_ok ? s->queue_depth : 1, !o->adaptive);
     s->ctl.full_bytes = s->read_size / 2;
@@ -137,6 +141,7 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
     s->direct = o.direct;
     s->ioprio = o.ioprio;
     s->stat_fd = -1;
+    s->io_fd = -1;
     for (size_t i = 0; i < SCAN_MEMBERS_MAX; i++)
         s->member_fd[i] = -1;
     void *mem = NULL;
@@ -171,6 +176,8 @@ void scan_free(scanner *s)
         io_uring_queue_exit(&s->ring);
     if (s->stat_fd >= 0)
         close(s->stat_fd);
+    if (s->io_fd >= 0)
+        close(s->io_fd);
     for (size_t i = 0; i < s->nmembers; i++)
         close(s->member_fd[i]);
     free(s->bufs);

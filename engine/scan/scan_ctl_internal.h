@@ -89,12 +89,14 @@ typedef struct scan_ctl {
     bool quiet_open;        /* ... it runs: the window below started with nothing in flight */
     bool steered;           /* a baseline was had since others began: steps were taken */
     double quiet_t0;        /* when the quiet window was asked for */
+    double steer_rate;      /* others' reads/s when steering began */
     double hold_until;      /* no steering before (no baseline could be had) */
     double pause_s;         /* the pause before each request at the bottom step (0: none) */
     double win_t;           /* the window of device counters being judged: its start */
     uint64_t win_reads, win_ticks, win_own_reads;
     double win_own_ticks, win_own_floor;
     uint64_t win_own_bytes;
+    uint64_t win_read_bytes, win_own_other_bytes;
     bool win_have;
     scan_ctl_event last;
     char msg[200];          /* the latest decision in words, for the log */
@@ -117,6 +119,10 @@ typedef struct scan_dev_sample {
                              * instead (a reading thread scheduled late inflates none) */
     uint64_t own_bytes;
     unsigned own_inflight;  /* our requests submitted and not yet complete */
+    /* The device's bytes read, and ours that were not the scan's own direct reads (the
+     * repository's files, the program: /proc/self/io less the scan's requests); both 0
+     * when unknown (an md array: its members' reads are counted apart). */
+    uint64_t read_bytes, own_other_bytes;
 } scan_dev_sample;
 
 /* Start at one request in flight (max_depth when pinned). */

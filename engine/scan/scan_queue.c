@@ -127,6 +127,22 @@ static uint64_t member_direct_reads(scanner *s, const scan_dev_counters *md)
 
 /* Every 0.1 s (the controller decides on that period): the device's completed reads,
  * and on an md array those that bypassed it on its member disks. */
+/* This process's reads other than the scan's requests so far (bytes): /proc/self/io's
+ * read_bytes counts every read that reached a device, direct or not, at submission. */
+static uint64_t own_other_bytes(const scanner *s)
+{
+    char text[512];
+    ssize_t n = s->io_fd >= 0 ? pread(s->io_fd, text, sizeof(text) - 1, 0) : -1;
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    const char *p = strstr(text, "\nread_bytes: ");
+    if (!p)
+        return 0;
+    uint64_t all = strtoull(p + 13, NULL, 10), scan = s->bytes_done + s->own_inflight_bytes;
+    return all > scan ? all - scan : 0;
+}
+
 static void watch_device(scanner *s, double now)
 {
     char text[512];
@@ -146,6 +162,10 @@ static void watch_device(scanner *s, double now)
                          .own_ticks_ms = s->own_ticks_ms, .own_floor_ms = s->own_floor_ms,
                          .own_bytes = s->bytes_done,
                          .own_inflight = s->own_inflight};
+    if (s->io_fd >= 0) {
+        d.read_bytes = dc.read_sectors * 512;
+        d.own_other_bytes = own_other_bytes(s);
+    }
     log_decision(s, scan_ctl_device(&s->ctl, now, &d));
 }
 
@@ -263,6 +283,8 @@ typedef struct uring_scan {
     uint64_t checked; /* chunks checked (scan_check.c): their slots are free again */
     uint64_t base;
     unsigned inflight; /* requests, not chunks */
+    uint64_t bytes_inflight;
+    unsigned *len;   /* per slot: the bytes its request asked for */
     bool carrying; /* the next file's chunk 0 was submitted into slot_of(nchunks) */
     int *res;      /* per slot: cqe result, or INT_MIN while in flight */
     unsigned *group; /* per slot: chunks read by the request that starts there */
@@ -300,6 +322,9 @@ static int submit_read(scanner *s, uring_scan *u, const scan_fd *f, uint64_t ind
     }
     s->paused = false;
     u->group[slot] = k;
+    u->len[slot] = len;
+    u->bytes_inflight += len;
+    s->own_inflight_bytes += len;
     u->inflight++;
     s->own_inflight++;
     return 0;
@@ -391,6 +416,8 @@ static int uring_reap(scanner *s, uring_scan *u)
                                  : part > (int64_t)s->read_size ? (int)s->read_size : (int)part;
     }
     u->inflight--;
+    u->bytes_inflight -= u->len[slot];
+    s->own_inflight_bytes -= u->len[slot];
     s->own_inflight--;
     note_completion(s, s->t_sub[slot], res);
     return 0;
@@ -402,6 +429,21 @@ static void uring_drain(scanner *s, uring_scan *u)
     while (u->inflight > 0)
         if (uring_reap(s, u) < 0)
             break;
+}
+
+/* Whether the next request may go now. The controller's depth counts requests of its
+ * step's size; the blocks WAL names are read in requests of a page or a few, and one at
+ * a time they wait out the device's latency page by page (an incremental's scattered
+ * reads ran at 0.2 ms per page). So those go while the bytes in flight stay within what
+ * the step allows: at one 512 KiB request, up to 64 single pages, as the slots allow. */
+static bool may_submit(const scanner *s, const scan_fd *f, const uring_scan *u)
+{
+    if (!f->spans || u->inflight == 0)
+        return u->inflight < scan_ctl_depth(&s->ctl);
+    size_t cap = scan_ctl_request_cap(&s->ctl), step = scan_ctl_mult(&s->ctl) * s->read_size;
+    uint64_t allowed = (uint64_t)scan_ctl_depth(&s->ctl) * (cap && cap < step ? cap : step);
+    chunk_plan p = plan_chunk(s, f, u->submitted);
+    return u->bytes_inflight + request_len(s, p.cap) <= allowed;
 }
 
 /* Submit up to the controller's depth, within the free slots. While the controller asks
@@ -418,7 +460,7 @@ static int uring_fill(scanner *s, const scan_fd *f, uring_scan *u, bool may_slee
         return 0;
     }
     while (u->submitted < u->nchunks && u->submitted < u->checked + s->queue_depth &&
-           u->inflight < scan_ctl_depth(&s->ctl)) {
+           may_submit(s, f, u)) {
         bool one = false;
         int rc = uring_submit_next(s, f, u, &one);
         if (rc < 0)
@@ -503,8 +545,8 @@ static int finish_checks(scanner *s, const scan_fd *f, uring_scan *u, bool offer
 static int scan_uring(scanner *s, const char *path, const scan_fd *f, pb_error *err)
 {
     int res[QUEUE_DEPTH_MAX];
-    unsigned group[QUEUE_DEPTH_MAX];
-    uring_scan u = {.nchunks = chunk_count(s, f), .res = res, .group = group};
+    unsigned group[QUEUE_DEPTH_MAX], len[QUEUE_DEPTH_MAX];
+    uring_scan u = {.nchunks = chunk_count(s, f), .res = res, .group = group, .len = len};
     int rc = 0;
     if (s->carry.ready && s->carry.f.fd == f->fd) { /* chunk 0 was read ahead */
         u.base = s->carry.slot;

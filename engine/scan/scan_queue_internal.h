@@ -100,6 +100,8 @@ struct scanner {
     double lat_min[64];  /* per size class (bit length of the bytes): lowest latency, ms */
     uint64_t bytes_done; /* bytes our completed reads returned */
     unsigned own_inflight; /* our io_uring requests submitted, not yet reaped */
+    uint64_t own_inflight_bytes; /* ... and the bytes they asked for */
+    int io_fd;           /* /proc/self/io: this process's reads from the device, -1 if not */
     double dev_read_at;  /* when stat_fd was last read */
     double wait_s;       /* waiting for reads: completions, preads (bk_stages) */
     scan_ctl ctl;

@@ -58,7 +58,9 @@ def row(r, update_blocks):
     rb, rc = read_of(r)
     pb = r["tool"] == "pageback"
     pages, changed = (r.get("pages_scanned"), r.get("pages_changed")) if pb else (None, None)
-    return [r["round"], r["tool"], r["kind"], r.get("read_mode", ""), r["wall_s"], r["cpu_s"],
+    # A periodic verify scan reads every page on purpose (--verify-scan): shown as such.
+    mode = r.get("read_mode", "") + ("+verify" if r.get("verify_scan") == "True" else "")
+    return [r["round"], r["tool"], r["kind"], mode, r["wall_s"], r["cpu_s"],
             r.get("server_cpu_s"), r["stored_bytes"] / MIB, rb / MIB, rc / MIB,
             num(r.get("pb_bytes_read", "")) / MIB if pb and num(r.get("pb_bytes_read", "")) is not None else None,
             update_blocks, changed, pages, ratio(num(pages), num(changed)) if r["kind"] == "incr" else None]

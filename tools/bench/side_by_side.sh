@@ -13,7 +13,10 @@
 # previous manifest>); then the newest backup of each tool is restored (pg_combinebackup
 # for pg_basebackup's chain), started, and its table digests compared with the source's.
 # Last, summarize_wal is turned off and the same rounds run once more for pageback alone
-# (read_mode wal: the archived WAL decoded).
+# (read_mode wal: the archived WAL decoded; "+verify" marks pageback's periodic verify
+# scan, which reads every page on purpose). Every tool starts from a fast checkpoint
+# (pageback --checkpoint fast, pg_basebackup -c fast, pgBackRest start-fast); pageback's
+# per-step timing line is logged after each of its backups.
 #
 # Per tool per round: wall seconds, CPU seconds (the tool's process tree; for
 # pg_basebackup also the server's walsenders, reaped by the postmaster), bytes stored
@@ -104,7 +107,7 @@ pb_run() {
 
 backup_pageback() {
     local type=$1 id fields man
-    pb_run backup --type "$type" --pgdata "$SRC" --checkpoint fast || return 1
+    pb_run backup --type "$type" --pgdata "$SRC" --checkpoint fast --log-level detail || return 1
     id=$(pb_last_id) && PB_LAST=$id
     fields=$(bench_pb_info "$id" bytes_stored bytes_read pages_scanned pages_changed read_mode \
         verify_scan) || return 1
@@ -115,6 +118,7 @@ backup_pageback() {
         pages_scanned="$scanned" pages_changed="$changed" read_mode="$mode" \
         verify_scan="$verify" changed_pages="${CHANGED_PAGES:-}" summarize_wal="$SUMMARIZE" id="$id"
     pb_log "    pageback read_mode $mode: $scanned pages read, $changed changed"
+    pb_log "    pageback $(sed -n 's/^pageback: DETAIL: \(steps: .*\)/\1/p' "$BENCH_TMP/pageback.out")"
 }
 
 backup_pgbackrest() {

@@ -242,15 +242,55 @@ static void test_quiet_given_up(void)
     PBT_CHECK(!c.yielding && c.hold_until > f.now + 9);
 }
 
+/* Our own other reads (the repository's files, buffered, on the same disk) reach the
+ * device as anyone's: counted by bytes from /proc/self/io, they are taken out, and no
+ * pause for a baseline follows. Others reading beside them still steer the scan. */
+static void test_own_buffered_reads_not_counted(void)
+{
+    scan_ctl c;
+    fake_dev f;
+    setup(&c, &f);
+    f.d.read_bytes = 1; /* known: counted from here */
+    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    for (int i = 0; i < 10; i++) { /* 30 reads of 128 KiB a window, all ours: 300/s */
+        f.d.read_bytes += 30 * 128 * KiB + 20 * 128 * KiB; /* look() adds our direct 20 */
+        f.d.own_other_bytes += 30 * 128 * KiB;
+        PBT_CHECK(look(&c, &f, 0.1, 30, 2.0, 20, 4.0, 1) == SCAN_CTL_NONE);
+    }
+    PBT_CHECK(!c.yielding && c.st.yields == 0 && c.st.foreground_reads_per_s_peak < 1);
+    /* The same device traffic with half of it others' 8 KiB reads: they steer. */
+    f.d.read_bytes += 30 * 128 * KiB + 60 * 8 * KiB + 20 * 128 * KiB;
+    f.d.own_other_bytes += 30 * 128 * KiB;
+    PBT_CHECK(look(&c, &f, 0.1, 90, 1.0, 20, 4.0, 1) == SCAN_CTL_YIELD);
+}
+
+/* Others that stop as steering begins (a burst, such as the archiver reading the segment
+ * the backup's start closed): the quiet window waits for their reads a few times as long
+ * as their rate says eight take (60 ms at 400/s), not QUIET_MAX, before reading on. */
+static void test_quiet_short_after_burst(void)
+{
+    scan_ctl c;
+    fake_dev f;
+    setup(&c, &f);
+    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    PBT_CHECK(look(&c, &f, 0.1, 40, 1.0, 50, 4.0, 0) == SCAN_CTL_YIELD);
+    PBT_CHECK(look(&c, &f, 0.005, 0, 0, 0, 0, 0) == SCAN_CTL_NONE); /* the window opens */
+    PBT_CHECK(look(&c, &f, 0.03, 0, 0, 0, 0, 0) == SCAN_CTL_NONE);
+    PBT_CHECK(look(&c, &f, 0.04, 0, 0, 0, 0, 0) == SCAN_CTL_RESUME);
+    PBT_CHECK(!c.yielding && c.st.pause_seconds < 0.08);
+}
+
 int main(void)
 {
     PBT_RUN(test_ladder);
     PBT_RUN(test_grows_within_budget);
     PBT_RUN(test_shrinks_then_pauses_at_the_bottom);
     PBT_RUN(test_own_reads_not_counted);
+    PBT_RUN(test_own_buffered_reads_not_counted);
     PBT_RUN(test_resume_when_others_stop);
     PBT_RUN(test_rebase);
     PBT_RUN(test_quiet_given_up);
     PBT_RUN(test_slack);
+    PBT_RUN(test_quiet_short_after_burst);
     return PBT_DONE();
 }
