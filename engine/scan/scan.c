@@ -110,6 +110,7 @@ static void start_controller(scanner *s, const scan_opts *o)
         s->ctl.budget = s->ctl.st.budget = o->budget;
     scan_ctl_sizes(&s->ctl, s->read_size, mult);
     s->ctl.st.device_watched = s->stat_fd >= 0;
+    scan_watch_start(s);
     s->ctl.st.member_disks_watched = (unsigned)s->nmembers;
 }
 

@@ -88,6 +88,7 @@ typedef struct scan_ctl {
     bool quiet;             /* a quiet window is due or running: nothing is submitted */
     bool quiet_open;        /* ... it runs: the window below started with nothing in flight */
     bool steered;           /* a baseline was had since others began: steps were taken */
+    bool base_ahead;        /* base_ms was taken before the scan read anything */
     double quiet_t0;        /* when the quiet window was asked for */
     double steer_rate;      /* others' reads/s when steering began */
     double hold_until;      /* no steering before (no baseline could be had) */
@@ -135,6 +136,10 @@ scan_ctl_event scan_ctl_sample(scan_ctl *c, double now, size_t bytes, double lat
  * our own; once they read, steers by their latency (see above). A sample closer than
  * 0.1 s after the window's start only waits for more. */
 scan_ctl_event scan_ctl_device(scan_ctl *c, double now, const scan_dev_sample *d);
+
+/* A look at the device just before the scan's first read (scan_devstat.c): others' reads
+ * since the first look, none of them ours, give their baseline without a quiet window. */
+void scan_ctl_prescan(scan_ctl *c, double now, const scan_dev_sample *d);
 
 /* The largest request to make now, bytes, when below the base size (a chunk is then read
  * in several); 0: no cap. */

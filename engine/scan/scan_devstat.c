@@ -204,6 +204,19 @@ static scan_ctl_event start_steering(scan_ctl *c, double now, double rate)
 {
     c->yielding = true;
     c->steer_rate = rate;
+    if (c->base_ahead && now - c->base_at < REBASE_SECONDS) {
+        /* Their baseline was taken while the backup prepared: no pause to take it again. */
+        c->base_ahead = false;
+        c->pause_s = 0;
+        c->steered = true;
+        c->st.yields++;
+        apply_level(c, level_for(c, ENTRY_BYTES));
+        snprintf(c->msg, sizeof(c->msg), "others read (%.0f/s): steering by their read "
+                 "latency (budget %.2fx) from %.2f ms before the scan: %zu KiB x %u in flight",
+                 rate, c->budget, c->base_ms, c->lv_bytes[c->level] / 1024,
+                 c->lv_depth[c->level]);
+        return say(c, SCAN_CTL_YIELD);
+    }
     want_quiet(c, now); /* the baseline first */
     c->pause_s = 0;
     c->steered = false;
@@ -360,6 +373,21 @@ static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
     if (now - c->base_at >= REBASE_SECONDS)
         want_quiet(c, now); /* the others' load may have changed: measure it again */
     return ev;
+}
+
+void scan_ctl_prescan(scan_ctl *c, double now, const scan_dev_sample *d)
+{
+    if (c->win_have && !c->yielding && d->reads >= c->win_reads &&
+        d->read_ticks_ms >= c->win_ticks && d->own_reads == c->win_own_reads) {
+        double lat;
+        unsigned n = window_others(c, d, &lat, NULL);
+        if (n >= OTHERS_MIN && lat > 0) {
+            c->base_ms = c->st.others_base_ms = lat;
+            c->base_at = now;
+            c->base_ahead = true;
+        }
+    }
+    window_open(c, now, d);
 }
 
 scan_ctl_event scan_ctl_device(scan_ctl *c, double now, const scan_dev_sample *d)

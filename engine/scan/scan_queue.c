@@ -143,30 +143,54 @@ static uint64_t own_other_bytes(const scanner *s)
     return all > scan ? all - scan : 0;
 }
 
-static void watch_device(scanner *s, double now)
+/* The device's counters beside ours now; false when they cannot be read. */
+static bool dev_sample(scanner *s, scan_dev_sample *d)
 {
     char text[512];
     scan_dev_counters dc;
+    ssize_t n = pread(s->stat_fd, text, sizeof(text) - 1, 0);
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    if (scan_ctl_parse_stat(text, &dc) != 0)
+        return false;
+    uint64_t direct = s->nmembers ? member_direct_reads(s, &dc) : 0;
+    *d = (scan_dev_sample){.reads = dc.reads + direct, .read_ticks_ms = dc.read_ticks,
+                           .in_flight = dc.in_flight, .own_reads = s->own_dev_reads,
+                           .own_ticks_ms = s->own_ticks_ms, .own_floor_ms = s->own_floor_ms,
+                           .own_bytes = s->bytes_done, .own_inflight = s->own_inflight};
+    if (s->io_fd >= 0) {
+        d->read_bytes = dc.read_sectors * 512;
+        d->own_other_bytes = own_other_bytes(s);
+    }
+    return true;
+}
+
+static void watch_device(scanner *s, double now)
+{
+    scan_dev_sample d;
     if (s->stat_fd < 0 || now - s->dev_read_at < 0.02) /* the controller's windows are longer */
         return;
     s->dev_read_at = now;
-    ssize_t n = pread(s->stat_fd, text, sizeof(text) - 1, 0);
-    if (n <= 0)
-        return;
-    text[n] = '\0';
-    if (scan_ctl_parse_stat(text, &dc) != 0)
-        return;
-    uint64_t direct = s->nmembers ? member_direct_reads(s, &dc) : 0;
-    scan_dev_sample d = {.reads = dc.reads + direct, .read_ticks_ms = dc.read_ticks,
-                         .in_flight = dc.in_flight, .own_reads = s->own_dev_reads,
-                         .own_ticks_ms = s->own_ticks_ms, .own_floor_ms = s->own_floor_ms,
-                         .own_bytes = s->bytes_done,
-                         .own_inflight = s->own_inflight};
-    if (s->io_fd >= 0) {
-        d.read_bytes = dc.read_sectors * 512;
-        d.own_other_bytes = own_other_bytes(s);
+    if (dev_sample(s, &d))
+        log_decision(s, scan_ctl_device(&s->ctl, now, &d));
+}
+
+void scan_watch_start(scanner *s)
+{
+    watch_device(s, pb_now());
+}
+
+/* Before the first read: what others read since scan_watch_start is their baseline. */
+static void watch_prescan(scanner *s)
+{
+    scan_dev_sample d;
+    s->prescanned = true;
+    if (s->stat_fd >= 0 && dev_sample(s, &d)) {
+        double now = pb_now();
+        s->dev_read_at = now;
+        scan_ctl_prescan(&s->ctl, now, &d);
     }
-    log_decision(s, scan_ctl_device(&s->ctl, now, &d));
 }
 
 /* One completion: its latency and size go to the controller. */
@@ -601,6 +625,8 @@ out:;
 int scan_queue_read(scanner *s, const char *path, const scan_fd *f, scan_chunk_cb cb,
                     void *ctx, uint64_t *delivered, pb_error *err)
 {
+    if (!s->prescanned)
+        watch_prescan(s);
     int rc = scan_check_begin(&s->check, s->queue_depth, cb, ctx, err);
     if (rc != 0)
         return rc;

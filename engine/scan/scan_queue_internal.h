@@ -102,6 +102,7 @@ struct scanner {
     unsigned own_inflight; /* our io_uring requests submitted, not yet reaped */
     uint64_t own_inflight_bytes; /* ... and the bytes they asked for */
     int io_fd;           /* /proc/self/io: this process's reads from the device, -1 if not */
+    bool prescanned;     /* the look before the first read was taken (scan_ctl_prescan) */
     double dev_read_at;  /* when stat_fd was last read */
     double wait_s;       /* waiting for reads: completions, preads (bk_stages) */
     scan_ctl ctl;
@@ -129,6 +130,9 @@ int scan_open_fd(scanner *s, const char *path, bool warn, scan_fd *out, pb_error
 bool scan_open_next(scanner *s, scan_fd *f);
 /* Forget the carried read (its request is complete): close its file. */
 void scan_carry_drop(scanner *s);
+/* The first look at the device, when the scanner opens: others' reads from then until the
+ * first read are a baseline taken while the backup prepares (scan_ctl_prescan). */
+void scan_watch_start(scanner *s);
 
 /* Read the chunks of f (the whole file, or its spans) with the scanner's queue, in file
  * order, to cb; *delivered counts the bytes handed over. io_uring when the ring is up,

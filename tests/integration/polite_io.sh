@@ -138,13 +138,13 @@ pb_log_has "$PB_WORK/b4.log" "peak RSS [0-9.]+ MiB \(buffers 5.0 MiB\)" "the rep
 
 # 4. What the reads cost others' reads, against the budget, is in the log; a budget that
 # is no ratio is refused, naming the variable, and takes no backup.
-log_has "$B1" "cost to others' reads: .*budget 1\.30x|no block device found under" \
+pb_log_has "$B1" "cost to others' reads: .*budget 1\.30x|no block device found under" \
     "the log gives what the reads cost others' reads and the budget"
 LAST_BEFORE=$(pb_last_id)
 if PAGEBACK_READ_BUDGET=0.5 pb backup --type full >"$PB_WORK/b5.log" 2>&1; then
     pb_test_fail "PAGEBACK_READ_BUDGET=0.5 was accepted"
 else
-    log_has "$PB_WORK/b5.log" "PAGEBACK_READ_BUDGET=\"0\.5\": not a ratio from 1\.05 to 10" \
+    pb_log_has "$PB_WORK/b5.log" "PAGEBACK_READ_BUDGET=\"0\.5\": not a ratio from 1\.05 to 10" \
         "a bad PAGEBACK_READ_BUDGET is refused, naming the variable"
 fi
 pb_assert_eq "$(pb_last_id)" "$LAST_BEFORE" "the refused backup left no backup behind"

@@ -280,6 +280,33 @@ static void test_quiet_short_after_burst(void)
     PBT_CHECK(!c.yielding && c.st.pause_seconds < 0.08);
 }
 
+/* Others read while the backup prepared (the checkpoint, the walk): their latency then,
+ * none of it ours, is the baseline, and steering starts at the entry step without a quiet
+ * window. Without such reads before the scan, the quiet window is taken as before. */
+static void test_baseline_before_the_scan(void)
+{
+    scan_ctl c;
+    fake_dev f;
+    setup(&c, &f);
+    look(&c, &f, 0, 0, 0, 0, 0, 0); /* the scanner opens */
+    f.now += 0.05;
+    f.d.reads += 30;
+    f.d.read_ticks_ms += 30; /* 1 ms each */
+    scan_ctl_prescan(&c, f.now, &f.d);
+    PBT_CHECK(c.base_ms > 0.99 && c.base_ms < 1.01);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 50, 4.0, 1) == SCAN_CTL_YIELD);
+    PBT_CHECK(c.yielding && !c.quiet && scan_ctl_pause(&c, f.now) == 0);
+    PBT_CHECK(scan_ctl_request_cap(&c) == 128 * KiB && c.st.pauses == 0);
+    /* No reads of others before the scan: the baseline waits for a quiet window. */
+    setup(&c, &f);
+    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    f.now += 0.05;
+    scan_ctl_prescan(&c, f.now, &f.d);
+    PBT_CHECK(c.base_ms == 0);
+    PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 50, 4.0, 1) == SCAN_CTL_YIELD);
+    PBT_CHECK(c.quiet);
+}
+
 int main(void)
 {
     PBT_RUN(test_ladder);
@@ -292,5 +319,6 @@ int main(void)
     PBT_RUN(test_quiet_given_up);
     PBT_RUN(test_slack);
     PBT_RUN(test_quiet_short_after_burst);
+    PBT_RUN(test_baseline_before_the_scan);
     return PBT_DONE();
 }
