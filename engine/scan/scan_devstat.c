@@ -342,6 +342,16 @@ static double quiet_limit(const scan_ctl *c)
     return t < QUIET_FLOOR ? QUIET_FLOOR : t > QUIET_MAX ? QUIET_MAX : t;
 }
 
+/* How long a steered window waits for OTHERS_MIN reads before it says others stopped:
+ * the same spare over their rate, at least a judged window, at most WINDOW_MAX. A burst
+ * (the archiver, the WAL summarizer at a backup's start) no longer holds a full at the
+ * entry step for a second after it ended. */
+static double stop_limit(const scan_ctl *c)
+{
+    double t = c->steer_rate > 0 ? QUIET_SPARE * OTHERS_MIN / c->steer_rate : WINDOW_MAX;
+    return t < WINDOW_MIN ? WINDOW_MIN : t > WINDOW_MAX ? WINDOW_MAX : t;
+}
+
 /* Steering, a window long enough: a quiet window closes, or the others' cost is judged. */
 static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
 {
@@ -362,7 +372,7 @@ static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
     if ((double)n / span > c->st.foreground_reads_per_s_peak)
         c->st.foreground_reads_per_s_peak = (double)n / span;
     if (n < OTHERS_MIN) {
-        if (span < WINDOW_MAX)
+        if (span + 1e-6 < stop_limit(c))
             return SCAN_CTL_NONE;
         scan_ctl_event ev = stop_steering(c, now, (double)n / span);
         window_open(c, now, d);

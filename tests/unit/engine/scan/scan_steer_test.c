@@ -181,19 +181,29 @@ static void test_slack(void)
     PBT_CHECK(look(&c, &f, 0.1, 100, 0.4, 40, 0.4, 1) == SCAN_CTL_CUT);  /* +0.3 ms */
 }
 
-/* Others stop: after a second with too few of their reads, back to the probing of an idle
- * device, from one request of the base size; no pauses. */
+/* Others stop: after a window with too few of their reads, back to the probing of an idle
+ * device, from one request of the base size; no pauses. How long that window is follows
+ * their rate when steering began: at 1,000/s eight reads come in 8 ms, so a judged window
+ * (0.1 s) without them says they stopped; at 25/s only a second says so. */
 static void test_resume_when_others_stop(void)
 {
     scan_ctl c;
     fake_dev f;
     setup(&c, &f);
-    start(&c, &f);
+    start(&c, &f); /* others at 1,000/s */
+    PBT_CHECK(look(&c, &f, 0.05, 0, 0, 40, 5.0, 1) == SCAN_CTL_NONE); /* not judged yet */
+    PBT_CHECK(look(&c, &f, 0.06, 2, 1.0, 40, 5.0, 1) == SCAN_CTL_RESUME);
+    PBT_CHECK(!c.yielding && scan_ctl_request_cap(&c) == 0 && scan_ctl_pause(&c, f.now) == 0);
+    PBT_CHECK(scan_ctl_depth(&c) == 1 && scan_ctl_mult(&c) == 1 && c.st.resumes == 1);
+    /* Others reading slowly (25/s) when steering began: a second of too few. */
+    setup(&c, &f);
+    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    PBT_CHECK(look(&c, &f, 0.4, 10, 1.0, 50, 4.0, 0) == SCAN_CTL_YIELD);
+    PBT_CHECK(look(&c, &f, 0.01, 0, 0, 0, 0, 0) == SCAN_CTL_NONE); /* the quiet window opens */
+    PBT_CHECK(look(&c, &f, 0.15, 10, 1.0, 0, 0, 0) == SCAN_CTL_KEPT);
     for (int i = 0; i < 9; i++)
         PBT_CHECK(look(&c, &f, 0.1, 0, 0, 40, 5.0, 1) == SCAN_CTL_NONE);
     PBT_CHECK(look(&c, &f, 0.15, 2, 1.0, 40, 5.0, 1) == SCAN_CTL_RESUME);
-    PBT_CHECK(!c.yielding && scan_ctl_request_cap(&c) == 0 && scan_ctl_pause(&c, f.now) == 0);
-    PBT_CHECK(scan_ctl_depth(&c) == 1 && scan_ctl_mult(&c) == 1 && c.st.resumes == 1);
 }
 
 /* The baseline is measured again after a while: a quiet window every 10 s. */
