@@ -178,6 +178,13 @@ static unsigned window_others(const scan_ctl *c, const scan_dev_sample *d, doubl
     return n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
 }
 
+/* Whether d follows the open window's sample (no first look, no counter reset). */
+static bool window_continues(const scan_ctl *c, const scan_dev_sample *d)
+{
+    return c->win_have && d->reads >= c->win_reads && d->read_ticks_ms >= c->win_ticks &&
+           d->own_reads >= c->win_own_reads;
+}
+
 static void window_open(scan_ctl *c, double now, const scan_dev_sample *d)
 {
     c->win_have = true;
@@ -204,26 +211,23 @@ static scan_ctl_event start_steering(scan_ctl *c, double now, double rate)
 {
     c->yielding = true;
     c->steer_rate = rate;
-    if (c->base_ahead && now - c->base_at < REBASE_SECONDS) {
-        /* Their baseline was taken while the backup prepared: no pause to take it again. */
-        c->base_ahead = false;
-        c->pause_s = 0;
-        c->steered = true;
-        c->st.yields++;
-        apply_level(c, level_for(c, ENTRY_BYTES));
+    c->pause_s = 0;
+    c->st.yields++;
+    /* A baseline taken while the backup prepared (scan_ctl_prescan) needs no pause. */
+    c->steered = c->base_ahead && now - c->base_at < REBASE_SECONDS;
+    c->base_ahead = false;
+    if (!c->steered) {
+        want_quiet(c, now); /* the baseline first */
+        apply_level(c, 0);
         snprintf(c->msg, sizeof(c->msg), "others read (%.0f/s): steering by their read "
-                 "latency (budget %.2fx) from %.2f ms before the scan: %zu KiB x %u in flight",
-                 rate, c->budget, c->base_ms, c->lv_bytes[c->level] / 1024,
-                 c->lv_depth[c->level]);
+                 "latency (budget %.2fx), measuring it while not reading first", rate,
+                 c->budget);
         return say(c, SCAN_CTL_YIELD);
     }
-    want_quiet(c, now); /* the baseline first */
-    c->pause_s = 0;
-    c->steered = false;
-    c->st.yields++;
-    apply_level(c, 0);
+    apply_level(c, level_for(c, ENTRY_BYTES));
     snprintf(c->msg, sizeof(c->msg), "others read (%.0f/s): steering by their read latency "
-             "(budget %.2fx), measuring it while not reading first", rate, c->budget);
+             "(budget %.2fx) from %.2f ms before the scan: %zu KiB x %u in flight", rate,
+             c->budget, c->base_ms, c->lv_bytes[c->level] / 1024, c->lv_depth[c->level]);
     return say(c, SCAN_CTL_YIELD);
 }
 
@@ -335,21 +339,15 @@ static scan_ctl_event steer(scan_ctl *c, double lat, double hi)
     return say(c, SCAN_CTL_GROW);
 }
 
-/* How long a quiet window waits for OTHERS_MIN reads of others (QUIET_SPARE says why). */
-static double quiet_limit(const scan_ctl *c)
+/* How long to wait for OTHERS_MIN reads of others before saying they stopped: QUIET_SPARE
+ * times what their rate when steering began says eight take, within [lo, hi]. A quiet
+ * window waits so (QUIET_SPARE says why), and so does a steered window before the scan
+ * goes back to full speed: a burst (the archiver, the WAL summarizer at a backup's start)
+ * no longer holds a full at the entry step for a second after it ended. */
+static double others_wait(const scan_ctl *c, double lo, double hi)
 {
-    double t = c->steer_rate > 0 ? QUIET_SPARE * OTHERS_MIN / c->steer_rate : QUIET_MAX;
-    return t < QUIET_FLOOR ? QUIET_FLOOR : t > QUIET_MAX ? QUIET_MAX : t;
-}
-
-/* How long a steered window waits for OTHERS_MIN reads before it says others stopped:
- * the same spare over their rate, at least a judged window, at most WINDOW_MAX. A burst
- * (the archiver, the WAL summarizer at a backup's start) no longer holds a full at the
- * entry step for a second after it ended. */
-static double stop_limit(const scan_ctl *c)
-{
-    double t = c->steer_rate > 0 ? QUIET_SPARE * OTHERS_MIN / c->steer_rate : WINDOW_MAX;
-    return t < WINDOW_MIN ? WINDOW_MIN : t > WINDOW_MAX ? WINDOW_MAX : t;
+    double t = c->steer_rate > 0 ? QUIET_SPARE * OTHERS_MIN / c->steer_rate : hi;
+    return t < lo ? lo : t > hi ? hi : t;
 }
 
 /* Steering, a window long enough: a quiet window closes, or the others' cost is judged. */
@@ -363,7 +361,7 @@ static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
             window_open(c, now, d);
             return SCAN_CTL_NONE;
         }
-        if (span + 1e-6 < (n < OTHERS_MIN ? quiet_limit(c) : WINDOW_MIN))
+        if (span + 1e-6 < (n < OTHERS_MIN ? others_wait(c, QUIET_FLOOR, QUIET_MAX) : WINDOW_MIN))
             return SCAN_CTL_NONE;
         scan_ctl_event ev = quiet_done(c, now, n, lat);
         window_open(c, now, d);
@@ -372,7 +370,7 @@ static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
     if ((double)n / span > c->st.foreground_reads_per_s_peak)
         c->st.foreground_reads_per_s_peak = (double)n / span;
     if (n < OTHERS_MIN) {
-        if (span + 1e-6 < stop_limit(c))
+        if (span + 1e-6 < others_wait(c, WINDOW_MIN, WINDOW_MAX))
             return SCAN_CTL_NONE;
         scan_ctl_event ev = stop_steering(c, now, (double)n / span);
         window_open(c, now, d);
@@ -387,8 +385,7 @@ static scan_ctl_event judge(scan_ctl *c, double now, const scan_dev_sample *d)
 
 void scan_ctl_prescan(scan_ctl *c, double now, const scan_dev_sample *d)
 {
-    if (c->win_have && !c->yielding && d->reads >= c->win_reads &&
-        d->read_ticks_ms >= c->win_ticks && d->own_reads == c->win_own_reads) {
+    if (window_continues(c, d) && !c->yielding && d->own_reads == c->win_own_reads) {
         double lat;
         unsigned n = window_others(c, d, &lat, NULL);
         if (n >= OTHERS_MIN && lat > 0) {
@@ -403,8 +400,7 @@ void scan_ctl_prescan(scan_ctl *c, double now, const scan_dev_sample *d)
 scan_ctl_event scan_ctl_device(scan_ctl *c, double now, const scan_dev_sample *d)
 {
     c->last = SCAN_CTL_NONE;
-    if (!c->win_have || d->reads < c->win_reads || d->read_ticks_ms < c->win_ticks ||
-        d->own_reads < c->win_own_reads) {
+    if (!window_continues(c, d)) {
         window_open(c, now, d); /* first sample, or a counter reset: a new baseline */
         return SCAN_CTL_NONE;
     }

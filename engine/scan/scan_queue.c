@@ -101,122 +101,6 @@ static int wait_checks(scanner *s, uint64_t upto)
 
 /* ------------------------------------------------------------------ pacing */
 
-static void log_decision(const scanner *s, scan_ctl_event ev)
-{
-    if (ev != SCAN_CTL_NONE)
-        pb_detail("scan: %s", s->ctl.msg);
-}
-
-/* Reads on an md array's member disks that its own reads do not explain, so far. */
-static uint64_t member_direct_reads(scanner *s, const scan_dev_counters *md)
-{
-    char text[512];
-    uint64_t member_reads = 0;
-    for (size_t i = 0; i < s->nmembers; i++) {
-        scan_dev_counters mc;
-        ssize_t m = pread(s->member_fd[i], text, sizeof(text) - 1, 0);
-        if (m <= 0)
-            continue;
-        text[m] = '\0';
-        if (scan_ctl_parse_stat(text, &mc) == 0)
-            member_reads += mc.reads;
-    }
-    return scan_members_direct(&s->members, md->reads, md->read_sectors, member_reads,
-                               s->md_chunk);
-}
-
-/* Every 0.1 s (the controller decides on that period): the device's completed reads,
- * and on an md array those that bypassed it on its member disks. */
-/* This process's reads other than the scan's requests so far (bytes): /proc/self/io's
- * read_bytes counts every read that reached a device, direct or not, at submission. */
-static uint64_t own_other_bytes(const scanner *s)
-{
-    char text[512];
-    ssize_t n = s->io_fd >= 0 ? pread(s->io_fd, text, sizeof(text) - 1, 0) : -1;
-    if (n <= 0)
-        return 0;
-    text[n] = '\0';
-    const char *p = strstr(text, "\nread_bytes: ");
-    if (!p)
-        return 0;
-    uint64_t all = strtoull(p + 13, NULL, 10), scan = s->bytes_done + s->own_inflight_bytes;
-    return all > scan ? all - scan : 0;
-}
-
-/* The device's counters beside ours now; false when they cannot be read. */
-static bool dev_sample(scanner *s, scan_dev_sample *d)
-{
-    char text[512];
-    scan_dev_counters dc;
-    ssize_t n = pread(s->stat_fd, text, sizeof(text) - 1, 0);
-    if (n <= 0)
-        return false;
-    text[n] = '\0';
-    if (scan_ctl_parse_stat(text, &dc) != 0)
-        return false;
-    uint64_t direct = s->nmembers ? member_direct_reads(s, &dc) : 0;
-    *d = (scan_dev_sample){.reads = dc.reads + direct, .read_ticks_ms = dc.read_ticks,
-                           .in_flight = dc.in_flight, .own_reads = s->own_dev_reads,
-                           .own_ticks_ms = s->own_ticks_ms, .own_floor_ms = s->own_floor_ms,
-                           .own_bytes = s->bytes_done, .own_inflight = s->own_inflight};
-    if (s->io_fd >= 0) {
-        d->read_bytes = dc.read_sectors * 512;
-        d->own_other_bytes = own_other_bytes(s);
-    }
-    return true;
-}
-
-static void watch_device(scanner *s, double now)
-{
-    scan_dev_sample d;
-    if (s->stat_fd < 0 || now - s->dev_read_at < 0.02) /* the controller's windows are longer */
-        return;
-    s->dev_read_at = now;
-    if (dev_sample(s, &d))
-        log_decision(s, scan_ctl_device(&s->ctl, now, &d));
-}
-
-void scan_watch_start(scanner *s)
-{
-    watch_device(s, pb_now());
-}
-
-/* Before the first read: what others read since scan_watch_start is their baseline. */
-static void watch_prescan(scanner *s)
-{
-    scan_dev_sample d;
-    s->prescanned = true;
-    if (s->stat_fd >= 0 && dev_sample(s, &d)) {
-        double now = pb_now();
-        s->dev_read_at = now;
-        scan_ctl_prescan(&s->ctl, now, &d);
-    }
-}
-
-/* One completion: its latency and size go to the controller. */
-static void note_completion(scanner *s, double submitted, int res)
-{
-    double now = pb_now();
-    /* Each of our requests is at least one device read, split at the device's largest
-     * request: counting them so (not our bytes over that size, which undercounts a 512 KiB
-     * read on a 4 MiB device 8 times) keeps our own reads out of "others' reads". */
-    if (res > 0) {
-        uint64_t parts = ((size_t)res + s->dev_max_io - 1) / s->dev_max_io;
-        s->own_dev_reads += parts;
-        double ms = (now - submitted) * 1e3;
-        unsigned cls = 0;
-        for (size_t b = (size_t)res; b; b >>= 1)
-            cls++;
-        if (s->lat_min[cls] <= 0 || ms < s->lat_min[cls])
-            s->lat_min[cls] = ms;
-        s->own_ticks_ms += (double)parts * ms;
-        s->own_floor_ms += (double)parts * s->lat_min[cls];
-        s->bytes_done += (uint64_t)res;
-    }
-    log_decision(s, scan_ctl_sample(&s->ctl, now, res > 0 ? (size_t)res : 0, now - submitted));
-    watch_device(s, now);
-}
-
 /* Sleep the pause the controller asks for before the next request (a quiet window, or
  * others' reads still over budget at its smallest step). */
 static void pace(scanner *s)
@@ -228,7 +112,7 @@ static void pace(scanner *s)
         s->paused = true; /* the next request waited for the controller, not the checks */
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
         nanosleep(&ts, NULL);
-        watch_device(s, pb_now()); /* a quiet window ends on a device sample */
+        scan_watch_device(s, pb_now()); /* a quiet window ends on a device sample */
     }
 }
 
@@ -261,7 +145,7 @@ static ssize_t read_chunk_rest(scanner *s, const scan_fd *f, uint8_t *buf, const
         s->wait_s += pb_now() - t0;
         if (got < 0)
             return got;
-        note_completion(s, t0, (int)((size_t)got - from));
+        scan_note_completion(s, t0, (int)((size_t)got - from));
         if ((size_t)got < want)
             return got; /* end of file: the file shrank */
         have = (size_t)got;
@@ -307,7 +191,6 @@ typedef struct uring_scan {
     uint64_t checked; /* chunks checked (scan_check.c): their slots are free again */
     uint64_t base;
     unsigned inflight; /* requests, not chunks */
-    uint64_t bytes_inflight;
     unsigned *len;   /* per slot: the bytes its request asked for */
     bool carrying; /* the next file's chunk 0 was submitted into slot_of(nchunks) */
     int *res;      /* per slot: cqe result, or INT_MIN while in flight */
@@ -347,7 +230,6 @@ static int submit_read(scanner *s, uring_scan *u, const scan_fd *f, uint64_t ind
     s->paused = false;
     u->group[slot] = k;
     u->len[slot] = len;
-    u->bytes_inflight += len;
     s->own_inflight_bytes += len;
     u->inflight++;
     s->own_inflight++;
@@ -440,10 +322,9 @@ static int uring_reap(scanner *s, uring_scan *u)
                                  : part > (int64_t)s->read_size ? (int)s->read_size : (int)part;
     }
     u->inflight--;
-    u->bytes_inflight -= u->len[slot];
     s->own_inflight_bytes -= u->len[slot];
     s->own_inflight--;
-    note_completion(s, s->t_sub[slot], res);
+    scan_note_completion(s, s->t_sub[slot], res);
     return 0;
 }
 
@@ -467,7 +348,7 @@ static bool may_submit(const scanner *s, const scan_fd *f, const uring_scan *u)
     size_t cap = scan_ctl_request_cap(&s->ctl), step = scan_ctl_mult(&s->ctl) * s->read_size;
     uint64_t allowed = (uint64_t)scan_ctl_depth(&s->ctl) * (cap && cap < step ? cap : step);
     chunk_plan p = plan_chunk(s, f, u->submitted);
-    return u->bytes_inflight + request_len(s, p.cap) <= allowed;
+    return s->own_inflight_bytes + request_len(s, p.cap) <= allowed;
 }
 
 /* Submit up to the controller's depth, within the free slots. While the controller asks
@@ -626,7 +507,7 @@ int scan_queue_read(scanner *s, const char *path, const scan_fd *f, scan_chunk_c
                     void *ctx, uint64_t *delivered, pb_error *err)
 {
     if (!s->prescanned)
-        watch_prescan(s);
+        scan_watch_prescan(s);
     int rc = scan_check_begin(&s->check, s->queue_depth, cb, ctx, err);
     if (rc != 0)
         return rc;

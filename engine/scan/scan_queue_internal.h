@@ -130,9 +130,17 @@ int scan_open_fd(scanner *s, const char *path, bool warn, scan_fd *out, pb_error
 bool scan_open_next(scanner *s, scan_fd *f);
 /* Forget the carried read (its request is complete): close its file. */
 void scan_carry_drop(scanner *s);
-/* The first look at the device, when the scanner opens: others' reads from then until the
- * first read are a baseline taken while the backup prepares (scan_ctl_prescan). */
+/* ---- the look at the device (scan_watch.c) ----
+ * The first look, when the scanner opens: others' reads from then until the first read
+ * are a baseline taken while the backup prepares (scan_ctl_prescan). */
 void scan_watch_start(scanner *s);
+/* The look just before the first read (sets s->prescanned). */
+void scan_watch_prescan(scanner *s);
+/* A look at time now, at most one per 20 ms; the controller's decision is logged. */
+void scan_watch_device(scanner *s, double now);
+/* One of our requests completed (res bytes or a negative errno) after being submitted at
+ * that time: counted as ours, its latency to the controller, then a look. */
+void scan_note_completion(scanner *s, double submitted, int res);
 
 /* Read the chunks of f (the whole file, or its spans) with the scanner's queue, in file
  * order, to cb; *delivered counts the bytes handed over. io_uring when the ring is up,

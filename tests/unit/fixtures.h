@@ -265,6 +265,17 @@ static inline int pbt_write_bytes(const char *path, const uint8_t *data, size_t 
     return rc;
 }
 
+/* A file of size pseudo-random bytes (seed) at dir/name, its path left in path (path_len
+ * bytes); the bytes, for the caller to compare and free. The write is checked. */
+static inline uint8_t *pbt_random_file(char *path, size_t path_len, const char *dir,
+                                       const char *name, size_t size, uint64_t seed)
+{
+    snprintf(path, path_len, "%s/%s", dir, name);
+    uint8_t *bytes = pbt_random_bytes(size, seed);
+    PBT_CHECK(pbt_write_bytes(path, bytes, size) == 0);
+    return bytes;
+}
+
 /* Whether the file at path holds exactly len bytes equal to data. */
 static inline bool pbt_file_equals(const char *path, const void *data, size_t len)
 {

@@ -58,10 +58,8 @@ static void evict(const char *path)
 static void test_page_cache_footprint(void)
 {
     char path[128];
-    snprintf(path, sizeof(path), "%s/cold", tmpdir);
     size_t size = 4 * MiB;
-    uint8_t *want = pbt_random_bytes(size, 8);
-    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
+    uint8_t *want = pbt_random_file(path, sizeof(path), tmpdir, "cold", size, 8);
     evict(path);
     long before = resident_pages(path);
     if (before != 0) {

@@ -150,9 +150,7 @@ static void test_request_counts(void)
 {
     const size_t size = 32 * MiB, rs = 128 * KiB; /* 4096 pages, 16 per request */
     char path[128];
-    snprintf(path, sizeof(path), "%s/rel", tmpdir);
-    uint8_t *want = pbt_random_bytes(size, 7);
-    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
+    uint8_t *want = pbt_random_file(path, sizeof(path), tmpdir, "rel", size, 7);
     /* Dense: every other page of the first 2048 (1024 blocks, gaps of one page). */
     scan_range dense[1024];
     for (uint32_t i = 0; i < 1024; i++)

@@ -43,6 +43,13 @@ static void setup(scan_ctl *c, fake_dev *f)
     scan_ctl_sizes(c, 512 * KiB, 4);
 }
 
+/* setup, and the scanner's first look at the device (it opens the first window). */
+static void watched(scan_ctl *c, fake_dev *f)
+{
+    setup(c, f);
+    look(c, f, 0, 0, 0, 0, 0, 0);
+}
+
 /* Others start reading (1,000/s at 1 ms): the scan steers, measures their latency while
  * it does not read (a quiet window: it pauses), then reads at 128 KiB. */
 static void start(scan_ctl *c, fake_dev *f)
@@ -138,8 +145,7 @@ static void test_own_reads_not_counted(void)
 {
     scan_ctl c;
     fake_dev f;
-    setup(&c, &f);
-    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    watched(&c, &f);
     for (int i = 0; i < 20; i++)
         PBT_CHECK(look(&c, &f, 0.1, 0, 0, 400, 8.0, 2) == SCAN_CTL_NONE);
     PBT_CHECK(!c.yielding && c.st.yields == 0 && c.st.foreground_reads_per_s_peak == 0);
@@ -196,8 +202,7 @@ static void test_resume_when_others_stop(void)
     PBT_CHECK(!c.yielding && scan_ctl_request_cap(&c) == 0 && scan_ctl_pause(&c, f.now) == 0);
     PBT_CHECK(scan_ctl_depth(&c) == 1 && scan_ctl_mult(&c) == 1 && c.st.resumes == 1);
     /* Others reading slowly (25/s) when steering began: a second of too few. */
-    setup(&c, &f);
-    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    watched(&c, &f);
     PBT_CHECK(look(&c, &f, 0.4, 10, 1.0, 50, 4.0, 0) == SCAN_CTL_YIELD);
     PBT_CHECK(look(&c, &f, 0.01, 0, 0, 0, 0, 0) == SCAN_CTL_NONE); /* the quiet window opens */
     PBT_CHECK(look(&c, &f, 0.15, 10, 1.0, 0, 0, 0) == SCAN_CTL_KEPT);
@@ -228,8 +233,7 @@ static void test_quiet_given_up(void)
 {
     scan_ctl c;
     fake_dev f;
-    setup(&c, &f);
-    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    watched(&c, &f);
     PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 50, 4.0, 1) == SCAN_CTL_YIELD);
     for (int i = 0; i < 9; i++) {
         PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 0, 0, 1) == SCAN_CTL_NONE);
@@ -244,8 +248,7 @@ static void test_quiet_given_up(void)
     PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 0, 0, 1) == SCAN_CTL_YIELD);
     /* A quiet window with too few of others' reads to time: the same, and it pauses the
      * scan for at most 0.15 s. */
-    setup(&c, &f);
-    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    watched(&c, &f);
     PBT_CHECK(look(&c, &f, 0.1, 100, 1.0, 50, 4.0, 1) == SCAN_CTL_YIELD);
     look(&c, &f, 0.01, 0, 0, 1, 4.0, 0);
     PBT_CHECK(look(&c, &f, 0.16, 3, 1.0, 0, 0, 0) == SCAN_CTL_RESUME);
@@ -281,8 +284,7 @@ static void test_quiet_short_after_burst(void)
 {
     scan_ctl c;
     fake_dev f;
-    setup(&c, &f);
-    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    watched(&c, &f);
     PBT_CHECK(look(&c, &f, 0.1, 40, 1.0, 50, 4.0, 0) == SCAN_CTL_YIELD);
     PBT_CHECK(look(&c, &f, 0.005, 0, 0, 0, 0, 0) == SCAN_CTL_NONE); /* the window opens */
     PBT_CHECK(look(&c, &f, 0.03, 0, 0, 0, 0, 0) == SCAN_CTL_NONE);
@@ -297,8 +299,7 @@ static void test_baseline_before_the_scan(void)
 {
     scan_ctl c;
     fake_dev f;
-    setup(&c, &f);
-    look(&c, &f, 0, 0, 0, 0, 0, 0); /* the scanner opens */
+    watched(&c, &f); /* the scanner opens */
     f.now += 0.05;
     f.d.reads += 30;
     f.d.read_ticks_ms += 30; /* 1 ms each */
@@ -308,8 +309,7 @@ static void test_baseline_before_the_scan(void)
     PBT_CHECK(c.yielding && !c.quiet && scan_ctl_pause(&c, f.now) == 0);
     PBT_CHECK(scan_ctl_request_cap(&c) == 128 * KiB && c.st.pauses == 0);
     /* No reads of others before the scan: the baseline waits for a quiet window. */
-    setup(&c, &f);
-    look(&c, &f, 0, 0, 0, 0, 0, 0);
+    watched(&c, &f);
     f.now += 0.05;
     scan_ctl_prescan(&c, f.now, &f.d);
     PBT_CHECK(c.base_ms == 0);

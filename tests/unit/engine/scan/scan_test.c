@@ -149,10 +149,8 @@ static void test_vanished(void)
 static void test_callback_stop(void)
 {
     char path[128];
-    snprintf(path, sizeof(path), "%s/stop", tmpdir);
     size_t size = 2 * MiB;
-    uint8_t *want = pbt_random_bytes(size, 5);
-    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
+    uint8_t *want = pbt_random_file(path, sizeof(path), tmpdir, "stop", size, 5);
     for (int uring = 0; uring < 2; uring++) {
         scan_opts o = SCAN_OPTS_INIT;
         o.read_size = 128 * KiB;
@@ -227,10 +225,8 @@ static void test_shrink_and_grow(void)
 static void test_reread(void)
 {
     char path[128];
-    snprintf(path, sizeof(path), "%s/reread", tmpdir);
     size_t size = 3 * 8192 + 100;
-    uint8_t *want = pbt_random_bytes(size, 7);
-    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
+    uint8_t *want = pbt_random_file(path, sizeof(path), tmpdir, "reread", size, 7);
     scanner *s = NULL;
     scan_opts o = SCAN_OPTS_INIT;
     o.read_size = 128 * KiB;
@@ -270,9 +266,7 @@ static void test_adaptive_roundtrip(void)
 {
     const size_t size = 24 * MiB + 8192 + 5, rs = 128 * KiB;
     char path[128];
-    snprintf(path, sizeof(path), "%s/adaptive", tmpdir);
-    uint8_t *want = pbt_random_bytes(size, 99);
-    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
+    uint8_t *want = pbt_random_file(path, sizeof(path), tmpdir, "adaptive", size, 99);
     for (int uring = 0; uring < 2; uring++) {
         scan_opts o = SCAN_OPTS_INIT;
         o.read_size = rs;

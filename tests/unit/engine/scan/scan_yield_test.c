@@ -77,9 +77,7 @@ static void test_yielding_reads_in_small_requests(void)
 {
     const size_t size = 48 * MiB, rs = 512 * KiB;
     char path[128];
-    snprintf(path, sizeof(path), "%s/data", tmpdir);
-    uint8_t *want = pbt_random_bytes(size, 7);
-    PBT_CHECK(pbt_write_bytes(path, want, size) == 0);
+    uint8_t *want = pbt_random_file(path, sizeof(path), tmpdir, "data", size, 7);
     for (int uring = 0; uring < 2; uring++) {
         feeder fd = {.stop = false};
         snprintf(fd.path, sizeof(fd.path), "%s/stat.%d", tmpdir, uring);
