@@ -122,6 +122,13 @@ run_chain() {
             test $((SMALL_READ[wal] * 100)) -lt $((full_read * 5))
         pb_check "chain wal: the WAL window was decoded" \
             grep -q "WAL window: .* distinct blocks named" "$PB_WORK/backup-${ids[1]:-}.out"
+        # The segment of the backup's start is read from pg_wal only up to that start (it
+        # read all 16 MiB: a recycled segment's old bytes, from the disk, every time).
+        local kib
+        kib=$(sed -n 's/.*WAL window: .*; \([0-9]*\) KiB of pg_wal read.*/\1/p' \
+            "$PB_WORK/backup-${ids[1]:-}.out")
+        pb_check "chain wal: ${kib:-?} KiB of the 16 MiB start segment read from pg_wal" \
+            test "${kib:-16384}" -lt 16384
     fi
     psql_src "UPDATE small_$mode SET v = 'verify' WHERE id = 7"
     NO_DIGEST=$other_only backup I --incremental-mode "$mode" --verify-scan 1 && ids+=("$LAST")

@@ -109,6 +109,21 @@ static void test_paths(void)
     PBT_CHECK(!wg_key_from_path("pg_xact/0000", "PG_15_1", &k));
 }
 
+/* The window reads its last segment from pg_wal only through the WAL page holding its end:
+ * the rest is WAL after this backup's start, or a recycled segment's old bytes. */
+static void test_local_len(void)
+{
+    const uint32_t seg = 16u << 20;
+    PBT_CHECK(wg_local_len(seg, 5ull * seg + 0x1234) == WG_WAL_PAGE);
+    PBT_CHECK(wg_local_len(seg, 5ull * seg + 3 * WG_WAL_PAGE) == 4 * WG_WAL_PAGE);
+    PBT_CHECK(wg_local_len(seg, 5ull * seg + 3 * WG_WAL_PAGE - 1) == 3 * WG_WAL_PAGE);
+    PBT_CHECK(wg_local_len(seg, 6ull * seg - 1) == seg);
+    PBT_CHECK(wg_local_len(seg, 6ull * seg) == WG_WAL_PAGE);
+    /* 1 GiB segments (initdb --wal-segsize): a window ending early reads a page, not 1 GiB. */
+    PBT_CHECK(wg_local_len(1u << 30, 7ull * (1u << 30) + 40) == WG_WAL_PAGE);
+    PBT_CHECK(wg_local_len(1u << 30, 8ull * (1u << 30) - 8) == 1u << 30);
+}
+
 int main(void)
 {
     if (pbt_tmpdir(dir, sizeof(dir), "walguide") != 0)
@@ -117,6 +132,7 @@ int main(void)
     PBT_RUN(test_spilled);
     PBT_RUN(test_empty);
     PBT_RUN(test_paths);
+    PBT_RUN(test_local_len);
     pbt_rmtree(dir);
     return PBT_DONE();
 }
