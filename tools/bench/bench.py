@@ -472,13 +472,27 @@ def cmd_dirsync(args):
         time.sleep(gap)
 
 
+def cmd_burn(args):
+    """burn SECONDS SHARE: busy for SHARE of each millisecond-scale period, asleep the rest
+    (the CPU a backup's compression uses, without its reads or writes)."""
+    end, share = time.monotonic() + float(args[0]), float(args[1])
+    on = 0.001
+    off = on * (1 - share) / share if share < 1 else 0
+    while time.monotonic() < end:
+        t = time.monotonic() + on
+        while time.monotonic() < t:
+            pass
+        if off:
+            time.sleep(off)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     cmds = {"rec": cmd_rec, "pagehash": cmd_pagehash, "fio-json": cmd_fio_json,
             "pgbr-info": cmd_pgbr_info, "info-field": cmd_info_field, "report": cmd_report,
             "show": cmd_show, "rereport": cmd_rereport, "flush": cmd_flush,
-            "dirsync": cmd_dirsync}
+            "dirsync": cmd_dirsync, "burn": cmd_burn}
     if sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

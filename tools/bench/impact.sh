@@ -23,7 +23,16 @@
 #   PAGEBACK_READ_BUDGET (passed through: the ratio pageback steers others' latency to)
 #   BENCH_SCENARIOS (default 123)  BENCH_IDLE_REPS (scenario 2's rounds, default 3)
 #   BENCH_OLD_BIN: the binary of the pb_old tool (a full with another build, side by side)
-#   BENCH_PB_OPTS: the options of the pb_opts tool (a full with one setting changed)
+#   BENCH_PB_OPTS, BENCH_PB_OPTS2: the options of the pb_opts and pb_opts2 tools (a full with
+#   one setting changed)
+# Where a full's cost under load comes from (docs/BENCHMARKS.md, "piece by piece"):
+#   fio_<size>_<depth>[_idle]  a plain reader's frontier (fio O_DIRECT, sequential, io_uring)
+#   pbpin_<size>_<depth>[_idle]  pageback pinned to the same (its CPU work included)
+#   cpu_idle_N, cpu_share_P  CPU alone at SCHED_IDLE: N busy processes, one busy P%
+#   read_cpu  fio_128k_1_idle beside cpu_share_45 (a plain reader plus a backup's CPU)
+#   pb_shm  pageback into a repository on tmpfs (its writes off the database's disk)
+#   pg_api_4, pb_incr_4  PostgreSQL's backup API, and an incremental, once every 4 s
+#   pb_opts2  like pb_opts, with BENCH_PB_OPTS2
 # The fixed costs a backup is made of, piece by piece, under the same load:
 #   BENCH_SCENARIOS=1 BENCH_TOOLS="flush dirsync switchwal switchwal_nice checkpoint pb_file pg_api"
 # flush: 1 MiB write + fdatasync, 10/s; dirsync: 4 KiB write, fdatasync, rename, directory
@@ -48,7 +57,9 @@ CG=$CG_ROOT/pageback-impact.$$
 mkdir "$CG" || pb_die "cannot create $CG"
 echo $((CG_MIB * 1024 * 1024)) >"$CG/memory.limit_in_bytes" || pb_die "cannot set the limit"
 LOAD=
+SHM_REPO=/dev/shm/pageback-impact.$$/repo
 cg_cleanup() {
+    rm -rf "$(dirname "$SHM_REPO")"
     [ -n "$LOAD" ] && kill "$LOAD" 2>/dev/null
     [ -n "${SRC:-}" ] && [ -f "$SRC/postmaster.pid" ] &&
         _pb_as_pg "$PB_PGBIN/pg_ctl" -D "$SRC" -m immediate -w stop >/dev/null 2>&1
@@ -90,11 +101,43 @@ run_tool() {
     pb_noidle) pb_run --type full --io-class default ;;
     # A full with BENCH_PB_OPTS (e.g. "--cpu-priority normal"): one setting measured alone.
     pb_opts) pb_run --type full ${BENCH_PB_OPTS:-} ;;
+    pb_opts2) pb_run --type full ${BENCH_PB_OPTS2:-} ;;
     # The same full with another binary (BENCH_OLD_BIN, e.g. the one a change started from),
     # into the same repository: a change measured side by side in one run.
     pb_old) PB_BIN=${BENCH_OLD_BIN:?pb_old needs BENCH_OLD_BIN} pb_run --type full ;;
     pb_pinned) pb_run --type full --read-size 512k --queue-depth 2 ;;
     pb_incr) pb_run --type incr ;;
+    # An incremental every 4 s (the default spread checkpoint): back to back, its fixed
+    # costs (a checkpoint, a WAL switch, an archive push) come 10-50 times a window; paced,
+    # the window holds what one incremental costs, as pg_api_4 holds the API's.
+    pb_incr_4) local t_end=$(( $(date +%s%N) / 1000000 + 4000 ))
+        pb_run --type incr
+        sleep "$(awk -v e="$t_end" -v n="$(( $(date +%s%N) / 1000000 ))" \
+            'BEGIN {d = (e - n) / 1000; printf "%.3f", (d > 0 ? d : 0)}')" ;;
+    # The frontier a plain reader has on this disk: fio_<size>_<depth>[_idle], e.g.
+    # fio_128k_2_idle = 128 KiB requests, two in flight, idle I/O class, O_DIRECT,
+    # sequential over the same files as dd; pbpin_<size>_<depth>[_idle]: pageback pinned
+    # to the same (its own CPU work included), to tell the device's cost from pageback's.
+    fio_*) local a b c; IFS=_ read -r _ a b c <<<"$1"
+        fio --name=ref --filename="$(IFS=:; echo "${FILES[*]}")" --file_service_type=sequential \
+            --rw=read --bs="$a" --iodepth="$b" --direct=1 --ioengine=io_uring \
+            ${c:+--prioclass=3} --output=/dev/null >/dev/null 2>&1 ;;
+    pbpin_*) local a b c; IFS=_ read -r _ a b c <<<"$1"
+        pb_run --type full --read-size "$a" --queue-depth "$b" \
+            --io-class "$([ "$c" = idle ] && echo idle || echo default)" ;;
+    # What a backup's CPU alone costs: N busy SCHED_IDLE processes for 4 s, no I/O;
+    # cpu_share_P: one SCHED_IDLE process busy P% of the time in 1 ms bursts (pageback's
+    # threads use 40-50% of one CPU at 230 MB/s).
+    cpu_idle_*) local n=${1#cpu_idle_} i pids=()
+        for i in $(seq 1 "$n"); do chrt -i 0 timeout 4 sha256sum /dev/zero & pids+=($!); done
+        wait "${pids[@]}" ;; # not a bare wait: the load is this shell's child too
+    cpu_share_*) chrt -i 0 /usr/bin/python3 "$BENCH_DIR/bench.py" burn 4 "0.${1#cpu_share_}" ;;
+    # What the repository's writes cost: the same full into a repository on tmpfs (its
+    # WAL archived there too, by archive_for), nothing written to the database's disk.
+    pb_shm) local keep=("${PB_REPO_ARGS[@]}") keep_state=$PB_STATE
+        PB_REPO_ARGS=(--repo "$SHM_REPO") PB_STATE=$SHM_REPO.state
+        pb_run --type full
+        PB_REPO_ARGS=("${keep[@]}") PB_STATE=$keep_state ;;
     basebackup)
         rm -rf "$BENCH_TMP/bb"
         _pb_as_pg "$PB_PGBIN/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres \
@@ -111,6 +154,15 @@ run_tool() {
     # What PostgreSQL's side of any backup costs on its own: pg_backup_start (a spread
     # checkpoint) and pg_backup_stop (a WAL switch, waiting for its archive push), nothing
     # read or written by a tool. No tool's backup can cost the database less than this.
+    # The same at a backup's cadence: pg_backup_start, 4 s (a full of this size under
+    # load), pg_backup_stop: what the API alone adds to a window of back-to-back fulls.
+    pg_api_4) "$PB_PGBIN/psql" -X -At -v ON_ERROR_STOP=1 -h "$(pg_sockdir "$SRC")" \
+                -p "$(pg_port "$SRC")" -U postgres -d postgres \
+                -c "SELECT pg_backup_start('impact', false)" -c "SELECT pg_sleep(4)" \
+                -c "SELECT lsn FROM pg_backup_stop(true)" >/dev/null 2>&1 ;;
+    # A plain reader and a backup's CPU at once: fio_128k_1_idle beside cpu_share_45.
+    read_cpu) run_tool cpu_share_45 & local burner=$!
+        run_tool fio_128k_1_idle; wait "$burner" ;;
     pg_api) "$PB_PGBIN/psql" -X -At -v ON_ERROR_STOP=1 -h "$(pg_sockdir "$SRC")" \
                 -p "$(pg_port "$SRC")" -U postgres -d postgres \
                 -c "SELECT pg_backup_start('impact', false)" \
@@ -124,6 +176,11 @@ archive_for() {
     local cmd=$BENCH_PB_PUSH
     [ "$1" = pgbackrest ] && cmd=$BENCH_PGBR_PUSH
     [ "$1" = switchwal_nice ] && cmd="nice -n 10 ionice -c2 -n7 $BENCH_PB_PUSH"
+    if [ "$1" = pb_shm ]; then
+        cmd="$PB_BIN archive-push %p --repo $SHM_REPO"
+        install -d -o postgres -m 0750 "$(dirname "$SHM_REPO")" "$SHM_REPO" "$SHM_REPO.state" ||
+            pb_die "cannot create the tmpfs repository $SHM_REPO"
+    fi
     pg_conf "$SRC" "archive_command = '${cmd//\'/\'\'}'" &&
         pg_psql "$SRC" "SELECT pg_reload_conf()" >/dev/null
 }
