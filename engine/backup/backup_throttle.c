@@ -18,14 +18,15 @@
 
 #define PIPE_JOBS_MIN 2u /* one being filled, one being compressed */
 
-/* --max-memory bounds the read buffers (read size x in flight) and the compression
- * queue (jobs x 1 MiB). The queue takes at most half of what one request leaves, down
- * to two buffers; the ceiling of in-flight reads comes down to fit the rest. One
- * request and two buffers must fit. */
-static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned *depth,
-                      unsigned *jobs, pb_error *err)
+/* --max-memory bounds the read buffers (read size x in flight, plus spare: the buffer a
+ * pinned scan checks while its reads are in flight) and the compression queue (jobs x 1
+ * MiB). The queue takes at most half of what one request leaves, down to two buffers;
+ * the ceiling of in-flight reads comes down to fit the rest. One request (with its spare)
+ * and two buffers must fit. */
+static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned spare,
+                      unsigned *depth, unsigned *jobs, pb_error *err)
 {
-    const uint64_t frame = PACK_MAX_FRAME_RAW, one = plan->read_size;
+    const uint64_t frame = PACK_MAX_FRAME_RAW, one = plan->read_size * (1 + (uint64_t)spare);
     *jobs = BK_PIPE_JOBS;
     if (!opts->max_memory)
         return 0;
@@ -36,7 +37,7 @@ static int fit_memory(const bk_opts *opts, const scan_io_plan *plan, unsigned *d
                        PIPE_JOBS_MIN, frame / 1024, PIPE_JOBS_MIN * frame + one);
     uint64_t q = (opts->max_memory - one) / 2 / frame;
     *jobs = q < PIPE_JOBS_MIN ? PIPE_JOBS_MIN : q > BK_PIPE_JOBS ? BK_PIPE_JOBS : (unsigned)q;
-    uint64_t fit = (opts->max_memory - *jobs * frame) / one;
+    uint64_t fit = (opts->max_memory - *jobs * frame) / plan->read_size - spare;
     if (fit < *depth || *jobs < BK_PIPE_JOBS) {
         pb_detail("--max-memory %" PRIu64 " MiB: at most %" PRIu64 " reads in flight (of %u) and "
                 "%u compression buffers (of %d)", opts->max_memory >> 20,
@@ -75,7 +76,7 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
     /* Given sizes, depths or rates pin the reads: no adaptation. */
     so.adaptive = plan.adaptive && !opts->max_rate;
     unsigned depth = so.adaptive ? plan.depth_max : plan.queue_depth;
-    int rc = fit_memory(opts, &plan, &depth, &io->pipe_jobs, err);
+    int rc = fit_memory(opts, &plan, so.adaptive ? 0 : 1, &depth, &io->pipe_jobs, err);
     if (rc)
         return rc;
     so.read_size = plan.read_size;
@@ -102,7 +103,8 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
                 plan.why[0] ? ": " : "", plan.why);
     io->read_size = so.read_size;
     io->depth_max = depth;
-    io->buffer_bytes = (uint64_t)so.read_size * depth + (uint64_t)io->pipe_jobs * PACK_MAX_FRAME_RAW;
+    io->buffer_bytes = (uint64_t)so.read_size * scan_buffers(&so) +
+                       (uint64_t)io->pipe_jobs * PACK_MAX_FRAME_RAW;
     return scan_open(&ctx->scan, &so, err);
 }
 

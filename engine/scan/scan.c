@@ -8,7 +8,7 @@
  * sysctl or seccomp). Chunks complete out of order but are delivered in file order,
  * so callers can treat the scan as a sequential stream.
  *
- * Memory is fixed at scan_open: queue_depth buffers of read_size bytes. A chunk's
+ * Memory is fixed at scan_open: scan_buffers() buffers of read_size bytes. A chunk's
  * buffer is reused only after the callback for that chunk returned.
  *
  * How many of those buffers are in flight at a time is the controller's choice
@@ -99,7 +99,7 @@ static void start_controller(scanner *s, const scan_opts *o)
     if (s->stat_fd >= 0 && s->nmembers == 0)
         s->io_fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
     s->dev_max_io = max_io ? max_io : s->read_size;
-    scan_ctl_init(&s->ctl, s->ring_ok ? s->queue_depth : 1, !o->adaptive);
+    scan_ctl_init(&s->ctl, s->ring_ok ? o->queue_depth : 1, !o->adaptive);
     s->ctl.full_bytes = s->read_size / 2;
     /* Larger requests (io_uring only) up to SCAN_REQUEST_MAX, as dd's best sizes on one
      * virtio disk were 512 KiB to 2 MiB (docs/DESIGN.md, "Polite I/O"). */
@@ -114,12 +114,21 @@ static void start_controller(scanner *s, const scan_opts *o)
     s->ctl.st.member_disks_watched = (unsigned)s->nmembers;
 }
 
+/* Pinned reads get one buffer more than their depth: with only as many as in flight, the
+ * next read waits for the last chunk's checks (at one in flight: every read, 0.86 s of a
+ * 2 s scan); adaptive reads hold their ceiling's and start at one in flight. */
+unsigned scan_buffers(const scan_opts *o)
+{
+    unsigned depth = o->queue_depth ? o->queue_depth : SCAN_OPTS_DEPTH_DEFAULT;
+    return depth + (o->adaptive ? 0u : 1u);
+}
+
 int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
 {
     *out = NULL;
     scan_opts o = opts ? *opts : (scan_opts)SCAN_OPTS_INIT;
     if (o.queue_depth == 0)
-        o.queue_depth = 4;
+        o.queue_depth = SCAN_OPTS_DEPTH_DEFAULT;
     if (o.read_size == 0) {
         char why[256];
         o.read_size = scan_default_read_size(".", why, sizeof(why));
@@ -127,18 +136,20 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
     }
     /* Every chunk but a file's last must hold whole pages: the backup checks, hashes and
      * ships pages chunk by chunk, and a page split between two chunks would be neither. */
+    unsigned slots = scan_buffers(&o);
     if (o.read_size % PB_PAGE_SIZE != 0 || o.read_size > UINT_MAX / 2 ||
-        o.queue_depth > QUEUE_DEPTH_MAX || o.read_size * o.queue_depth > BUFFER_BYTES_MAX)
+        slots > QUEUE_DEPTH_MAX || o.read_size * slots > BUFFER_BYTES_MAX)
         return pb_fail(err, PB_EINVAL,
                        "scan: read size %zu (must be a multiple of the %u-byte page) x queue "
                        "depth %u (at most %u) exceeds the limits",
-                       o.read_size, PB_PAGE_SIZE, o.queue_depth, QUEUE_DEPTH_MAX);
+                       o.read_size, PB_PAGE_SIZE, o.queue_depth,
+                       QUEUE_DEPTH_MAX - (slots - o.queue_depth));
 
     scanner *s = calloc(1, sizeof(*s));
     if (!s)
         return pb_fail(err, PB_ENOMEM, "scan: allocating scanner");
     s->read_size = o.read_size;
-    s->queue_depth = o.queue_depth;
+    s->queue_depth = slots;
     s->direct = o.direct;
     s->ioprio = o.ioprio;
     s->stat_fd = -1;
@@ -146,14 +157,14 @@ int scan_open(scanner **out, const scan_opts *opts, pb_error *err)
     for (size_t i = 0; i < SCAN_MEMBERS_MAX; i++)
         s->member_fd[i] = -1;
     void *mem = NULL;
-    if (posix_memalign(&mem, PB_ALIGN, o.read_size * o.queue_depth) != 0) {
+    if (posix_memalign(&mem, PB_ALIGN, o.read_size * slots) != 0) {
         free(s);
         return pb_fail(err, PB_ENOMEM, "scan: allocating %u x %zu bytes of read buffers",
-                       o.queue_depth, o.read_size);
+                       slots, o.read_size);
     }
     s->bufs = mem;
     if (o.use_uring) {
-        int rc = io_uring_queue_init(o.queue_depth, &s->ring, 0);
+        int rc = io_uring_queue_init(slots, &s->ring, 0);
         if (rc == 0) {
             s->ring_ok = true;
             s->fixed = register_buffers(s);

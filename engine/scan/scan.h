@@ -33,7 +33,12 @@ typedef struct scan_opts {
                            * while the scan does not read (0: 1.3) */
 } scan_opts;
 
-#define SCAN_OPTS_INIT {0, 4, true, true, false, NULL, 0, NULL, 0}
+#define SCAN_OPTS_DEPTH_DEFAULT 4u
+#define SCAN_OPTS_INIT {0, SCAN_OPTS_DEPTH_DEFAULT, true, true, false, NULL, 0, NULL, 0}
+
+/* The read buffers scan_open allocates for o (each read_size bytes): the depth, and one
+ * more when the depth is pinned, so a chunk is checked while the next read is in flight. */
+unsigned scan_buffers(const scan_opts *o);
 
 /* What the scanner's controller did, for the log and the backup report. Counts are
  * decisions, not requests, except requests. */

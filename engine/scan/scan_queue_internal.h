@@ -79,7 +79,7 @@ typedef struct scan_check {
 
 struct scanner {
     size_t read_size;
-    unsigned queue_depth;
+    unsigned queue_depth; /* buffer slots (scan_buffers); the controller sets how many fly */
     bool direct;         /* try O_DIRECT */
     bool ring_ok;        /* io_uring initialised */
     bool fixed;          /* bufs registered with the ring (no page pinning per read) */

@@ -319,6 +319,50 @@ static void test_adaptive_roundtrip(void)
 
 /* ------------------------------------------------------------------ reading ahead */
 
+/* A chunk's checks that take a while: the next read has time to go out meanwhile. */
+static int slow_sink_cb(void *ctx, uint64_t offset, const uint8_t *data, size_t len)
+{
+    usleep(2000);
+    return sink_cb(ctx, offset, data, len);
+}
+
+/* Pinned at one read in flight, the next read still goes out while a chunk is checked:
+ * the scanner holds a buffer more than the depth. With only one, every read waited for
+ * the checks of the chunk before it (overlapped none). */
+static void test_pinned_one_overlaps_checks(void)
+{
+    const size_t rs = 128 * KiB, size = 24 * rs;
+    char path[128];
+    uint8_t *want = pbt_random_file(path, sizeof(path), tmpdir, "pinned1", size, 41);
+    for (int uring = 0; uring < 2; uring++) {
+        scan_opts o = SCAN_OPTS_INIT;
+        o.read_size = rs;
+        o.queue_depth = 1;
+        o.use_uring = uring;
+        PBT_CHECK(scan_buffers(&o) == 2);
+        scanner *s = NULL;
+        pb_error err = PB_ERROR_INIT;
+        PBT_CHECK(scan_open(&s, &o, &err) == 0);
+        if (!s)
+            continue;
+        sink k = sink_make(size, rs);
+        uint64_t got = 0;
+        PBT_CHECK(scan_file(s, path, slow_sink_cb, &k, &got, &err) == 0);
+        PBT_CHECK(got == size && memcmp(k.data, want, size) == 0);
+        scan_io_stats st;
+        scan_get_io_stats(s, &st);
+        printf("  pinned 1 %s: %llu of %llu chunks overlapped, peak %u in flight\n",
+               scan_method(s), (unsigned long long)st.overlapped,
+               (unsigned long long)st.chunks, st.depth_peak);
+        PBT_CHECK(!st.adaptive && st.depth_peak == 1);
+        PBT_CHECK(st.chunks == 24 && st.overlapped * 10 >= st.chunks * 9);
+        free(k.data);
+        scan_free(s);
+    }
+    unlink(path);
+    free(want);
+}
+
 static int open_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
@@ -412,6 +456,7 @@ int main(void)
     PBT_RUN(test_reread);
     PBT_RUN(test_adaptive_roundtrip);
     PBT_RUN(test_read_ahead_across_files);
+    PBT_RUN(test_pinned_one_overlaps_checks);
     rmdir(tmpdir);
     return PBT_DONE();
 }
