@@ -195,8 +195,10 @@ static void test_ends(void)
     scan_opts o = SCAN_OPTS_INIT;
     o.read_size = 4 * PAGE;
     o.use_uring = false;
-    o.queue_depth = 1; /* one buffer: the next read waits for the check of the one before
+    o.queue_depth = 1; /* one buffer (adaptive with a ceiling of one: a pinned scan holds
+                        * a spare): the next read waits for the check of the one before
                         * (engine/scan/scan_check.c), so the truncation lands between two */
+    o.adaptive = true;
     scanner *s = NULL;
     PBT_CHECK(scan_open(&s, &o, NULL) == 0);
     scan_ranges_result res;
