@@ -76,7 +76,8 @@ int bk_open_scanner(bk_ctx *ctx, const bk_opts *opts, pb_error *err)
     /* Given sizes, depths or rates pin the reads: no adaptation. */
     so.adaptive = plan.adaptive && !opts->max_rate;
     unsigned depth = so.adaptive ? plan.depth_max : plan.queue_depth;
-    int rc = fit_memory(opts, &plan, so.adaptive ? 0 : 1, &depth, &io->pipe_jobs, err);
+    so.queue_depth = depth;
+    int rc = fit_memory(opts, &plan, scan_buffers(&so) - depth, &depth, &io->pipe_jobs, err);
     if (rc)
         return rc;
     so.read_size = plan.read_size;

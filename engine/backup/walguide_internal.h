@@ -62,8 +62,6 @@ typedef struct wg_window {
  * why saying so: the caller falls back. Errors (< 0) only for what stops the backup. */
 int wg_collect(const wg_window *w, wg_set **out, char *why, size_t why_len, pb_error *err);
 
-/* PostgreSQL's WAL page (XLOG_BLCKSZ; the reader refuses another). */
-#define WG_WAL_PAGE 8192u
 /* How much of the segment holding end_lsn the window reads from pg_wal: through the end
  * of the WAL page holding end_lsn, at most the segment. */
 size_t wg_local_len(uint32_t seg_size, uint64_t end_lsn);

@@ -55,7 +55,7 @@ typedef struct src_ctx {
  * cross end_lsn would be read as a truncated segment: the window is then not trusted. */
 size_t wg_local_len(uint32_t seg_size, uint64_t end_lsn)
 {
-    uint64_t want = (end_lsn % seg_size / WG_WAL_PAGE + 1) * WG_WAL_PAGE;
+    uint64_t want = (end_lsn % seg_size / ARCH_WAL_PAGE + 1) * ARCH_WAL_PAGE;
     return want < seg_size ? (size_t)want : seg_size;
 }
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WAL_BLCKSZ 8192u
+#define WAL_BLCKSZ ARCH_WAL_PAGE
 #define SHORT_PHD 24u      /* SizeOfXLogShortPHD */
 #define LONG_PHD 40u       /* SizeOfXLogLongPHD */
 #define XLP_FIRST_IS_CONTRECORD 0x0001u

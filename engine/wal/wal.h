@@ -58,6 +58,9 @@ int arch_decode(const uint8_t *obj, size_t len, const char *name, uint8_t **out,
 typedef int (*arch_list_cb)(void *ctx, const char *name);
 int arch_list(repo *r, unsigned kinds, arch_list_cb cb, void *ctx, pb_error *err);
 
+/* PostgreSQL's WAL page (XLOG_BLCKSZ): the reader refuses WAL of another. */
+#define ARCH_WAL_PAGE 8192u
+
 /* Check the long page header that starts WAL segment `name` (a plain segment name),
  * a file of len bytes whose first ARCH_LONG_PHD bytes are page: the page address is where
  * the name puts the segment, its timeline the name's or an earlier one, and the segment

@@ -110,10 +110,8 @@ run_tool() {
     # An incremental every 4 s (the default spread checkpoint): back to back, its fixed
     # costs (a checkpoint, a WAL switch, an archive push) come 10-50 times a window; paced,
     # the window holds what one incremental costs, as pg_api_4 holds the API's.
-    pb_incr_4) local t_end=$(( $(date +%s%N) / 1000000 + 4000 ))
-        pb_run --type incr
-        sleep "$(awk -v e="$t_end" -v n="$(( $(date +%s%N) / 1000000 ))" \
-            'BEGIN {d = (e - n) / 1000; printf "%.3f", (d > 0 ? d : 0)}')" ;;
+    pb_incr_4) sleep 4 & local pacer=$!
+        pb_run --type incr; wait "$pacer" ;;
     # The frontier a plain reader has on this disk: fio_<size>_<depth>[_idle], e.g.
     # fio_128k_2_idle = 128 KiB requests, two in flight, idle I/O class, O_DIRECT,
     # sequential over the same files as dd; pbpin_<size>_<depth>[_idle]: pageback pinned
@@ -123,8 +121,7 @@ run_tool() {
             --rw=read --bs="$a" --iodepth="$b" --direct=1 --ioengine=io_uring \
             ${c:+--prioclass=3} --output=/dev/null >/dev/null 2>&1 ;;
     pbpin_*) local a b c; IFS=_ read -r _ a b c <<<"$1"
-        pb_run --type full --read-size "$a" --queue-depth "$b" \
-            --io-class "$([ "$c" = idle ] && echo idle || echo default)" ;;
+        pb_run --type full --read-size "$a" --queue-depth "$b" --io-class "${c:-default}" ;;
     # What a backup's CPU alone costs: N busy SCHED_IDLE processes for 4 s, no I/O;
     # cpu_share_P: one SCHED_IDLE process busy P% of the time in 1 ms bursts (pageback's
     # threads use 40-50% of one CPU at 230 MB/s).
@@ -134,10 +131,7 @@ run_tool() {
     cpu_share_*) chrt -i 0 /usr/bin/python3 "$BENCH_DIR/bench.py" burn 4 "0.${1#cpu_share_}" ;;
     # What the repository's writes cost: the same full into a repository on tmpfs (its
     # WAL archived there too, by archive_for), nothing written to the database's disk.
-    pb_shm) local keep=("${PB_REPO_ARGS[@]}") keep_state=$PB_STATE
-        PB_REPO_ARGS=(--repo "$SHM_REPO") PB_STATE=$SHM_REPO.state
-        pb_run --type full
-        PB_REPO_ARGS=("${keep[@]}") PB_STATE=$keep_state ;;
+    pb_shm) (PB_REPO_ARGS=(--repo "$SHM_REPO") PB_STATE=$SHM_REPO.state; pb_run --type full) ;;
     basebackup)
         rm -rf "$BENCH_TMP/bb"
         _pb_as_pg "$PB_PGBIN/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres \

@@ -6,6 +6,7 @@
  * the right keys.
  */
 #include "engine/backup/walguide_internal.h"
+#include "engine/wal/wal.h"
 #include "tests/unit/pbtest.h"
 
 #include <dirent.h>
@@ -114,13 +115,13 @@ static void test_paths(void)
 static void test_local_len(void)
 {
     const uint32_t seg = 16u << 20;
-    PBT_CHECK(wg_local_len(seg, 5ull * seg + 0x1234) == WG_WAL_PAGE);
-    PBT_CHECK(wg_local_len(seg, 5ull * seg + 3 * WG_WAL_PAGE) == 4 * WG_WAL_PAGE);
-    PBT_CHECK(wg_local_len(seg, 5ull * seg + 3 * WG_WAL_PAGE - 1) == 3 * WG_WAL_PAGE);
+    PBT_CHECK(wg_local_len(seg, 5ull * seg + 0x1234) == ARCH_WAL_PAGE);
+    PBT_CHECK(wg_local_len(seg, 5ull * seg + 3 * ARCH_WAL_PAGE) == 4 * ARCH_WAL_PAGE);
+    PBT_CHECK(wg_local_len(seg, 5ull * seg + 3 * ARCH_WAL_PAGE - 1) == 3 * ARCH_WAL_PAGE);
     PBT_CHECK(wg_local_len(seg, 6ull * seg - 1) == seg);
-    PBT_CHECK(wg_local_len(seg, 6ull * seg) == WG_WAL_PAGE);
+    PBT_CHECK(wg_local_len(seg, 6ull * seg) == ARCH_WAL_PAGE);
     /* 1 GiB segments (initdb --wal-segsize): a window ending early reads a page, not 1 GiB. */
-    PBT_CHECK(wg_local_len(1u << 30, 7ull * (1u << 30) + 40) == WG_WAL_PAGE);
+    PBT_CHECK(wg_local_len(1u << 30, 7ull * (1u << 30) + 40) == ARCH_WAL_PAGE);
     PBT_CHECK(wg_local_len(1u << 30, 8ull * (1u << 30) - 8) == 1u << 30);
 }
 

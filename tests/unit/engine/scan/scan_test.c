@@ -260,6 +260,27 @@ static void test_reread(void)
 
 /* ------------------------------------------------------------------ adaptive depth */
 
+/* Open a scanner with o, scan path (size bytes) through cb and check that what came is
+ * want, in order, chunk by chunk. The scanner stays open for the caller's stats; NULL
+ * when it did not open. */
+static scanner *scan_checked(const scan_opts *o, const char *path, scan_chunk_cb cb,
+                             const uint8_t *want, size_t size)
+{
+    scanner *s = NULL;
+    pb_error err = PB_ERROR_INIT;
+    PBT_CHECK(scan_open(&s, o, &err) == 0);
+    if (!s)
+        return NULL;
+    sink k = sink_make(size, o->read_size);
+    uint64_t got = 0;
+    PBT_CHECK(scan_file(s, path, cb, &k, &got, &err) == 0);
+    PBT_CHECK(got == size && k.calls == expected_calls(size, o->read_size));
+    PBT_CHECK(k.bad_order == 0 && k.bad_len == 0 && k.overflow == 0);
+    PBT_CHECK(memcmp(k.data, want, size) == 0);
+    free(k.data);
+    return s;
+}
+
 /* Adaptive reads (the controller picks the depth, up to qd) deliver the same bytes in
  * the same order, and the stats account for every request. */
 static void test_adaptive_roundtrip(void)
@@ -274,17 +295,9 @@ static void test_adaptive_roundtrip(void)
         o.use_uring = uring;
         o.adaptive = true;
         o.device_path = tmpdir;
-        scanner *s = NULL;
-        pb_error err = PB_ERROR_INIT;
-        PBT_CHECK(scan_open(&s, &o, &err) == 0);
+        scanner *s = scan_checked(&o, path, sink_cb, want, size);
         if (!s)
             continue;
-        sink k = sink_make(size, rs);
-        uint64_t got = 0;
-        PBT_CHECK(scan_file(s, path, sink_cb, &k, &got, &err) == 0);
-        PBT_CHECK(got == size && k.calls == expected_calls(size, rs));
-        PBT_CHECK(k.bad_order == 0 && k.bad_len == 0 && k.overflow == 0);
-        PBT_CHECK(memcmp(k.data, want, size) == 0);
         scan_io_stats st;
         scan_get_io_stats(s, &st);
         PBT_CHECK(st.adaptive && st.depth_start == 1 && st.depth_peak <= 8);
@@ -305,7 +318,6 @@ static void test_adaptive_roundtrip(void)
                "device %s\n", scan_method(s), st.depth_peak, (unsigned long long)st.grows,
                (unsigned long long)st.plateaus, (unsigned long long)st.cuts,
                (unsigned long long)st.yields, st.device_watched ? "watched" : "not watched");
-        free(k.data);
         scan_free(s);
     }
     unlink(path);
@@ -340,15 +352,9 @@ static void test_pinned_one_overlaps_checks(void)
         o.queue_depth = 1;
         o.use_uring = uring;
         PBT_CHECK(scan_buffers(&o) == 2);
-        scanner *s = NULL;
-        pb_error err = PB_ERROR_INIT;
-        PBT_CHECK(scan_open(&s, &o, &err) == 0);
+        scanner *s = scan_checked(&o, path, slow_sink_cb, want, size);
         if (!s)
             continue;
-        sink k = sink_make(size, rs);
-        uint64_t got = 0;
-        PBT_CHECK(scan_file(s, path, slow_sink_cb, &k, &got, &err) == 0);
-        PBT_CHECK(got == size && memcmp(k.data, want, size) == 0);
         scan_io_stats st;
         scan_get_io_stats(s, &st);
         printf("  pinned 1 %s: %llu of %llu chunks overlapped, peak %u in flight\n",
@@ -356,7 +362,6 @@ static void test_pinned_one_overlaps_checks(void)
                (unsigned long long)st.chunks, st.depth_peak);
         PBT_CHECK(!st.adaptive && st.depth_peak == 1);
         PBT_CHECK(st.chunks == 24 && st.overlapped * 10 >= st.chunks * 9);
-        free(k.data);
         scan_free(s);
     }
     unlink(path);
